@@ -1,0 +1,149 @@
+//! Where a rollout stands. Everything the state machine needs to continue is here, so a status
+//! serialized mid-run and read back continues exactly as the original.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::units::Weight;
+
+/// The observed state of a rollout.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// The lifecycle phase.
+    pub phase: Phase,
+    /// The number of the current (or last) run; 0 before the first.
+    #[serde(default)]
+    pub run: u64,
+    /// The revision under test in the current (or last) run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary_revision: Option<String>,
+    /// The revision the primary runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_revision: Option<String>,
+    /// The canary's share of traffic.
+    #[serde(default)]
+    pub canary_weight: Weight,
+    /// The share of traffic copied to the canary, when mirroring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror_weight: Option<Weight>,
+    /// Whether requests matching the A/B rules go to the canary.
+    #[serde(default)]
+    pub match_active: bool,
+    /// Plan steps taken in this run (weight steps, schedule entries).
+    #[serde(default)]
+    pub steps_taken: u32,
+    /// Passing iterations in this run (blue/green, A/B, mirror).
+    #[serde(default)]
+    pub iterations: u32,
+    /// Failed checks counted in this run.
+    #[serde(default)]
+    pub failed_checks: u32,
+    /// Whether pre-rollout hooks have passed in this run.
+    #[serde(default)]
+    pub pre_rollout_passed: bool,
+    /// Whether the one mirrored interval before a canary's first step is done.
+    #[serde(default)]
+    pub mirror_done: bool,
+    /// Whether a blue/green or mirror run has switched all traffic to the canary.
+    #[serde(default)]
+    pub switched: bool,
+    /// Paused by a person: the weight does not move until resumed.
+    #[serde(default)]
+    pub paused: bool,
+    /// Waiting at a step's untimed pause for a person to resume.
+    #[serde(default)]
+    pub waiting_for_resume: bool,
+    /// Skip the analysis of this run (set by the skip-analysis command).
+    #[serde(default)]
+    pub skip_analysis: bool,
+    /// When the current run started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_started_at: Option<Timestamp>,
+    /// When the run last made progress; the progress deadline counts from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_progress_at: Option<Timestamp>,
+    /// When the current step's timed pause ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_until: Option<Timestamp>,
+    /// When the phase last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_at: Option<Timestamp>,
+    /// Why the rollout is where it is, in words.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// Lifecycle phases; Flagger's names, plus `Held` and `Terminated`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum Phase {
+    /// Not yet set up.
+    #[default]
+    Initializing,
+    /// Set up; the primary serves everything and no run is under way.
+    Initialized,
+    /// A new revision waits for the confirm-rollout gate.
+    Waiting,
+    /// A run is moving traffic and judging the canary.
+    Progressing,
+    /// At the end of the plan, waiting for the confirm-promotion gate.
+    WaitingPromotion,
+    /// The canary's definition is being copied to the primary.
+    Promoting,
+    /// Traffic returns to the (new) primary; the canary is scaled down next.
+    Finalising,
+    /// The last run promoted its canary.
+    Succeeded,
+    /// The last run rolled back.
+    Failed,
+    /// The analysis failed and `onFailure: hold` keeps the weight until a person decides.
+    Held,
+    /// Being deleted; undoing what weir set up.
+    Terminating,
+    /// Deleted.
+    Terminated,
+}
+
+impl Phase {
+    /// Phases in which a run is under way.
+    pub fn in_run(self) -> bool {
+        matches!(
+            self,
+            Phase::Waiting
+                | Phase::Progressing
+                | Phase::WaitingPromotion
+                | Phase::Promoting
+                | Phase::Finalising
+                | Phase::Held
+        )
+    }
+
+    /// Phases in which a run has ended (or never started) and the rollout waits for a revision.
+    pub fn is_idle(self) -> bool {
+        matches!(self, Phase::Initialized | Phase::Succeeded | Phase::Failed)
+    }
+
+    /// The name used in documents.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Initializing => "Initializing",
+            Phase::Initialized => "Initialized",
+            Phase::Waiting => "Waiting",
+            Phase::Progressing => "Progressing",
+            Phase::WaitingPromotion => "WaitingPromotion",
+            Phase::Promoting => "Promoting",
+            Phase::Finalising => "Finalising",
+            Phase::Succeeded => "Succeeded",
+            Phase::Failed => "Failed",
+            Phase::Held => "Held",
+            Phase::Terminating => "Terminating",
+            Phase::Terminated => "Terminated",
+        }
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

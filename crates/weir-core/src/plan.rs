@@ -1,0 +1,1 @@
+//! Dry-run plans.

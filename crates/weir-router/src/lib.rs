@@ -1,0 +1,46 @@
+//! weir's embedded HTTP router: the data path of local rollouts.
+//!
+//! In local mode there is no service mesh to shift traffic, so weir stands in front of the two
+//! versions of a service itself. This crate is that front: one [`Router`] per listening address,
+//! each with its own [`RouteTable`](RouteSpec) saying where requests go (primary or canary, by
+//! weight, match rules or a session cookie, optionally mirrored), and per-version metrics the
+//! engine reads to judge the canary.
+//!
+//! Why it is shaped this way:
+//! - **The data path never blocks on the control path.** The route table lives behind an
+//!   [`arc_swap::ArcSwap`]: every request loads the current table without a lock, and the engine
+//!   replaces it in one atomic store ([`RouteHandle::replace`]). A request keeps the table it
+//!   started with, so a change never fails or splits an in-flight request.
+//! - **Streaming, not buffering.** Request and response bodies flow frame by frame between the
+//!   client and the upstream; the router's memory does not grow with body size.
+//! - **Metrics are counters, not logs.** Each version has atomic counters and a fine log-bucket
+//!   latency histogram ([`metrics`]); recording is a few relaxed atomic adds. The engine reads
+//!   snapshots and subtracts them ([`MetricsSnapshot::delta`]); Prometheus reads text
+//!   ([`serve_admin`]).
+//! - **A slow canary cannot slow the primary.** Mirrored copies run in detached tasks bounded by
+//!   a semaphore; when the bound is reached, or the mirror falls behind reading a body, the copy
+//!   is dropped and counted, never waited for.
+//!
+//! It does not depend on `weir-core`: it knows nothing about rollouts, only about routes.
+
+#![forbid(unsafe_code)]
+
+mod admin;
+mod body;
+mod error;
+pub mod metrics;
+mod proxy;
+mod rng;
+mod rules;
+mod server;
+mod table;
+
+pub use admin::serve_admin;
+pub use error::{RouteError, RouterError};
+pub use metrics::{LatencySnapshot, MetricsSnapshot, Traffic, VersionSnapshot};
+pub use rules::{Condition, MatchBlock, Matcher, Subject};
+pub use server::{RouteHandle, Router, RouterConfig};
+pub use table::{Backend, Decision, Mirror, Reason, Role, RouteSpec, SessionAffinity, Upstream, Weight};
+
+#[doc(hidden)]
+pub use rng::Rng;
