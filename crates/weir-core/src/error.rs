@@ -79,10 +79,6 @@ pub(crate) struct Errors {
 }
 
 impl Errors {
-    pub(crate) fn push(&mut self, error: FieldError) {
-        self.errors.push(error);
-    }
-
     pub(crate) fn value(
         &mut self,
         path: &str,
