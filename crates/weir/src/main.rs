@@ -1,1 +1,65 @@
-fn main() {}
+//! The `weir` command: argument parsing and wiring. The logic lives in the library crates.
+
+#![forbid(unsafe_code)]
+
+mod cmd_core;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// weir: progressive delivery for any service, on any platform.
+///
+/// weir moves traffic (or a feature flag's audience) from a stable version (the primary) to a new
+/// one (the canary) step by step, judges the canary against the primary, and promotes or rolls
+/// back on its own. Rollouts are written as `weir.dev/v1alpha1` Rollout documents; Flagger
+/// `flagger.app/v1beta1` Canary manifests are accepted wherever a file is.
+#[derive(Debug, Parser)]
+#[command(name = "weir", version, propagate_version = true, max_term_width = 100)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check rollout files and report every problem with its field path.
+    ///
+    /// Each file may hold several YAML documents (separated by `---`) or JSON. weir Rollouts and
+    /// MetricTemplates, Flagger Canaries and MetricTemplates are accepted. Every error names the
+    /// field (e.g. `spec.plan.canary.stepWeights[2]`), the value and what is allowed.
+    ///
+    /// Exit status: 0 when every document is valid, 1 when any is not (or a file cannot be read).
+    Validate(cmd_core::ValidateArgs),
+    /// Convert a Flagger Canary (or MetricTemplate) into a weir document.
+    ///
+    /// The weir YAML goes to standard output; warnings (Flagger fields weir keeps but does not act
+    /// on yet, values adjusted to Flagger's rules) go to standard error.
+    ///
+    /// Exit status: 0 on success, 2 when the input is invalid.
+    Convert(cmd_core::ConvertArgs),
+    /// Show what a healthy run of a rollout looks like: each step's time, canary weight and gate.
+    ///
+    /// The dry run drives weir's real state machine with every check and gate passing, and ends
+    /// with the minimum duration of a run. Failed checks add an interval each; the threshold of
+    /// failed checks ends the run.
+    ///
+    /// Exit status: 0 on success, 2 when the input is invalid.
+    Plan(cmd_core::PlanArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Validate(args) => cmd_core::validate(&args),
+        Command::Convert(args) => cmd_core::convert(&args),
+        Command::Plan(args) => cmd_core::plan(&args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
