@@ -54,7 +54,10 @@ impl Body for ProxyBody {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             ProxyBody::Incoming(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
             ProxyBody::Tee(body) => Pin::new(body).poll_frame(cx),
@@ -76,8 +79,10 @@ impl Body for ProxyBody {
         match self {
             ProxyBody::Incoming(body) => body.size_hint(),
             ProxyBody::Tee(body) => body.inner.size_hint(),
-            ProxyBody::Mirror(body) => body.size_hint.clone(),
-            ProxyBody::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
+            ProxyBody::Mirror(body) => body.size_hint,
+            ProxyBody::Full(bytes) => {
+                SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
+            }
         }
     }
 }
@@ -109,7 +114,11 @@ pub struct MirrorBody {
 
 /// Splits `body` into the original (to forward) and a copy (for the mirror). `capacity` frames
 /// may be buffered for the mirror before the copy is abandoned; `dropped` counts abandonments.
-pub(crate) fn tee(body: Incoming, capacity: usize, dropped: Arc<AtomicU64>) -> (TeeBody, MirrorBody) {
+pub(crate) fn tee(
+    body: Incoming,
+    capacity: usize,
+    dropped: Arc<AtomicU64>,
+) -> (TeeBody, MirrorBody) {
     let (tx, rx) = mpsc::channel(capacity.max(1));
     let state = Arc::new(TeeState::default());
     let size_hint = body.size_hint();
@@ -119,8 +128,18 @@ pub(crate) fn tee(body: Incoming, capacity: usize, dropped: Arc<AtomicU64>) -> (
     }
     let copy = (!done).then_some(tx);
     (
-        TeeBody { inner: body, copy, state: state.clone(), dropped },
-        MirrorBody { frames: rx, state, size_hint, done },
+        TeeBody {
+            inner: body,
+            copy,
+            state: state.clone(),
+            dropped,
+        },
+        MirrorBody {
+            frames: rx,
+            state,
+            size_hint,
+            done,
+        },
     )
 }
 
@@ -128,17 +147,20 @@ impl Body for TeeBody {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
-                if let (Some(data), Some(copy)) = (frame.data_ref(), &this.copy) {
-                    if copy.try_send(data.clone()).is_err() {
-                        // The mirror is behind (or gone): abandon its copy rather than wait.
-                        this.copy = None;
-                        this.dropped.fetch_add(1, Ordering::Relaxed);
-                    }
+                if let (Some(data), Some(copy)) = (frame.data_ref(), &this.copy)
+                    && copy.try_send(data.clone()).is_err()
+                {
+                    // The mirror is behind (or gone): abandon its copy rather than wait.
+                    this.copy = None;
+                    this.dropped.fetch_add(1, Ordering::Relaxed);
                 }
             }
             Poll::Ready(None) => {
@@ -162,7 +184,10 @@ impl Body for MirrorBody {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
         if this.done {
             return Poll::Ready(None);

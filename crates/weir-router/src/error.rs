@@ -8,7 +8,9 @@ use std::net::SocketAddr;
 #[derive(Debug, thiserror::Error)]
 pub enum RouteError {
     /// A weight was not a percentage between 0 and 100 with at most two decimals.
-    #[error("invalid weight {value:?}: expected a percentage from 0 to 100 with at most two decimals (0.01% resolution)")]
+    #[error(
+        "invalid weight {value:?}: expected a percentage from 0 to 100 with at most two decimals (0.01% resolution)"
+    )]
     Weight {
         /// The rejected text.
         value: String,
@@ -31,9 +33,7 @@ pub enum RouteError {
         field: &'static str,
     },
     /// A version name was empty or not usable as a cookie value and metric label.
-    #[error(
-        "{field}.version {value:?}: expected 1 to 64 characters from A-Z a-z 0-9 . _ -"
-    )]
+    #[error("{field}.version {value:?}: expected 1 to 64 characters from A-Z a-z 0-9 . _ -")]
     VersionName {
         /// `primary` or `canary`.
         field: &'static str,
@@ -44,7 +44,9 @@ pub enum RouteError {
     #[error("primary.version and canary.version are both {0:?}: they must differ")]
     SameVersion(String),
     /// A session-affinity cookie name was not a valid cookie name.
-    #[error("sessionAffinity.cookieName {0:?}: expected a non-empty token (letters, digits, ! # $ % & ' * + - . ^ _ ` | ~)")]
+    #[error(
+        "sessionAffinity.cookieName {0:?}: expected a non-empty token (letters, digits, ! # $ % & ' * + - . ^ _ ` | ~)"
+    )]
     CookieName(String),
     /// A match rule could not be parsed.
     #[error("invalid match rule {rule:?}: {reason}")]

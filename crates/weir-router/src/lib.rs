@@ -37,10 +37,13 @@ mod table;
 
 pub use admin::serve_admin;
 pub use error::{RouteError, RouterError};
-pub use metrics::{LatencySnapshot, MetricsSnapshot, Traffic, VersionSnapshot};
+pub use metrics::{LatencySnapshot, MetricsSnapshot, Traffic, VersionSnapshot, render_prometheus};
 pub use rules::{Condition, MatchBlock, Matcher, Subject};
 pub use server::{RouteHandle, Router, RouterConfig};
-pub use table::{Backend, Decision, Mirror, Reason, Role, RouteSpec, SessionAffinity, Upstream, Weight};
+pub use table::{
+    Backend, Decision, Mirror, Reason, Role, RouteSpec, RouteTable, SessionAffinity, Upstream,
+    Weight,
+};
 
 #[doc(hidden)]
 pub use rng::Rng;

@@ -35,7 +35,8 @@ const SUB_BITS: u32 = 4;
 /// Largest power of two covered: 2^40 us is about 12.7 days; larger values land in the last bucket.
 const MAX_EXP: u32 = 40;
 /// Number of buckets.
-pub const BUCKETS: usize = (LINEAR as usize) + ((MAX_EXP - SUB_BITS + 1) as usize) * (1 << SUB_BITS);
+pub const BUCKETS: usize =
+    (LINEAR as usize) + ((MAX_EXP - SUB_BITS + 1) as usize) * (1 << SUB_BITS);
 
 /// Which traffic a series counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -108,8 +109,15 @@ impl VersionMetrics {
     }
 
     fn snapshot(&self) -> (u64, LatencySnapshot) {
-        let buckets: Vec<u64> = self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
-        let latency = LatencySnapshot { sum_micros: self.latency_sum_micros.load(Ordering::Relaxed), buckets };
+        let buckets: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let latency = LatencySnapshot {
+            sum_micros: self.latency_sum_micros.load(Ordering::Relaxed),
+            buckets,
+        };
         (self.errors.load(Ordering::Relaxed), latency)
     }
 }
@@ -154,13 +162,14 @@ impl LatencySnapshot {
         (count > 0).then(|| Duration::from_micros(self.sum_micros / count))
     }
 
-    /// How many recorded latencies were at most `bound` (to within one bucket).
+    /// How many recorded latencies were at most `bound`, to within one bucket: the bucket that
+    /// contains `bound` is counted whole, so values up to 1/16 above it may be included.
     pub fn count_at_most(&self, bound: Duration) -> u64 {
         let micros = u64::try_from(bound.as_micros()).unwrap_or(u64::MAX);
         self.buckets
             .iter()
             .enumerate()
-            .take_while(|(index, _)| bucket_bounds(*index).1 <= micros.saturating_add(1))
+            .take_while(|(index, _)| bucket_bounds(*index).0 <= micros)
             .map(|(_, n)| n)
             .sum()
     }
@@ -208,7 +217,9 @@ pub struct MetricsSnapshot {
 impl MetricsSnapshot {
     /// The series for `version` and `traffic`, if it has been seen.
     pub fn get(&self, version: &str, traffic: Traffic) -> Option<&VersionSnapshot> {
-        self.versions.iter().find(|v| v.version == version && v.traffic == traffic)
+        self.versions
+            .iter()
+            .find(|v| v.version == version && v.traffic == traffic)
     }
 
     /// What happened between `earlier` and `self`. Series missing from `earlier` count from zero.
@@ -241,31 +252,46 @@ impl MetricsSnapshot {
 pub(crate) struct ListenerMetrics {
     listener: String,
     series: Mutex<BTreeMap<(String, Traffic), Arc<VersionMetrics>>>,
-    pub(crate) mirror_dropped: AtomicU64,
+    pub(crate) mirror_dropped: Arc<AtomicU64>,
 }
 
 impl ListenerMetrics {
     pub(crate) fn new(listener: &str) -> Self {
-        Self { listener: listener.to_owned(), series: Mutex::new(BTreeMap::new()), mirror_dropped: AtomicU64::new(0) }
+        Self {
+            listener: listener.to_owned(),
+            series: Mutex::new(BTreeMap::new()),
+            mirror_dropped: Arc::new(AtomicU64::new(0)),
+        }
     }
 
     /// The series for `version`/`traffic`, created if new. Only called when a table is compiled.
     pub(crate) fn version(&self, version: &str, traffic: Traffic) -> Arc<VersionMetrics> {
         // A poisoned lock only means another thread panicked mid-insert; the map is still valid.
         let mut series = self.series.lock().unwrap_or_else(PoisonError::into_inner);
-        series.entry((version.to_owned(), traffic)).or_insert_with(|| Arc::new(VersionMetrics::new())).clone()
+        series
+            .entry((version.to_owned(), traffic))
+            .or_insert_with(|| Arc::new(VersionMetrics::new()))
+            .clone()
     }
 
     pub(crate) fn snapshot(&self) -> MetricsSnapshot {
         let series: Vec<_> = {
             let map = self.series.lock().unwrap_or_else(PoisonError::into_inner);
-            map.iter().map(|(key, metrics)| (key.clone(), metrics.clone())).collect()
+            map.iter()
+                .map(|(key, metrics)| (key.clone(), metrics.clone()))
+                .collect()
         };
         let versions = series
             .into_iter()
             .map(|((version, traffic), metrics)| {
                 let (errors, latency) = metrics.snapshot();
-                VersionSnapshot { version, traffic, requests: latency.count(), errors, latency }
+                VersionSnapshot {
+                    version,
+                    traffic,
+                    requests: latency.count(),
+                    errors,
+                    latency,
+                }
             })
             .collect();
         MetricsSnapshot {
@@ -277,11 +303,15 @@ impl ListenerMetrics {
 }
 
 /// Upper bounds (seconds) of the histogram buckets exported to Prometheus.
-const PROMETHEUS_BOUNDS: [f64; 14] =
-    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+const PROMETHEUS_BOUNDS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
 
 fn escape_label(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Renders snapshots (plus each listener's current canary weight) as Prometheus text
@@ -291,38 +321,97 @@ pub fn render_prometheus(listeners: &[(MetricsSnapshot, f64)]) -> String {
     let header = |out: &mut String, name: &str, kind: &str, help: &str| {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
     };
-    header(&mut out, "weir_router_canary_weight_ratio", "gauge", "Current canary weight of each listener (0 to 1).");
+    header(
+        &mut out,
+        "weir_router_canary_weight_ratio",
+        "gauge",
+        "Current canary weight of each listener (0 to 1).",
+    );
     for (snapshot, weight) in listeners {
-        let _ = writeln!(out, "weir_router_canary_weight_ratio{{listener=\"{}\"}} {weight}", escape_label(&snapshot.listener));
+        let _ = writeln!(
+            out,
+            "weir_router_canary_weight_ratio{{listener=\"{}\"}} {weight}",
+            escape_label(&snapshot.listener)
+        );
     }
-    header(&mut out, "weir_router_requests_total", "counter", "Requests finished, per listener, version and traffic (served or mirror).");
+    header(
+        &mut out,
+        "weir_router_requests_total",
+        "counter",
+        "Requests finished, per listener, version and traffic (served or mirror).",
+    );
     for (snapshot, _) in listeners {
         for v in &snapshot.versions {
-            let _ = writeln!(out, "weir_router_requests_total{{{}}} {}", labels(snapshot, v), v.requests);
+            let _ = writeln!(
+                out,
+                "weir_router_requests_total{{{}}} {}",
+                labels(snapshot, v),
+                v.requests
+            );
         }
     }
-    header(&mut out, "weir_router_errors_total", "counter", "Requests answered with a 5xx status (from the upstream, or 502/504 from the router).");
+    header(
+        &mut out,
+        "weir_router_errors_total",
+        "counter",
+        "Requests answered with a 5xx status (from the upstream, or 502/504 from the router).",
+    );
     for (snapshot, _) in listeners {
         for v in &snapshot.versions {
-            let _ = writeln!(out, "weir_router_errors_total{{{}}} {}", labels(snapshot, v), v.errors);
+            let _ = writeln!(
+                out,
+                "weir_router_errors_total{{{}}} {}",
+                labels(snapshot, v),
+                v.errors
+            );
         }
     }
-    header(&mut out, "weir_router_request_duration_seconds", "histogram", "Time from request head to response head.");
+    header(
+        &mut out,
+        "weir_router_request_duration_seconds",
+        "histogram",
+        "Time from request head to response head.",
+    );
     for (snapshot, _) in listeners {
         for v in &snapshot.versions {
             let labels = labels(snapshot, v);
             for bound in PROMETHEUS_BOUNDS {
                 let count = v.latency.count_at_most(Duration::from_secs_f64(bound));
-                let _ = writeln!(out, "weir_router_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {count}");
+                let _ = writeln!(
+                    out,
+                    "weir_router_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {count}"
+                );
             }
-            let _ = writeln!(out, "weir_router_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}", v.requests);
-            let _ = writeln!(out, "weir_router_request_duration_seconds_sum{{{labels}}} {}", v.latency.sum_micros as f64 / 1e6);
-            let _ = writeln!(out, "weir_router_request_duration_seconds_count{{{labels}}} {}", v.requests);
+            let _ = writeln!(
+                out,
+                "weir_router_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+                v.requests
+            );
+            let _ = writeln!(
+                out,
+                "weir_router_request_duration_seconds_sum{{{labels}}} {}",
+                v.latency.sum_micros as f64 / 1e6
+            );
+            let _ = writeln!(
+                out,
+                "weir_router_request_duration_seconds_count{{{labels}}} {}",
+                v.requests
+            );
         }
     }
-    header(&mut out, "weir_router_mirror_dropped_total", "counter", "Mirror copies dropped because the mirror was saturated or too slow.");
+    header(
+        &mut out,
+        "weir_router_mirror_dropped_total",
+        "counter",
+        "Mirror copies dropped because the mirror was saturated or too slow.",
+    );
     for (snapshot, _) in listeners {
-        let _ = writeln!(out, "weir_router_mirror_dropped_total{{listener=\"{}\"}} {}", escape_label(&snapshot.listener), snapshot.mirror_dropped);
+        let _ = writeln!(
+            out,
+            "weir_router_mirror_dropped_total{{listener=\"{}\"}} {}",
+            escape_label(&snapshot.listener),
+            snapshot.mirror_dropped
+        );
     }
     out
 }
@@ -337,6 +426,7 @@ fn labels(snapshot: &MetricsSnapshot, v: &VersionSnapshot) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use http::StatusCode;
@@ -383,15 +473,24 @@ mod tests {
         let before = registry.snapshot();
         v1.record(StatusCode::SERVICE_UNAVAILABLE, Duration::from_millis(3));
         v1.record(StatusCode::NOT_FOUND, Duration::from_millis(3));
-        registry.version("v2", Traffic::Mirror).record(StatusCode::OK, Duration::from_micros(5));
+        registry
+            .version("v2", Traffic::Mirror)
+            .record(StatusCode::OK, Duration::from_micros(5));
         let now = registry.snapshot();
         let delta = now.delta(&before);
         let d1 = delta.get("v1", Traffic::Served).unwrap();
         assert_eq!((d1.requests, d1.errors), (2, 1));
         assert_eq!(delta.get("v2", Traffic::Mirror).unwrap().requests, 1);
         let text = render_prometheus(&[(now, 0.1)]);
-        assert!(text.contains("weir_router_requests_total{listener=\"web\",version=\"v1\",traffic=\"served\"} 3\n"), "{text}");
-        assert!(text.contains("weir_router_errors_total{listener=\"web\",version=\"v1\",traffic=\"served\"} 1\n"));
+        assert!(
+            text.contains(
+                "weir_router_requests_total{listener=\"web\",version=\"v1\",traffic=\"served\"} 3\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains(
+            "weir_router_errors_total{listener=\"web\",version=\"v1\",traffic=\"served\"} 1\n"
+        ));
         assert!(text.contains("weir_router_request_duration_seconds_bucket{listener=\"web\",version=\"v1\",traffic=\"served\",le=\"0.001\"} 0\n"));
         assert!(text.contains("weir_router_request_duration_seconds_bucket{listener=\"web\",version=\"v1\",traffic=\"served\",le=\"0.005\"} 3\n"));
         assert!(text.contains("weir_router_canary_weight_ratio{listener=\"web\"} 0.1\n"));

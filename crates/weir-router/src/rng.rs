@@ -60,6 +60,7 @@ pub(crate) fn with_thread_rng<T>(f: impl FnOnce(&mut Rng) -> T) -> T {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -71,11 +71,18 @@ impl FromStr for Weight {
     /// Parses a percentage such as `10`, `0.5`, `12.34` or `12.34%`. Exact decimal parsing: no
     /// floating point, at most two decimals (the 0.01% resolution).
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let fail = || RouteError::Weight { value: text.to_owned() };
+        let fail = || RouteError::Weight {
+            value: text.to_owned(),
+        };
         let number = text.trim().trim_end_matches('%').trim();
         let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
         let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-        if whole.is_empty() || whole.len() > 3 || fraction.len() > 2 || !digits(whole) || !digits(fraction) {
+        if whole.is_empty()
+            || whole.len() > 3
+            || fraction.len() > 2
+            || !digits(whole)
+            || !digits(fraction)
+        {
             return Err(fail());
         }
         let whole: u32 = whole.parse().map_err(|_| fail())?;
@@ -87,7 +94,11 @@ impl FromStr for Weight {
 impl fmt::Display for Weight {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (whole, fraction) = (self.0 / 100, self.0 % 100);
-        if fraction == 0 { write!(f, "{whole}%") } else { write!(f, "{whole}.{fraction:02}%") }
+        if fraction == 0 {
+            write!(f, "{whole}%")
+        } else {
+            write!(f, "{whole}.{fraction:02}%")
+        }
     }
 }
 
@@ -107,7 +118,10 @@ impl FromStr for Upstream {
     type Err = RouteError;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let fail = |reason: &str| RouteError::Upstream { value: text.to_owned(), reason: reason.to_owned() };
+        let fail = |reason: &str| RouteError::Upstream {
+            value: text.to_owned(),
+            reason: reason.to_owned(),
+        };
         let trimmed = text.trim();
         let rest = match trimmed.split_once("://") {
             Some(("http", rest)) => rest,
@@ -148,7 +162,10 @@ pub struct Backend {
 impl Backend {
     /// A backend named `version` served at `upstreams`.
     pub fn new(version: impl Into<String>, upstreams: Vec<Upstream>) -> Self {
-        Self { version: version.into(), upstreams }
+        Self {
+            version: version.into(),
+            upstreams,
+        }
     }
 }
 
@@ -190,7 +207,14 @@ pub struct RouteSpec {
 impl RouteSpec {
     /// A plain weighted split between `primary` and `canary`.
     pub fn weighted(primary: Backend, canary: Backend, canary_weight: Weight) -> Self {
-        Self { primary, canary, canary_weight, matches: Vec::new(), session_affinity: None, mirror: None }
+        Self {
+            primary,
+            canary,
+            canary_weight,
+            matches: Vec::new(),
+            session_affinity: None,
+            mirror: None,
+        }
     }
 
     /// Checks the spec; on error the message names the field and value.
@@ -198,9 +222,15 @@ impl RouteSpec {
         for (field, backend) in [("primary", &self.primary), ("canary", &self.canary)] {
             let name_ok = !backend.version.is_empty()
                 && backend.version.len() <= 64
-                && backend.version.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+                && backend
+                    .version
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
             if !name_ok {
-                return Err(RouteError::VersionName { field, value: backend.version.clone() });
+                return Err(RouteError::VersionName {
+                    field,
+                    value: backend.version.clone(),
+                });
             }
             if backend.upstreams.is_empty() {
                 return Err(RouteError::NoUpstreams { field });
@@ -255,7 +285,6 @@ pub struct Decision {
 /// A backend compiled for the request path.
 #[derive(Debug)]
 pub(crate) struct LiveBackend {
-    pub(crate) version: String,
     upstreams: Vec<Authority>,
     cursor: AtomicUsize,
     pub(crate) metrics: Arc<VersionMetrics>,
@@ -286,8 +315,11 @@ impl RouteTable {
     pub(crate) fn compile(spec: RouteSpec, metrics: &ListenerMetrics) -> Result<Self, RouteError> {
         spec.validate()?;
         let live = |backend: &Backend| LiveBackend {
-            version: backend.version.clone(),
-            upstreams: backend.upstreams.iter().map(|u| u.authority().clone()).collect(),
+            upstreams: backend
+                .upstreams
+                .iter()
+                .map(|u| u.authority().clone())
+                .collect(),
             cursor: AtomicUsize::new(0),
             metrics: metrics.version(&backend.version, Traffic::Served),
             affinity_cookie: spec.session_affinity.as_ref().and_then(|affinity| {
@@ -325,17 +357,20 @@ impl RouteTable {
     /// Decides where a request goes. Pure apart from the draws taken from `rng`.
     pub fn decide(&self, headers: &HeaderMap, uri: &Uri, rng: &mut Rng) -> Decision {
         let spec = &self.spec;
-        let (role, reason) = if !spec.matches.is_empty() && any_block_matches(&spec.matches, headers, uri) {
-            (Role::Canary, Reason::Match)
-        } else if let Some(role) = self.pinned_role(headers) {
-            (role, Reason::Affinity)
-        } else if rng.basis_point() < spec.canary_weight.basis_points() {
-            (Role::Canary, Reason::Weight)
-        } else {
-            (Role::Primary, Reason::Weight)
-        };
+        let (role, reason) =
+            if !spec.matches.is_empty() && any_block_matches(&spec.matches, headers, uri) {
+                (Role::Canary, Reason::Match)
+            } else if let Some(role) = self.pinned_role(headers) {
+                (role, Reason::Affinity)
+            } else if rng.basis_point() < spec.canary_weight.basis_points() {
+                (Role::Canary, Reason::Weight)
+            } else {
+                (Role::Primary, Reason::Weight)
+            };
         let mirror = role == Role::Primary
-            && spec.mirror.is_some_and(|m| m.weight == Weight::FULL || rng.basis_point() < m.weight.basis_points());
+            && spec.mirror.is_some_and(|m| {
+                m.weight == Weight::FULL || rng.basis_point() < m.weight.basis_points()
+            });
         Decision {
             role,
             reason,
@@ -362,6 +397,7 @@ impl RouteTable {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use http::HeaderValue;
@@ -373,7 +409,13 @@ mod tests {
 
     fn spec(canary_bp: u32) -> RouteSpec {
         RouteSpec::weighted(
-            Backend::new("v1", vec![upstream("127.0.0.1:1001"), upstream("http://127.0.0.1:1002/")]),
+            Backend::new(
+                "v1",
+                vec![
+                    upstream("127.0.0.1:1001"),
+                    upstream("http://127.0.0.1:1002/"),
+                ],
+            ),
             Backend::new("v2", vec![upstream("localhost:2001")]),
             Weight::from_basis_points(canary_bp).unwrap(),
         )
@@ -392,14 +434,20 @@ mod tests {
         for bad in ["", "-1", "100.01", "0.001", "1e2", "ten", "1.2.3", ".5"] {
             assert!(bad.parse::<Weight>().is_err(), "{bad}");
         }
-        assert_eq!(Weight::from_basis_points(1250).unwrap().to_string(), "12.50%");
+        assert_eq!(
+            Weight::from_basis_points(1250).unwrap().to_string(),
+            "12.50%"
+        );
         assert_eq!(Weight::from_basis_points(1000).unwrap().to_string(), "10%");
         assert!(Weight::from_basis_points(10_001).is_err());
     }
 
     #[test]
     fn upstreams_parse() {
-        assert_eq!(upstream("http://10.0.0.1:80").to_string(), "http://10.0.0.1:80");
+        assert_eq!(
+            upstream("http://10.0.0.1:80").to_string(),
+            "http://10.0.0.1:80"
+        );
         for bad in ["https://a:1", "a", "http://a:1/path", "", "u@a:1"] {
             assert!(bad.parse::<Upstream>().is_err(), "{bad}");
         }
@@ -415,9 +463,17 @@ mod tests {
         assert!(matches!(s.validate(), Err(RouteError::SameVersion(_))));
         let mut s = spec(0);
         s.primary.version = "bad name".into();
-        assert!(s.validate().unwrap_err().to_string().contains("primary.version"));
+        assert!(
+            s.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("primary.version")
+        );
         let mut s = spec(0);
-        s.session_affinity = Some(SessionAffinity { cookie_name: "a b".into(), max_age: Duration::from_secs(1) });
+        s.session_affinity = Some(SessionAffinity {
+            cookie_name: "a b".into(),
+            max_age: Duration::from_secs(1),
+        });
         assert!(matches!(s.validate(), Err(RouteError::CookieName(_))));
     }
 
@@ -427,7 +483,15 @@ mod tests {
     fn weighted_split_over_100k_draws_is_within_half_a_point() {
         let headers = HeaderMap::new();
         let uri = Uri::from_static("/");
-        for (seed, bp) in [(1, 1000), (2, 1), (3, 5000), (4, 9999), (5, 0), (6, 10_000), (7, 2525)] {
+        for (seed, bp) in [
+            (1, 1000),
+            (2, 1),
+            (3, 5000),
+            (4, 9999),
+            (5, 0),
+            (6, 10_000),
+            (7, 2525),
+        ] {
             let table = table(spec(bp));
             let mut rng = Rng::with_seed(seed);
             let draws = 100_000;
@@ -436,7 +500,10 @@ mod tests {
                 .count();
             let observed = canary as f64 / draws as f64;
             let expected = f64::from(bp) / 10_000.0;
-            assert!((observed - expected).abs() <= 0.005, "weight {bp}bp: observed {observed}");
+            assert!(
+                (observed - expected).abs() <= 0.005,
+                "weight {bp}bp: observed {observed}"
+            );
             if bp == 0 {
                 assert_eq!(canary, 0);
             }
@@ -449,7 +516,10 @@ mod tests {
     #[test]
     fn match_rules_send_to_canary_at_zero_weight() {
         let mut s = spec(0);
-        s.matches = vec!["header:x-canary=insider".parse().unwrap(), "cookie:beta=1 & query:v=2".parse().unwrap()];
+        s.matches = vec![
+            "header:x-canary=insider".parse().unwrap(),
+            "cookie:beta=1 & query:v=2".parse().unwrap(),
+        ];
         let t = table(s);
         let mut rng = Rng::with_seed(9);
         let mut headers = HeaderMap::new();
@@ -458,16 +528,26 @@ mod tests {
         assert_eq!((d.role, d.reason), (Role::Canary, Reason::Match));
         let mut headers = HeaderMap::new();
         headers.insert(COOKIE, HeaderValue::from_static("beta=1"));
-        assert_eq!(t.decide(&headers, &Uri::from_static("/?v=2"), &mut rng).role, Role::Canary);
-        assert_eq!(t.decide(&headers, &Uri::from_static("/?v=3"), &mut rng).role, Role::Primary);
+        assert_eq!(
+            t.decide(&headers, &Uri::from_static("/?v=2"), &mut rng)
+                .role,
+            Role::Canary
+        );
+        assert_eq!(
+            t.decide(&headers, &Uri::from_static("/?v=3"), &mut rng)
+                .role,
+            Role::Primary
+        );
     }
 
     #[test]
     fn affinity_pins_while_the_version_has_weight() {
         let with_affinity = |bp| {
             let mut s = spec(bp);
-            s.session_affinity =
-                Some(SessionAffinity { cookie_name: "weir".into(), max_age: Duration::from_secs(60) });
+            s.session_affinity = Some(SessionAffinity {
+                cookie_name: "weir".into(),
+                max_age: Duration::from_secs(60),
+            });
             table(s)
         };
         let mut rng = Rng::with_seed(3);
@@ -478,12 +558,18 @@ mod tests {
         let t = with_affinity(100);
         for _ in 0..1000 {
             let d = t.decide(&pinned_canary, &uri, &mut rng);
-            assert_eq!((d.role, d.reason, d.set_affinity_cookie), (Role::Canary, Reason::Affinity, false));
+            assert_eq!(
+                (d.role, d.reason, d.set_affinity_cookie),
+                (Role::Canary, Reason::Affinity, false)
+            );
         }
         // At 0% (rollback) the pin is ignored and the client goes back to the primary.
         let t = with_affinity(0);
         let d = t.decide(&pinned_canary, &uri, &mut rng);
-        assert_eq!((d.role, d.reason, d.set_affinity_cookie), (Role::Primary, Reason::Weight, true));
+        assert_eq!(
+            (d.role, d.reason, d.set_affinity_cookie),
+            (Role::Primary, Reason::Weight, true)
+        );
         // A fresh client gets a cookie naming the version it was given.
         let d = with_affinity(5000).decide(&HeaderMap::new(), &uri, &mut rng);
         assert!(d.set_affinity_cookie);
@@ -494,7 +580,9 @@ mod tests {
     #[test]
     fn mirror_share_applies_to_primary_traffic_only() {
         let mut s = spec(2000);
-        s.mirror = Some(Mirror { weight: Weight::from_basis_points(5000).unwrap() });
+        s.mirror = Some(Mirror {
+            weight: Weight::from_basis_points(5000).unwrap(),
+        });
         let t = table(s);
         let mut rng = Rng::with_seed(11);
         let (mut primary, mut mirrored) = (0, 0);
@@ -511,7 +599,17 @@ mod tests {
     #[test]
     fn round_robin_within_a_set() {
         let t = table(spec(0));
-        let seen: Vec<String> = (0..4).map(|_| t.backend(Role::Primary).next_upstream().to_string()).collect();
-        assert_eq!(seen, ["127.0.0.1:1001", "127.0.0.1:1002", "127.0.0.1:1001", "127.0.0.1:1002"]);
+        let seen: Vec<String> = (0..4)
+            .map(|_| t.backend(Role::Primary).next_upstream().to_string())
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                "127.0.0.1:1001",
+                "127.0.0.1:1002",
+                "127.0.0.1:1001",
+                "127.0.0.1:1002"
+            ]
+        );
     }
 }

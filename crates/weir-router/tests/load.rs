@@ -1,0 +1,163 @@
+//! Load over real loopback sockets: zero failures while the route table changes, and the
+//! observed split over 100,000 requests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use common::*;
+use http::StatusCode;
+use weir_router::{RouteSpec, RouterConfig, Traffic, Weight};
+
+/// Runs `total` GET requests from `clients` concurrent tasks (half HTTP/1.1 keep-alive, half
+/// HTTP/2), counting answers per body. Returns (v1 answers, v2 answers, failures).
+async fn drive(
+    addr: std::net::SocketAddr,
+    total: u64,
+    clients: usize,
+    completed: Arc<AtomicU64>,
+) -> (u64, u64, Vec<String>) {
+    let issued = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..clients {
+        let client = if i % 2 == 0 {
+            http1_client()
+        } else {
+            http2_client()
+        };
+        let (issued, completed) = (issued.clone(), completed.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut v1, mut v2, mut failures) = (0u64, 0u64, Vec::new());
+            while issued.fetch_add(1, Ordering::Relaxed) < total {
+                let request = http::Request::get(format!("http://{addr}/"))
+                    .body(http_body_util::Full::new(bytes::Bytes::new()))
+                    .unwrap();
+                match send(&client, request).await {
+                    Ok(answer) if answer.status == StatusCode::OK && answer.body == "v1" => v1 += 1,
+                    Ok(answer) if answer.status == StatusCode::OK && answer.body == "v2" => v2 += 1,
+                    Ok(answer) => failures.push(format!("{} {}", answer.status, answer.body)),
+                    Err(error) => failures.push(error),
+                }
+                completed.fetch_add(1, Ordering::Relaxed);
+            }
+            (v1, v2, failures)
+        }));
+    }
+    let (mut v1, mut v2, mut failures) = (0, 0, Vec::new());
+    for task in tasks {
+        let (a, b, f) = task.await.unwrap();
+        v1 += a;
+        v2 += b;
+        failures.extend(f);
+    }
+    (v1, v2, failures)
+}
+
+/// 20,000 requests while the table changes 100 times (weights, role swaps, rule changes,
+/// whole-table replacements): not one request fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_changes_under_load_fail_zero_requests() {
+    guard(async {
+        let v1 = TestUpstream::start("v1", Behavior::Normal).await;
+        let v2 = TestUpstream::start("v2", Behavior::Normal).await;
+        let spec = RouteSpec::weighted(v1.backend(), v2.backend(), weight("10"));
+        let (addr, handle) = start_router(spec.clone(), RouterConfig::default()).await;
+        const TOTAL: u64 = 20_000;
+        const CHANGES: u64 = 100;
+        let completed = Arc::new(AtomicU64::new(0));
+
+        let changer = {
+            let (handle, completed, spec) = (handle.clone(), completed.clone(), spec.clone());
+            tokio::spawn(async move {
+                let mut changes = 0;
+                for i in 0..CHANGES {
+                    // Spread the changes over the first three quarters of the load, so every
+                    // one of them happens while requests are in flight.
+                    while completed.load(Ordering::Relaxed) < (i + 1) * (TOTAL * 3 / 4) / CHANGES {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                    let result = match i % 4 {
+                        0 => handle.set_canary_weight(
+                            Weight::from_basis_points(((i * 997) % 10_001) as u32).unwrap(),
+                        ),
+                        1 => handle.swap_roles(weight("5")),
+                        2 => {
+                            handle.update(|s| s.matches = vec!["header:x-never=1".parse().unwrap()])
+                        }
+                        _ => {
+                            let mut fresh = spec.clone();
+                            fresh.canary_weight =
+                                Weight::from_basis_points((i * 50) as u32).unwrap();
+                            handle.replace(fresh)
+                        }
+                    };
+                    result.unwrap();
+                    changes += 1;
+                }
+                changes
+            })
+        };
+        let (served_v1, served_v2, failures) = drive(addr, TOTAL, 32, completed).await;
+        let changes = changer.await.unwrap();
+        assert_eq!(changes, CHANGES);
+        assert!(
+            failures.is_empty(),
+            "{} failures, first: {:?}",
+            failures.len(),
+            failures.first()
+        );
+        assert_eq!(served_v1 + served_v2, TOTAL);
+        assert!(served_v1 > 0 && served_v2 > 0);
+        let metrics = handle.metrics();
+        let counted: u64 = metrics
+            .versions
+            .iter()
+            .filter(|v| v.traffic == Traffic::Served)
+            .map(|v| v.requests)
+            .sum();
+        let errors: u64 = metrics.versions.iter().map(|v| v.errors).sum();
+        assert_eq!((counted, errors), (TOTAL, 0));
+    })
+    .await;
+}
+
+/// 100,000 real requests at a 10% canary weight: the observed split is within +-0.5
+/// percentage points (5 standard deviations at this sample size).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observed_split_over_100k_requests_is_within_half_a_point() {
+    guard(async {
+        let v1 = TestUpstream::start("v1", Behavior::Normal).await;
+        let v2 = TestUpstream::start("v2", Behavior::Normal).await;
+        let spec = RouteSpec::weighted(v1.backend(), v2.backend(), weight("10"));
+        let (addr, handle) = start_router(spec, RouterConfig::default()).await;
+        const TOTAL: u64 = 100_000;
+        let (served_v1, served_v2, failures) = drive(addr, TOTAL, 64, Arc::default()).await;
+        assert!(
+            failures.is_empty(),
+            "{} failures, first: {:?}",
+            failures.len(),
+            failures.first()
+        );
+        assert_eq!(served_v1 + served_v2, TOTAL);
+        let canary_share = served_v2 as f64 / TOTAL as f64;
+        assert!(
+            (canary_share - 0.10).abs() <= 0.005,
+            "canary share {canary_share}"
+        );
+        // The router's own counters agree with what the clients saw.
+        let metrics = handle.metrics();
+        assert_eq!(
+            metrics.get("v2", Traffic::Served).unwrap().requests,
+            served_v2
+        );
+        assert_eq!(
+            metrics.get("v1", Traffic::Served).unwrap().requests,
+            served_v1
+        );
+        assert_eq!((v1.requests(), v2.requests()), (served_v1, served_v2));
+    })
+    .await;
+}
