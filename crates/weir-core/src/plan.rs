@@ -77,7 +77,10 @@ pub fn dry_run(spec: &RolloutSpec, start: Timestamp) -> Timeline {
     let show_clock = matches!(spec.plan, Plan::Schedule(_));
     for _ in 0..MAX_TICKS {
         let input = if status.waiting_for_resume || status.phase == Phase::Held {
-            manual_steps.push(format!("at {} a person runs `weir resume`", offset(started_at, now)));
+            manual_steps.push(format!(
+                "at {} a person runs `weir resume`",
+                offset(started_at, now)
+            ));
             Input::Command(CommandInput {
                 command: Command::Resume,
                 actor: "dry-run".into(),
@@ -110,7 +113,9 @@ pub fn dry_run(spec: &RolloutSpec, start: Timestamp) -> Timeline {
         if matches!(status.phase, Phase::Succeeded | Phase::Failed) {
             break;
         }
-        if status.phase == Phase::WaitingPromotion && !spec.analysis.has_hooks(HookType::ConfirmPromotion) {
+        if status.phase == Phase::WaitingPromotion
+            && !spec.analysis.has_hooks(HookType::ConfirmPromotion)
+        {
             // Only a person can finish this run (a schedule that stops short of 100%).
             manual_steps.push("a person runs `weir promote` to finish".into());
             break;
@@ -148,7 +153,11 @@ fn offset(started_at: Option<Timestamp>, at: Timestamp) -> GoDuration {
 }
 
 /// Which events a timeline shows (outer `None`: not shown), and the gate guarding each (inner).
-fn gate_for(spec: &RolloutSpec, before: &RolloutStatus, reason: EventReason) -> Option<Option<&'static str>> {
+fn gate_for(
+    spec: &RolloutSpec,
+    before: &RolloutStatus,
+    reason: EventReason,
+) -> Option<Option<&'static str>> {
     let has = |hook_type| spec.analysis.has_hooks(hook_type);
     let gate = match reason {
         EventReason::RunStarted => has(HookType::ConfirmRollout).then_some("confirm-rollout"),

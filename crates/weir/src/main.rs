@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod cmd_core;
+mod cmd_router;
 
 use std::process::ExitCode;
 
@@ -46,6 +47,14 @@ enum Command {
     ///
     /// Exit status: 0 on success, 2 when the input is invalid.
     Plan(cmd_core::PlanArgs),
+    /// Run the embedded router alone in front of two versions of a service.
+    ///
+    /// Splits traffic between a primary and a canary by weight (0.01% resolution), sends
+    /// requests matching --match rules to the canary, optionally pins clients with a cookie and
+    /// mirrors traffic, and exposes per-version Prometheus metrics on --admin. Runs until Ctrl-C.
+    ///
+    /// Exit status: 0 after Ctrl-C, 2 when the flags are invalid or the address cannot be bound.
+    Router(cmd_router::RouterArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +63,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => cmd_core::validate(&args),
         Command::Convert(args) => cmd_core::convert(&args),
         Command::Plan(args) => cmd_core::plan(&args),
+        Command::Router(args) => cmd_router::router(&args),
     };
     match result {
         Ok(code) => code,

@@ -757,16 +757,18 @@ impl Machine<'_> {
     /// nothing legitimate (a pause, a person, a future schedule entry) holds it.
     fn stalled(&self) -> bool {
         let status = &self.status;
-        if status.phase != Phase::Progressing
-            || status.paused
-            || status.waiting_for_resume
-            || status.pause_until.is_some()
-        {
+        if status.phase != Phase::Progressing || status.paused || status.waiting_for_resume {
             return false;
         }
         let Some(mut reference) = status.last_progress_at else {
             return false;
         };
+        if let Some(until) = status.pause_until {
+            if self.now < until {
+                return false;
+            }
+            reference = reference.max(until);
+        }
         if let Plan::Schedule(_) = &self.spec.plan {
             match steps::next_unapplied_entry_time(self.spec, status) {
                 Some(due) if due <= self.now => reference = reference.max(due),
