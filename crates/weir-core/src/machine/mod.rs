@@ -772,8 +772,9 @@ impl Machine<'_> {
         if let Plan::Schedule(_) = &self.spec.plan {
             match steps::next_unapplied_entry_time(self.spec, status) {
                 Some(due) if due <= self.now => reference = reference.max(due),
-                // Waiting for a future entry (or none left) is not a stall.
-                _ => return false,
+                // Waiting for a future entry is not a stall.
+                Some(_) => return false,
+                None => {}
             }
         }
         let deadline = self.spec.analysis.progress_deadline.get();

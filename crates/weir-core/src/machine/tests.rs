@@ -978,3 +978,19 @@ fn hook_results_for_unknown_hooks_are_ignored() {
     assert_eq!(harness.status.phase, Phase::Progressing);
     assert_eq!(harness.weight(), 100);
 }
+
+#[test]
+fn a_finished_schedule_with_an_unready_canary_fails_at_the_deadline() {
+    // Found by the property test: with every entry applied, nothing exempted the run from the
+    // progress deadline any more, but the stall check still treated it as waiting for an entry.
+    let body = "  plan: {schedule: {manual: [{at: '2027-01-15T08:00:00Z', weight: 100}]}}\n  analysis: {interval: 1m, progressDeadline: 3m}\n";
+    let mut harness = Harness::new(spec(body));
+    harness.now = "2027-01-15T07:59:00Z".parse().unwrap_or(harness.now);
+    harness.healthy();
+    harness.healthy();
+    assert_eq!(harness.weight(), 100);
+    for _ in 0..4 {
+        harness.tick(|obs| obs.canary_ready = false);
+    }
+    assert_eq!(harness.status.phase, Phase::Failed);
+}
