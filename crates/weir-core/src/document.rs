@@ -285,7 +285,13 @@ pub fn deserialize_collecting<T: DeserializeOwned>(value: &Value) -> Result<T, V
             })
             .collect();
         let inner = error.into_inner().to_string();
-        let (message, remove_key) = describe_serde_error(&inner);
+        let (message, mut remove_key) = describe_serde_error(&inner);
+        // Some paths already end at the unknown field; others stop at its parent.
+        if let (Some(key), Some(PathSegment::Key(last))) = (&remove_key, segments.last()) {
+            if key == last {
+                remove_key = None;
+            }
+        }
         if let Some(missing) = missing_field_name(&inner) {
             // A field removed earlier as invalid is now missing: its error is already reported.
             let already_reported = removed_keys
