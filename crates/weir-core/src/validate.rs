@@ -398,12 +398,12 @@ fn analysis(analysis: &Analysis, errors: &mut Errors) {
             "the threshold is the number of failed checks that ends a run: at least 1",
         );
     }
-    if analysis.progress_deadline <= analysis.interval {
+    if analysis.progress_deadline < analysis.interval {
         errors.value(
             &format!("{BASE}.progressDeadline"),
             analysis.progress_deadline,
             format!(
-                "the progress deadline must be longer than the interval ({})",
+                "the progress deadline must be at least the interval ({})",
                 analysis.interval
             ),
         );

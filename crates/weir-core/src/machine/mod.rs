@@ -746,6 +746,9 @@ impl Machine<'_> {
 
     fn count_failure(&mut self, message: String, evidence: Evidence) {
         self.status.failed_checks += 1;
+        // A counted failure moves the run towards its verdict (the threshold bounds them), so it
+        // is progress: the deadline is for runs that cannot be judged at all.
+        self.progressed();
         let message = format!(
             "{message} (failed checks: {} of {})",
             self.status.failed_checks, self.spec.analysis.threshold

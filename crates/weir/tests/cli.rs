@@ -1,0 +1,202 @@
+//! The `weir` binary's core commands, run as a user runs them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn weir(args: &[&str]) -> Output {
+    match Command::new(env!("CARGO_BIN_EXE_weir")).args(args).output() {
+        Ok(output) => output,
+        Err(error) => panic!("cannot run weir: {error}"),
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn repo_file(relative: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative).display().to_string()
+}
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name).display().to_string()
+}
+
+/// The Flagger corpus beside the project (CI), or `None` on a user's fresh clone.
+fn compat_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("WEIR_COMPAT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/compat/flagger"));
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!("compat corpus not found at {}: skipped", dir.display());
+        None
+    }
+}
+
+#[test]
+fn validate_accepts_the_examples_and_exits_0() {
+    let files: Vec<String> = ["canary-kubernetes.yaml", "steps-with-pauses.yaml", "flag-schedule.yaml"]
+        .iter()
+        .map(|name| repo_file(&format!("examples/{name}")))
+        .collect();
+    let args: Vec<&str> = std::iter::once("validate").chain(files.iter().map(String::as_str)).collect();
+    let output = weir(&args);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("3 valid, 0 invalid"));
+}
+
+#[test]
+fn validate_reports_every_error_and_exits_1() {
+    let invalid = repo_file("examples/invalid.yaml");
+    let valid = repo_file("examples/flag-schedule.yaml");
+    let output = weir(&["validate", &valid, &invalid]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    for path in ["metadata.name", "spec.plan.canary.stepWeights[1]", "spec.plan.canary.stepWeights[2]", "spec.analysis.threshold", "spec.analysis.metrics[0]"] {
+        assert!(stderr.contains(&format!("  - {path}: ")), "{path} missing from:\n{stderr}");
+    }
+    assert!(text(&output.stdout).contains("1 valid, 1 invalid"));
+}
+
+#[test]
+fn validate_reports_unreadable_files() {
+    let output = weir(&["validate", "/nonexistent/rollout.yaml"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(text(&output.stderr).contains("cannot read /nonexistent/rollout.yaml"));
+}
+
+#[test]
+fn convert_prints_a_weir_rollout_and_warnings_apart() {
+    let output = weir(&["convert", &fixture("flagger-canary.yaml")]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let yaml = text(&output.stdout);
+    assert!(yaml.contains("apiVersion: weir.dev/v1alpha1"), "{yaml}");
+    assert!(yaml.contains("stepWeight: 15") && yaml.contains("maxWeight: 45"), "{yaml}");
+    assert!(yaml.contains("interval: 20s") && yaml.contains("threshold: 4"), "{yaml}");
+    // The deprecated `threshold: 98` of the success rate becomes its minimum.
+    assert!(yaml.contains("min: 98"), "{yaml}");
+    assert!(!yaml.contains("warning"), "warnings belong on stderr");
+    // The converted document is itself valid input.
+    let dir = std::env::temp_dir().join(format!("weir-cli-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let converted = dir.join("converted.yaml");
+    assert!(std::fs::write(&converted, &yaml).is_ok());
+    let output = weir(&["validate", &converted.display().to_string()]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn convert_refuses_invalid_input_with_exit_2() {
+    let output = weir(&["convert", &repo_file("examples/invalid.yaml")]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output.stderr).contains("spec.analysis.threshold"));
+}
+
+#[test]
+fn plan_shows_each_step_and_the_minimum_duration() {
+    let output = weir(&["plan", &fixture("flagger-canary.yaml")]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    for expected in ["15%", "30%", "45%", "confirm-traffic-increase", "minimum duration: 2m"] {
+        assert!(stdout.contains(expected), "{expected} missing from:\n{stdout}");
+    }
+}
+
+#[test]
+fn plan_json_has_offsets_weights_and_gates() {
+    let output = weir(&["plan", "--output", "json", &fixture("flagger-canary.yaml")]);
+    assert_eq!(output.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    let timeline = &json["timeline"];
+    assert_eq!(timeline["strategy"], "canary");
+    assert_eq!(timeline["minimumDuration"], "2m");
+    let steps = timeline["steps"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let weights: Vec<f64> = steps.iter().filter_map(|step| step["canaryWeight"].as_f64()).collect();
+    assert_eq!(weights, vec![0.0, 15.0, 30.0, 45.0, 45.0, 0.0, 0.0]);
+    assert_eq!(steps[1]["offset"], "20s");
+    assert_eq!(steps[1]["gate"], "confirm-traffic-increase");
+}
+
+#[test]
+fn help_explains_the_commands() {
+    let output = weir(&["--help"]);
+    let stdout = text(&output.stdout);
+    for command in ["validate", "convert", "plan"] {
+        assert!(stdout.contains(command), "{stdout}");
+    }
+    let output = weir(&["validate", "--help"]);
+    assert!(text(&output.stdout).contains("Exit status: 0 when every document is valid, 1 when any is not"));
+}
+
+#[test]
+fn compat_corpus_validates_and_fragments_are_refused() {
+    let Some(dir) = compat_dir() else {
+        return;
+    };
+    let list = |sub: &str| -> Vec<String> {
+        let mut files: Vec<String> = std::fs::read_dir(dir.join(sub))
+            .map(|entries| entries.filter_map(Result::ok).map(|entry| entry.path().display().to_string()).collect())
+            .unwrap_or_default();
+        files.sort();
+        files
+    };
+    let complete: Vec<String> = list("canaries").into_iter().chain(list("metric-templates")).collect();
+    assert_eq!(complete.len(), 65 + 27);
+    let args: Vec<&str> = std::iter::once("validate").chain(complete.iter().map(String::as_str)).collect();
+    let output = weir(&args);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("92 valid, 0 invalid"));
+    let fragments = list("fragments");
+    assert_eq!(fragments.len(), 18);
+    for fragment in &fragments {
+        let output = weir(&["validate", fragment]);
+        assert_eq!(output.status.code(), Some(1), "{fragment} should be refused");
+        let stderr = text(&output.stderr);
+        let names_missing = ["spec.targetRef", "spec.analysis", "metadata.name", "spec:", "apiVersion"]
+            .iter()
+            .any(|field| stderr.contains(field));
+        assert!(names_missing && stderr.contains("required"), "{fragment}: {stderr}");
+    }
+}
+
+/// Dry-run plans of real Flagger manifests, one per strategy and provider.
+#[test]
+fn plan_snapshots_of_compat_manifests() {
+    let Some(dir) = compat_dir() else {
+        return;
+    };
+    let chosen = [
+        "artifacts-examples-istio-abtest-a1c884a7.yaml",
+        "artifacts-examples-istio-canary-be3de0dc.yaml",
+        "artifacts-examples-kuma-canary-d7b47f92.yaml",
+        "artifacts-examples-linkerd-canary-4de048b7.yaml",
+        "artifacts-examples-linkerd-canary-steps-ac23356d.yaml",
+        "docs-gitbook-faq-150fa79e.yaml",
+        "docs-gitbook-tutorials-gatewayapi-progressive-delivery-417cec34.yaml",
+        "README-f8cbab37.yaml",
+    ];
+    let mut files: Vec<String> = chosen.iter().map(|name| name.to_string()).collect();
+    // Fill up to a dozen with the first others in name order, so the set is stable.
+    let mut others: Vec<String> = std::fs::read_dir(dir.join("canaries"))
+        .map(|entries| entries.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    others.sort();
+    for name in others {
+        if files.len() >= 14 {
+            break;
+        }
+        if !files.contains(&name) {
+            files.push(name);
+        }
+    }
+    for name in &files {
+        let path = dir.join("canaries").join(name);
+        let output = weir(&["plan", &path.display().to_string()]);
+        assert_eq!(output.status.code(), Some(0), "{name}: {}", text(&output.stderr));
+        let snapshot_name = format!("plan-{}", name.trim_end_matches(".yaml"));
+        insta::assert_snapshot!(snapshot_name, text(&output.stdout));
+    }
+}
