@@ -287,10 +287,10 @@ pub fn deserialize_collecting<T: DeserializeOwned>(value: &Value) -> Result<T, V
         let inner = error.into_inner().to_string();
         let (message, mut remove_key) = describe_serde_error(&inner);
         // Some paths already end at the unknown field; others stop at its parent.
-        if let (Some(key), Some(PathSegment::Key(last))) = (&remove_key, segments.last()) {
-            if key == last {
-                remove_key = None;
-            }
+        if let (Some(key), Some(PathSegment::Key(last))) = (&remove_key, segments.last())
+            && key == last
+        {
+            remove_key = None;
         }
         if let Some(missing) = missing_field_name(&inner) {
             // A field removed earlier as invalid is now missing: its error is already reported.
@@ -427,35 +427,35 @@ fn display_path(path: &[PathSegment], extra_key: Option<&str>) -> String {
 /// Turns serde's message into weir's wording; for unknown fields, also names the field so the
 /// error points at it.
 fn describe_serde_error(message: &str) -> (String, Option<String>) {
-    if let Some(rest) = message.strip_prefix("unknown field `") {
-        if let Some((field, expected)) = rest.split_once('`') {
-            let expected = expected
-                .trim_start_matches(',')
-                .trim()
-                .replace("expected one of", "the fields allowed here are")
-                .replace("expected", "the field allowed here is")
-                .replace("there are no fields", "no fields are allowed here");
-            let suggestion = expected_names(&expected)
-                .into_iter()
-                .min_by_key(|candidate| edit_distance(candidate, field))
-                .filter(|candidate| edit_distance(candidate, field) <= 2)
-                .map(|candidate| format!(" (did you mean `{candidate}`?)"))
-                .unwrap_or_default();
-            return (
-                format!("unknown field{suggestion}; {expected}"),
-                Some(field.to_string()),
-            );
-        }
+    if let Some(rest) = message.strip_prefix("unknown field `")
+        && let Some((field, expected)) = rest.split_once('`')
+    {
+        let expected = expected
+            .trim_start_matches(',')
+            .trim()
+            .replace("expected one of", "the fields allowed here are")
+            .replace("expected", "the field allowed here is")
+            .replace("there are no fields", "no fields are allowed here");
+        let suggestion = expected_names(&expected)
+            .into_iter()
+            .min_by_key(|candidate| edit_distance(candidate, field))
+            .filter(|candidate| edit_distance(candidate, field) <= 2)
+            .map(|candidate| format!(" (did you mean `{candidate}`?)"))
+            .unwrap_or_default();
+        return (
+            format!("unknown field{suggestion}; {expected}"),
+            Some(field.to_string()),
+        );
     }
-    if let Some(rest) = message.strip_prefix("unknown variant `") {
-        if let Some((variant, expected)) = rest.split_once('`') {
-            let expected = expected
-                .trim_start_matches(',')
-                .trim()
-                .replace("expected one of", "allowed:")
-                .replace("expected", "allowed:");
-            return (format!("{variant:?} is not allowed; {expected}"), None);
-        }
+    if let Some(rest) = message.strip_prefix("unknown variant `")
+        && let Some((variant, expected)) = rest.split_once('`')
+    {
+        let expected = expected
+            .trim_start_matches(',')
+            .trim()
+            .replace("expected one of", "allowed:")
+            .replace("expected", "allowed:");
+        return (format!("{variant:?} is not allowed; {expected}"), None);
     }
     (message.to_string(), None)
 }

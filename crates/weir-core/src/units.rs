@@ -95,9 +95,9 @@ impl Weight {
 
 impl fmt::Display for Weight {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0 % 100 == 0 {
+        if self.0.is_multiple_of(100) {
             write!(f, "{}%", self.0 / 100)
-        } else if self.0 % 10 == 0 {
+        } else if self.0.is_multiple_of(10) {
             write!(f, "{}.{}%", self.0 / 100, (self.0 % 100) / 10)
         } else {
             write!(f, "{}.{:02}%", self.0 / 100, self.0 % 100)
@@ -107,7 +107,7 @@ impl fmt::Display for Weight {
 
 impl Serialize for Weight {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        if self.0 % 100 == 0 {
+        if self.0.is_multiple_of(100) {
             serializer.serialize_u32(self.0 / 100)
         } else {
             serializer.serialize_f64(self.percent())
@@ -254,9 +254,9 @@ impl fmt::Display for GoDuration {
         }
         if total < Duration::from_secs(1) {
             let nanos = total.subsec_nanos();
-            return if nanos % 1_000_000 == 0 {
+            return if nanos.is_multiple_of(1_000_000) {
                 write!(f, "{}ms", nanos / 1_000_000)
-            } else if nanos % 1_000 == 0 {
+            } else if nanos.is_multiple_of(1_000) {
                 write!(f, "{}us", nanos / 1_000)
             } else {
                 write!(f, "{nanos}ns")

@@ -41,14 +41,15 @@ pub fn metric_template(template: &MetricTemplate) -> Vec<FieldError> {
             format!("allowed: {}", METRIC_PROVIDER_TYPES.join(", ")),
         );
     }
-    if let Some(address) = &provider.address {
-        if !address.starts_with("http://") && !address.starts_with("https://") {
-            errors.value(
-                "spec.provider.address",
-                format!("{address:?}"),
-                "an address is an http:// or https:// URL",
-            );
-        }
+    if let Some(address) = &provider.address
+        && !address.starts_with("http://")
+        && !address.starts_with("https://")
+    {
+        errors.value(
+            "spec.provider.address",
+            format!("{address:?}"),
+            "an address is an http:// or https:// URL",
+        );
     }
     errors.into_vec()
 }
@@ -67,15 +68,15 @@ fn metadata(metadata: &ObjectMeta, errors: &mut Errors) {
              with a letter or digit",
         );
     }
-    if let Some(namespace) = &metadata.namespace {
-        if !is_dns_label(namespace) {
-            errors.value(
-                "metadata.namespace",
-                format!("{namespace:?}"),
-                "a namespace is at most 63 lowercase letters, digits and '-', starting and \
+    if let Some(namespace) = &metadata.namespace
+        && !is_dns_label(namespace)
+    {
+        errors.value(
+            "metadata.namespace",
+            format!("{namespace:?}"),
+            "a namespace is at most 63 lowercase letters, digits and '-', starting and \
                  ending with a letter or digit",
-            );
-        }
+        );
     }
 }
 
@@ -167,14 +168,15 @@ fn canary_plan(canary: &CanaryPlan, errors: &mut Errors) {
     if let Some(max) = canary.max_weight {
         check_weight(&format!("{BASE}.maxWeight"), max, errors);
     }
-    if let Some(step) = canary.step_weight {
-        if check_weight(&format!("{BASE}.stepWeight"), step, errors) && step > max_weight {
-            errors.value(
-                format!("{BASE}.stepWeight").as_str(),
-                step,
-                format!("the step is larger than maxWeight ({max_weight})"),
-            );
-        }
+    if let Some(step) = canary.step_weight
+        && check_weight(&format!("{BASE}.stepWeight"), step, errors)
+        && step > max_weight
+    {
+        errors.value(
+            format!("{BASE}.stepWeight").as_str(),
+            step,
+            format!("the step is larger than maxWeight ({max_weight})"),
+        );
     }
     if let Some(weights) = &canary.step_weights {
         if weights.is_empty() {
@@ -226,14 +228,14 @@ fn canary_plan(canary: &CanaryPlan, errors: &mut Errors) {
                     format!("above maxWeight ({max_weight})"),
                 );
             }
-            if let Some(duration) = step.pause.as_ref().and_then(|pause| pause.duration) {
-                if duration.get().is_zero() {
-                    errors.value(
-                        &format!("{BASE}.steps[{index}].pause.duration"),
-                        duration,
-                        "a pause lasts more than 0s; write `pause: {}` to wait for `weir resume`",
-                    );
-                }
+            if let Some(duration) = step.pause.as_ref().and_then(|pause| pause.duration)
+                && duration.get().is_zero()
+            {
+                errors.value(
+                    &format!("{BASE}.steps[{index}].pause.duration"),
+                    duration,
+                    "a pause lasts more than 0s; write `pause: {}` to wait for `weir resume`",
+                );
             }
         }
     }
@@ -301,16 +303,16 @@ fn string_match(path: &str, condition: &StringMatch, errors: &mut Errors) {
             format!("sets {given} of exact, prefix, suffix and regex: set exactly one"),
         );
     }
-    if let Some(pattern) = &condition.regex {
-        if let Err(error) = regex_syntax::Parser::new().parse(pattern) {
-            let detail = error.to_string();
-            let reason = detail.lines().last().unwrap_or("invalid syntax").trim();
-            errors.value(
-                &format!("{path}.regex"),
-                format!("{pattern:?}"),
-                format!("not a valid regular expression ({reason})"),
-            );
-        }
+    if let Some(pattern) = &condition.regex
+        && let Err(error) = regex_syntax::Parser::new().parse(pattern)
+    {
+        let detail = error.to_string();
+        let reason = detail.lines().last().unwrap_or("invalid syntax").trim();
+        errors.value(
+            &format!("{path}.regex"),
+            format!("{pattern:?}"),
+            format!("not a valid regular expression ({reason})"),
+        );
     }
 }
 
@@ -449,14 +451,14 @@ fn analysis(analysis: &Analysis, errors: &mut Errors) {
                 if range.min.is_none() && range.max.is_none() {
                     errors.field(&format!("{path}.thresholdRange"), "needs min, max or both");
                 }
-                if let (Some(min), Some(max)) = (range.min, range.max) {
-                    if min > max {
-                        errors.value(
-                            &format!("{path}.thresholdRange.min"),
-                            min,
-                            format!("min must not exceed max ({max})"),
-                        );
-                    }
+                if let (Some(min), Some(max)) = (range.min, range.max)
+                    && min > max
+                {
+                    errors.value(
+                        &format!("{path}.thresholdRange.min"),
+                        min,
+                        format!("min must not exceed max ({max})"),
+                    );
                 }
                 for (bound, value) in [("min", range.min), ("max", range.max)] {
                     if value.is_some_and(|value| !value.is_finite()) {
@@ -469,19 +471,19 @@ fn analysis(analysis: &Analysis, errors: &mut Errors) {
                 }
             }
         }
-        if let Some(window) = metric.interval {
-            if window < MIN_INTERVAL {
-                errors.value(
-                    &format!("{path}.interval"),
-                    window,
-                    "a metric's window is at least 1s",
-                );
-            }
+        if let Some(window) = metric.interval
+            && window < MIN_INTERVAL
+        {
+            errors.value(
+                &format!("{path}.interval"),
+                window,
+                "a metric's window is at least 1s",
+            );
         }
-        if let Some(template) = &metric.template_ref {
-            if template.name.is_empty() {
-                errors.field(&format!("{path}.templateRef.name"), "is required");
-            }
+        if let Some(template) = &metric.template_ref
+            && template.name.is_empty()
+        {
+            errors.field(&format!("{path}.templateRef.name"), "is required");
         }
         if metric
             .query
@@ -510,14 +512,14 @@ fn analysis(analysis: &Analysis, errors: &mut Errors) {
                 "a webhook URL starts with http:// or https://",
             );
         }
-        if let Some(timeout) = hook.timeout {
-            if timeout.get().is_zero() {
-                errors.value(
-                    &format!("{path}.timeout"),
-                    timeout,
-                    "a timeout is more than 0s",
-                );
-            }
+        if let Some(timeout) = hook.timeout
+            && timeout.get().is_zero()
+        {
+            errors.value(
+                &format!("{path}.timeout"),
+                timeout,
+                "a timeout is more than 0s",
+            );
         }
     }
     let mut judge_names = BTreeSet::new();
@@ -561,14 +563,14 @@ fn session_affinity(affinity: &SessionAffinity, plan: &Plan, errors: &mut Errors
         ("cookieName", Some(&affinity.cookie_name)),
         ("primaryCookieName", affinity.primary_cookie_name.as_ref()),
     ] {
-        if let Some(name) = name {
-            if name.is_empty() || !name.bytes().all(is_token_byte) {
-                errors.value(
-                    &format!("{BASE}.{field}"),
-                    format!("{name:?}"),
-                    "a cookie name is an HTTP token (letters, digits and !#$%&'*+-.^_`|~)",
-                );
-            }
+        if let Some(name) = name
+            && (name.is_empty() || !name.bytes().all(is_token_byte))
+        {
+            errors.value(
+                &format!("{BASE}.{field}"),
+                format!("{name:?}"),
+                "a cookie name is an HTTP token (letters, digits and !#$%&'*+-.^_`|~)",
+            );
         }
     }
     if affinity.max_age == Some(0) {

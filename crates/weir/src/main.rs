@@ -54,7 +54,7 @@ enum Command {
     /// mirrors traffic, and exposes per-version Prometheus metrics on --admin. Runs until Ctrl-C.
     ///
     /// Exit status: 0 after Ctrl-C, 2 when the flags are invalid or the address cannot be bound.
-    Router(cmd_router::RouterArgs),
+    Router(Box<cmd_router::RouterArgs>),
 }
 
 fn main() -> ExitCode {

@@ -15,18 +15,28 @@ fn text(bytes: &[u8]) -> String {
 }
 
 fn repo_file(relative: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative).display().to_string()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative)
+        .display()
+        .to_string()
 }
 
 fn fixture(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name).display().to_string()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
 }
 
 /// The Flagger corpus beside the project (CI), or `None` on a user's fresh clone.
 fn compat_dir() -> Option<PathBuf> {
     let dir = std::env::var_os("WEIR_COMPAT_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/compat/flagger"));
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/compat/flagger")
+        });
     if dir.is_dir() {
         Some(dir)
     } else {
@@ -37,11 +47,17 @@ fn compat_dir() -> Option<PathBuf> {
 
 #[test]
 fn validate_accepts_the_examples_and_exits_0() {
-    let files: Vec<String> = ["canary-kubernetes.yaml", "steps-with-pauses.yaml", "flag-schedule.yaml"]
-        .iter()
-        .map(|name| repo_file(&format!("examples/{name}")))
+    let files: Vec<String> = [
+        "canary-kubernetes.yaml",
+        "steps-with-pauses.yaml",
+        "flag-schedule.yaml",
+    ]
+    .iter()
+    .map(|name| repo_file(&format!("examples/{name}")))
+    .collect();
+    let args: Vec<&str> = std::iter::once("validate")
+        .chain(files.iter().map(String::as_str))
         .collect();
-    let args: Vec<&str> = std::iter::once("validate").chain(files.iter().map(String::as_str)).collect();
     let output = weir(&args);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert!(text(&output.stdout).contains("3 valid, 0 invalid"));
@@ -54,8 +70,17 @@ fn validate_reports_every_error_and_exits_1() {
     let output = weir(&["validate", &valid, &invalid]);
     assert_eq!(output.status.code(), Some(1));
     let stderr = text(&output.stderr);
-    for path in ["metadata.name", "spec.plan.canary.stepWeights[1]", "spec.plan.canary.stepWeights[2]", "spec.analysis.threshold", "spec.analysis.metrics[0]"] {
-        assert!(stderr.contains(&format!("  - {path}: ")), "{path} missing from:\n{stderr}");
+    for path in [
+        "metadata.name",
+        "spec.plan.canary.stepWeights[1]",
+        "spec.plan.canary.stepWeights[2]",
+        "spec.analysis.threshold",
+        "spec.analysis.metrics[0]",
+    ] {
+        assert!(
+            stderr.contains(&format!("  - {path}: ")),
+            "{path} missing from:\n{stderr}"
+        );
     }
     assert!(text(&output.stdout).contains("1 valid, 1 invalid"));
 }
@@ -73,8 +98,14 @@ fn convert_prints_a_weir_rollout_and_warnings_apart() {
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let yaml = text(&output.stdout);
     assert!(yaml.contains("apiVersion: weir.dev/v1alpha1"), "{yaml}");
-    assert!(yaml.contains("stepWeight: 15") && yaml.contains("maxWeight: 45"), "{yaml}");
-    assert!(yaml.contains("interval: 20s") && yaml.contains("threshold: 4"), "{yaml}");
+    assert!(
+        yaml.contains("stepWeight: 15") && yaml.contains("maxWeight: 45"),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains("interval: 20s") && yaml.contains("threshold: 4"),
+        "{yaml}"
+    );
     // The deprecated `threshold: 98` of the success rate becomes its minimum.
     assert!(yaml.contains("min: 98"), "{yaml}");
     assert!(!yaml.contains("warning"), "warnings belong on stderr");
@@ -100,8 +131,17 @@ fn plan_shows_each_step_and_the_minimum_duration() {
     let output = weir(&["plan", &fixture("flagger-canary.yaml")]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let stdout = text(&output.stdout);
-    for expected in ["15%", "30%", "45%", "confirm-traffic-increase", "minimum duration: 2m"] {
-        assert!(stdout.contains(expected), "{expected} missing from:\n{stdout}");
+    for expected in [
+        "15%",
+        "30%",
+        "45%",
+        "confirm-traffic-increase",
+        "minimum duration: 2m",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "{expected} missing from:\n{stdout}"
+        );
     }
 }
 
@@ -113,8 +153,14 @@ fn plan_json_has_offsets_weights_and_gates() {
     let timeline = &json["timeline"];
     assert_eq!(timeline["strategy"], "canary");
     assert_eq!(timeline["minimumDuration"], "2m");
-    let steps = timeline["steps"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let weights: Vec<f64> = steps.iter().filter_map(|step| step["canaryWeight"].as_f64()).collect();
+    let steps = timeline["steps"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let weights: Vec<f64> = steps
+        .iter()
+        .filter_map(|step| step["canaryWeight"].as_f64())
+        .collect();
     assert_eq!(weights, vec![0.0, 15.0, 30.0, 45.0, 45.0, 0.0, 0.0]);
     assert_eq!(steps[1]["offset"], "20s");
     assert_eq!(steps[1]["gate"], "confirm-traffic-increase");
@@ -128,7 +174,10 @@ fn help_explains_the_commands() {
         assert!(stdout.contains(command), "{stdout}");
     }
     let output = weir(&["validate", "--help"]);
-    assert!(text(&output.stdout).contains("Exit status: 0 when every document is valid, 1 when any is not"));
+    assert!(
+        text(&output.stdout)
+            .contains("Exit status: 0 when every document is valid, 1 when any is not")
+    );
 }
 
 #[test]
@@ -138,14 +187,24 @@ fn compat_corpus_validates_and_fragments_are_refused() {
     };
     let list = |sub: &str| -> Vec<String> {
         let mut files: Vec<String> = std::fs::read_dir(dir.join(sub))
-            .map(|entries| entries.filter_map(Result::ok).map(|entry| entry.path().display().to_string()).collect())
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|entry| entry.path().display().to_string())
+                    .collect()
+            })
             .unwrap_or_default();
         files.sort();
         files
     };
-    let complete: Vec<String> = list("canaries").into_iter().chain(list("metric-templates")).collect();
+    let complete: Vec<String> = list("canaries")
+        .into_iter()
+        .chain(list("metric-templates"))
+        .collect();
     assert_eq!(complete.len(), 65 + 27);
-    let args: Vec<&str> = std::iter::once("validate").chain(complete.iter().map(String::as_str)).collect();
+    let args: Vec<&str> = std::iter::once("validate")
+        .chain(complete.iter().map(String::as_str))
+        .collect();
     let output = weir(&args);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert!(text(&output.stdout).contains("92 valid, 0 invalid"));
@@ -153,12 +212,25 @@ fn compat_corpus_validates_and_fragments_are_refused() {
     assert_eq!(fragments.len(), 18);
     for fragment in &fragments {
         let output = weir(&["validate", fragment]);
-        assert_eq!(output.status.code(), Some(1), "{fragment} should be refused");
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{fragment} should be refused"
+        );
         let stderr = text(&output.stderr);
-        let names_missing = ["spec.targetRef", "spec.analysis", "metadata.name", "spec:", "apiVersion"]
-            .iter()
-            .any(|field| stderr.contains(field));
-        assert!(names_missing && stderr.contains("required"), "{fragment}: {stderr}");
+        let names_missing = [
+            "spec.targetRef",
+            "spec.analysis",
+            "metadata.name",
+            "spec:",
+            "apiVersion",
+        ]
+        .iter()
+        .any(|field| stderr.contains(field));
+        assert!(
+            names_missing && stderr.contains("required"),
+            "{fragment}: {stderr}"
+        );
     }
 }
 
@@ -181,7 +253,12 @@ fn plan_snapshots_of_compat_manifests() {
     let mut files: Vec<String> = chosen.iter().map(|name| name.to_string()).collect();
     // Fill up to a dozen with the first others in name order, so the set is stable.
     let mut others: Vec<String> = std::fs::read_dir(dir.join("canaries"))
-        .map(|entries| entries.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
         .unwrap_or_default();
     others.sort();
     for name in others {
@@ -195,7 +272,12 @@ fn plan_snapshots_of_compat_manifests() {
     for name in &files {
         let path = dir.join("canaries").join(name);
         let output = weir(&["plan", &path.display().to_string()]);
-        assert_eq!(output.status.code(), Some(0), "{name}: {}", text(&output.stderr));
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{name}: {}",
+            text(&output.stderr)
+        );
         let snapshot_name = format!("plan-{}", name.trim_end_matches(".yaml"));
         insta::assert_snapshot!(snapshot_name, text(&output.stdout));
     }

@@ -292,10 +292,11 @@ pub fn needs(spec: &RolloutSpec, status: &RolloutStatus, observed_revision: Opti
     let mut metrics = false;
     if !spec.suspend {
         match status.phase {
-            phase if phase.is_idle() => {
-                if observed_revision.is_some_and(|revision| starts_run(status, revision)) {
-                    hooks.push(HookType::ConfirmRollout);
-                }
+            phase
+                if phase.is_idle()
+                    && observed_revision.is_some_and(|revision| starts_run(status, revision)) =>
+            {
+                hooks.push(HookType::ConfirmRollout);
             }
             Phase::Waiting => hooks.push(HookType::ConfirmRollout),
             Phase::Progressing | Phase::WaitingPromotion => {
@@ -363,10 +364,10 @@ impl Machine<'_> {
         if let Some(until) = self.status.pause_until {
             wake = wake.min(until.max(self.now));
         }
-        if self.status.phase == Phase::Progressing {
-            if let Some(next) = steps::next_unapplied_entry_time(self.spec, &self.status) {
-                wake = wake.min(next.max(self.now));
-            }
+        if self.status.phase == Phase::Progressing
+            && let Some(next) = steps::next_unapplied_entry_time(self.spec, &self.status)
+        {
+            wake = wake.min(next.max(self.now));
         }
         Some(wake)
     }
@@ -577,10 +578,10 @@ impl Machine<'_> {
     }
 
     fn waiting_tick(&mut self, observations: &Observations) {
-        if let Some(revision) = &observations.canary_revision {
-            if self.status.canary_revision.as_ref() != Some(revision) {
-                self.status.canary_revision = Some(revision.clone());
-            }
+        if let Some(revision) = &observations.canary_revision
+            && self.status.canary_revision.as_ref() != Some(revision)
+        {
+            self.status.canary_revision = Some(revision.clone());
         }
         let (open, evidence) = self.gate(HookType::ConfirmRollout, &observations.hooks);
         if open {
@@ -590,11 +591,11 @@ impl Machine<'_> {
 
     fn progress_tick(&mut self, observations: &Observations) {
         // A new revision mid-run: everything back to the primary, and start over.
-        if let Some(revision) = &observations.canary_revision {
-            if self.status.canary_revision.as_ref() != Some(revision) {
-                self.restart_run(revision.clone());
-                return;
-            }
+        if let Some(revision) = &observations.canary_revision
+            && self.status.canary_revision.as_ref() != Some(revision)
+        {
+            self.restart_run(revision.clone());
+            return;
         }
         if !observations.canary_ready {
             if self.stalled() {
@@ -803,19 +804,20 @@ impl Machine<'_> {
     fn advance(&mut self, hooks: &[HookResult]) {
         match &self.spec.plan {
             Plan::Canary(canary) => {
-                if let Some(mirror) = canary.mirror_weight {
-                    if !self.status.mirror_done && self.status.steps_taken == 0 {
-                        self.status.mirror_weight = Some(mirror);
-                        self.status.mirror_done = true;
-                        self.progressed();
-                        self.apply_route();
-                        self.event(
-                            EventReason::Advanced,
-                            format!("mirroring {mirror} of traffic to the canary for one interval"),
-                            Evidence::default(),
-                        );
-                        return;
-                    }
+                if let Some(mirror) = canary.mirror_weight
+                    && !self.status.mirror_done
+                    && self.status.steps_taken == 0
+                {
+                    self.status.mirror_weight = Some(mirror);
+                    self.status.mirror_done = true;
+                    self.progressed();
+                    self.apply_route();
+                    self.event(
+                        EventReason::Advanced,
+                        format!("mirroring {mirror} of traffic to the canary for one interval"),
+                        Evidence::default(),
+                    );
+                    return;
                 }
                 self.advance_steps(hooks);
             }
@@ -1082,11 +1084,11 @@ impl Machine<'_> {
     }
 
     fn held_tick(&mut self, observations: &Observations) {
-        if let Some(revision) = &observations.canary_revision {
-            if self.status.canary_revision.as_ref() != Some(revision) {
-                self.restart_run(revision.clone());
-                return;
-            }
+        if let Some(revision) = &observations.canary_revision
+            && self.status.canary_revision.as_ref() != Some(revision)
+        {
+            self.restart_run(revision.clone());
+            return;
         }
         let requested = observations.hooks.iter().any(|hook| {
             hook.hook_type == HookType::Rollback
