@@ -62,7 +62,7 @@ pub enum RouteError {
 #[derive(Debug, thiserror::Error)]
 pub enum RouterError {
     /// Binding the listening socket failed.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind {
         /// The address asked for.
         addr: SocketAddr,
