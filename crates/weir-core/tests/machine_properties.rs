@@ -378,7 +378,7 @@ fn initialized(spec: &RolloutSpec) -> RolloutStatus {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
 
     #[test]
     fn invariants_hold_over_random_input_sequences(

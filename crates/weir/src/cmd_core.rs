@@ -180,6 +180,9 @@ pub fn convert(args: &ConvertArgs) -> Result<ExitCode> {
             writeln!(out, "---")?;
         }
         write!(out, "{yaml}")?;
+        if !yaml.ends_with('\n') {
+            writeln!(out)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
