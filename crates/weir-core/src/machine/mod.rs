@@ -412,12 +412,14 @@ impl Machine<'_> {
         self.status.last_progress_at = Some(self.now);
     }
 
+    /// An id for a hook call or notification that is the same however often the step is
+    /// replayed (so receivers can de-duplicate) and different for every transition.
     fn delivery_id(&self, what: &str) -> String {
         format!(
-            "run-{}/{}/{}",
+            "run-{}/{}/{}/{what}",
             self.status.run,
-            what,
-            self.events.len() + self.status.steps_taken as usize
+            self.status.phase,
+            self.now.as_millisecond()
         )
     }
 
@@ -472,7 +474,7 @@ impl Machine<'_> {
             Phase::Promoting => self.promoting_tick(observations),
             Phase::Finalising => self.finalising_tick(),
             Phase::Held => self.held_tick(observations),
-            Phase::Terminating | Phase::Terminated => {}
+            Phase::Terminated => {}
         }
     }
 
@@ -1225,7 +1227,7 @@ impl Machine<'_> {
                 _ => return Err(reject("only a failed run can be retried")),
             },
             Command::SkipAnalysis => match phase {
-                Phase::Terminating | Phase::Terminated => {
+                Phase::Terminated => {
                     return Err(reject("the rollout is deleted"));
                 }
                 Phase::Promoting | Phase::Finalising => {

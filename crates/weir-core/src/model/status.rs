@@ -98,8 +98,6 @@ pub enum Phase {
     Failed,
     /// The analysis failed and `onFailure: hold` keeps the weight until a person decides.
     Held,
-    /// Being deleted; undoing what weir set up.
-    Terminating,
     /// Deleted.
     Terminated,
 }
@@ -136,7 +134,6 @@ impl Phase {
             Phase::Succeeded => "Succeeded",
             Phase::Failed => "Failed",
             Phase::Held => "Held",
-            Phase::Terminating => "Terminating",
             Phase::Terminated => "Terminated",
         }
     }
