@@ -183,6 +183,18 @@ pub enum Effect {
     Notify(Notification),
 }
 
+impl Effect {
+    /// The delivery id of a one-shot effect (a hook call or a notification); `None` for desired
+    /// state, which is re-applied from the status instead of being delivered once.
+    pub fn delivery_id(&self) -> Option<&str> {
+        match self {
+            Effect::RunHooks { delivery_id, .. } => Some(delivery_id),
+            Effect::Notify(notification) => Some(&notification.delivery_id),
+            _ => None,
+        }
+    }
+}
+
 /// How traffic is split. `primary_weight + canary_weight` is always 100%.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -1,0 +1,227 @@
+//! weir-store: where rollouts live between ticks and across crashes.
+//!
+//! The engine's durability rests on one rule (ARCHITECTURE.md, invariant 4): a step's new status,
+//! its events and the one-shot effects it produced (hook calls, notifications) are committed in
+//! **one transaction**, before any effect is applied. After a crash, the engine re-applies the
+//! desired state of every stored status and delivers the pending one-shot effects again (at least
+//! once; each carries a delivery id for de-duplication).
+//!
+//! [`Store`] is the interface; [`SqliteStore`] the default implementation (a file in WAL mode,
+//! migrations embedded). Every write takes the version the writer last read (optimistic
+//! concurrency): a writer that lost a race gets [`StoreError::Conflict`] and changes nothing.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+use std::fmt;
+use std::future::Future;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use weir_core::machine::Effect;
+use weir_core::model::{Event, Phase, Rollout, RolloutStatus};
+
+/// Namespace and name: a rollout's identity.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RolloutKey {
+    /// The namespace (`default` when the document names none).
+    pub namespace: String,
+    /// The name.
+    pub name: String,
+}
+
+impl RolloutKey {
+    /// A key from its parts.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> RolloutKey {
+        RolloutKey {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    /// The key of a rollout document.
+    pub fn of(rollout: &Rollout) -> RolloutKey {
+        RolloutKey::new(rollout.metadata.namespace_or_default(), rollout.metadata.name.clone())
+    }
+}
+
+impl fmt::Display for RolloutKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A rollout as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredRollout {
+    /// Its identity.
+    pub key: RolloutKey,
+    /// The document as applied (metadata and spec; its `status` is always `None` here).
+    pub rollout: Rollout,
+    /// Where it stands.
+    pub status: RolloutStatus,
+    /// Bumped by every write; the token for optimistic concurrency.
+    pub version: u64,
+    /// Bumped when the spec changes.
+    pub generation: u64,
+    /// One-shot effects (hook calls, notifications) committed but not yet delivered.
+    pub pending_effects: Vec<Effect>,
+    /// The sequence number of its last event (0: none yet).
+    pub last_event_seq: u64,
+    /// When it was first applied.
+    pub created_at: Timestamp,
+    /// When it was last written.
+    pub updated_at: Timestamp,
+}
+
+/// An event with its place in the rollout's history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredEvent {
+    /// 1, 2, 3, ... per rollout, without gaps.
+    pub seq: u64,
+    /// The event.
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// What an apply did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ApplyOutcome {
+    /// A new rollout.
+    Created,
+    /// The spec (or metadata) changed.
+    Updated,
+    /// Identical to what was stored; nothing was written.
+    Unchanged,
+}
+
+/// Which rollouts to list.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ListQuery {
+    /// Only this namespace.
+    pub namespace: Option<String>,
+    /// Only rollouts in this phase.
+    pub phase: Option<Phase>,
+    /// Continue after this cursor (from a previous page).
+    pub cursor: Option<String>,
+    /// At most this many (the store caps it at [`MAX_PAGE`]).
+    pub limit: usize,
+}
+
+/// The largest page a list returns.
+pub const MAX_PAGE: usize = 500;
+
+/// One page of a listing, in (namespace, name) order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Page<T> {
+    /// The items.
+    pub items: Vec<T>,
+    /// Pass this as the cursor to get the next page; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Why a store operation failed. A failed operation changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No such rollout.
+    #[error("rollout {0} not found")]
+    NotFound(RolloutKey),
+    /// Someone else wrote since the caller read.
+    #[error("rollout {key} was changed concurrently (expected version {expected}, found {actual})")]
+    Conflict {
+        /// The rollout.
+        key: RolloutKey,
+        /// The version the caller read.
+        expected: u64,
+        /// The version stored now.
+        actual: u64,
+    },
+    /// A create was asked for (`expected_version: Some(0)`) but the rollout exists.
+    #[error("rollout {0} already exists")]
+    AlreadyExists(RolloutKey),
+    /// The cursor was not produced by this store.
+    #[error("invalid cursor {0:?}")]
+    InvalidCursor(String),
+    /// Stored data could not be read back.
+    #[error("stored data for {key} is corrupt: {detail}")]
+    Corrupt {
+        /// The rollout.
+        key: RolloutKey,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The database failed.
+    #[error("database error: {0}")]
+    Database(String),
+}
+
+/// Persistence for rollouts, their status and their events.
+///
+/// `expected_version` arguments implement optimistic concurrency: `None` writes whatever is
+/// stored, `Some(0)` requires that the rollout does not exist, `Some(v)` requires that the stored
+/// version is `v`.
+pub trait Store: Clone + Send + Sync + 'static {
+    /// Creates or updates a rollout's metadata and spec. Its status is kept (a new rollout starts
+    /// with `RolloutStatus::default()`); `generation` is bumped when the spec changes.
+    fn apply(
+        &self,
+        rollout: &Rollout,
+        expected_version: Option<u64>,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<(StoredRollout, ApplyOutcome), StoreError>> + Send;
+
+    /// One rollout.
+    fn get(
+        &self,
+        key: &RolloutKey,
+    ) -> impl Future<Output = Result<Option<StoredRollout>, StoreError>> + Send;
+
+    /// A page of rollouts.
+    fn list(
+        &self,
+        query: &ListQuery,
+    ) -> impl Future<Output = Result<Page<StoredRollout>, StoreError>> + Send;
+
+    /// Every rollout (engine start-up).
+    fn load_all(&self) -> impl Future<Output = Result<Vec<StoredRollout>, StoreError>> + Send;
+
+    /// Commits one step in one transaction: the new status, its events (numbered after
+    /// `last_event_seq`, without gaps), and the one-shot effects still to deliver (appended to
+    /// those pending already). Returns the stored rollout after the commit.
+    fn commit(
+        &self,
+        key: &RolloutKey,
+        expected_version: u64,
+        status: &RolloutStatus,
+        events: &[Event],
+        pending: &[Effect],
+        now: Timestamp,
+    ) -> impl Future<Output = Result<StoredRollout, StoreError>> + Send;
+
+    /// Removes delivered one-shot effects, named by their delivery ids. Does not bump the version
+    /// (it changes nothing a reader acts on) and ignores ids that are not pending.
+    fn clear_pending(
+        &self,
+        key: &RolloutKey,
+        delivery_ids: &[String],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Deletes a rollout and its events.
+    fn delete(
+        &self,
+        key: &RolloutKey,
+        expected_version: Option<u64>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Events after `after_seq`, oldest first, at most `limit` (capped at [`MAX_PAGE`]).
+    fn events(
+        &self,
+        key: &RolloutKey,
+        after_seq: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<StoredEvent>, StoreError>> + Send;
+}
