@@ -1,0 +1,807 @@
+//! The scheduler: one timer queue and one loop for every rollout.
+//!
+//! Flagger and Argo Rollouts run a goroutine and a ticker per resource, which is how they run out
+//! of breath at a few thousand. Here one task owns every rollout's schedule; the work of a tick
+//! (observe, call hooks, read metrics, commit, apply effects) runs as a job on the runtime, at most
+//! one job per rollout at a time (later requests for the same rollout queue behind it), and at most
+//! `max_concurrent_jobs` jobs overall.
+//!
+//! Every job follows the same order: compute the transition with `weir_core::machine::step`,
+//! commit the status, its events and its one-shot effects in one store transaction, and only then
+//! apply the effects. A crash between the commit and the effects loses nothing: at start-up every
+//! stored status is reconciled (its desired state re-applied) and pending one-shot effects are
+//! delivered again.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::task::JoinSet;
+use weir_core::FieldError;
+use weir_core::machine::{self, Command, CommandInput, Effect, Input, Observations, Transition};
+use weir_core::model::{CheckOutcome, CheckResult, HookType, Rollout};
+use weir_store::{RolloutKey, Store, StoredEvent, StoredRollout};
+
+use crate::handle::{Applied, EngineError, EngineHandle, Request, StatusChange};
+use crate::providers::{Providers, TargetObservation};
+
+/// Tuning knobs.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// At most this many jobs (ticks, commands, applies) run at once.
+    pub max_concurrent_jobs: usize,
+    /// Capacity of the request queue from handles.
+    pub request_queue: usize,
+    /// Capacity of the status-change broadcast; slower subscribers miss changes.
+    pub change_buffer: usize,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            max_concurrent_jobs: 512,
+            request_queue: 1024,
+            change_buffer: 4096,
+        }
+    }
+}
+
+/// Counters about the engine itself (for benchmarks and, later, weir's own metrics).
+#[derive(Debug, Default)]
+pub struct EngineStats {
+    /// Ticks run.
+    pub ticks: AtomicU64,
+    /// Commits written.
+    pub commits: AtomicU64,
+    /// Sum of tick lateness (start minus due time), in microseconds.
+    pub lateness_micros_total: AtomicU64,
+    /// Largest tick lateness seen, in microseconds.
+    pub lateness_micros_max: AtomicU64,
+    /// Provider failures (observe, apply, reconcile).
+    pub provider_errors: AtomicU64,
+}
+
+/// A sink for tick lateness samples (the scale benchmark collects them).
+pub type LatenessSink = Arc<dyn Fn(Duration) + Send + Sync>;
+
+/// The engine. Build it with [`Engine::new`], then drive it with [`Engine::run`].
+pub struct Engine<S: Store> {
+    store: S,
+    providers: Providers,
+    options: EngineOptions,
+    entries: HashMap<RolloutKey, Entry>,
+    timers: BinaryHeap<Reverse<(Timestamp, RolloutKey)>>,
+    ready: VecDeque<RolloutKey>,
+    jobs: JoinSet<JobDone>,
+    requests: mpsc::Receiver<Request>,
+    changes: broadcast::Sender<StatusChange>,
+    stats: Arc<EngineStats>,
+    lateness: Option<LatenessSink>,
+}
+
+#[derive(Default)]
+struct Entry {
+    stored: Option<StoredRollout>,
+    wake_at: Option<Timestamp>,
+    busy: bool,
+    queued: VecDeque<Job>,
+    tick_due: Option<Timestamp>,
+    /// The last effect application failed: reconcile before the next tick.
+    needs_reconcile: bool,
+}
+
+enum Job {
+    Restore,
+    Tick {
+        due: Timestamp,
+    },
+    Apply {
+        rollout: Box<Rollout>,
+        expected_version: Option<u64>,
+        reply: oneshot::Sender<Result<Applied, EngineError>>,
+    },
+    Command {
+        command: Command,
+        actor: String,
+        reply: oneshot::Sender<Result<StoredRollout, EngineError>>,
+    },
+    Delete {
+        reply: oneshot::Sender<Result<(), EngineError>>,
+    },
+}
+
+struct JobDone {
+    key: RolloutKey,
+    /// The rollout after the job (`None`: deleted, or never created).
+    stored: Option<StoredRollout>,
+    /// When it next wants a tick.
+    wake_at: Option<Timestamp>,
+    /// What to broadcast.
+    change: Option<StatusChange>,
+    /// Whether an effect failed to apply.
+    needs_reconcile: bool,
+}
+
+impl<S: Store> Engine<S> {
+    /// An engine over `store` with `providers`, and a handle to it.
+    pub fn new(
+        store: S,
+        providers: Providers,
+        options: EngineOptions,
+    ) -> (Engine<S>, EngineHandle) {
+        let (request_tx, requests) = mpsc::channel(options.request_queue.max(1));
+        let (changes, _) = broadcast::channel(options.change_buffer.max(1));
+        let handle = EngineHandle {
+            requests: request_tx,
+            changes: changes.clone(),
+        };
+        let engine = Engine {
+            store,
+            providers,
+            options,
+            entries: HashMap::new(),
+            timers: BinaryHeap::new(),
+            ready: VecDeque::new(),
+            jobs: JoinSet::new(),
+            requests,
+            changes,
+            stats: Arc::new(EngineStats::default()),
+            lateness: None,
+        };
+        (engine, handle)
+    }
+
+    /// The engine's counters.
+    pub fn stats(&self) -> Arc<EngineStats> {
+        Arc::clone(&self.stats)
+    }
+
+    /// Reports every tick's lateness to `sink`.
+    pub fn with_lateness_sink(mut self, sink: LatenessSink) -> Self {
+        self.lateness = Some(sink);
+        self
+    }
+
+    /// Loads every stored rollout, re-applies its desired state, and runs until `shutdown`
+    /// completes (or every handle is dropped). Jobs under way at shutdown are finished first.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), EngineError> {
+        for stored in self.store.load_all().await? {
+            let key = stored.key.clone();
+            let entry = self.entries.entry(key.clone()).or_default();
+            entry.stored = Some(stored);
+            entry.queued.push_back(Job::Restore);
+            self.ready.push_back(key);
+        }
+        tokio::pin!(shutdown);
+        let mut handles_open = true;
+        loop {
+            self.start_ready_jobs();
+            let next_wake = self.timers.peek().map(|Reverse((at, _))| *at);
+            let sleep = sleep_until(next_wake);
+            tokio::select! {
+                _ = &mut shutdown => break,
+                request = self.requests.recv(), if handles_open => match request {
+                    Some(request) => self.accept(request),
+                    None => handles_open = false,
+                },
+                Some(done) = self.jobs.join_next() => match done {
+                    Ok(done) => self.finish(done),
+                    Err(error) => tracing::error!(%error, "an engine job panicked"),
+                },
+                () = sleep => self.fire_timers(),
+            }
+            if !handles_open && self.jobs.is_empty() && self.timers.is_empty() {
+                break;
+            }
+        }
+        while let Some(done) = self.jobs.join_next().await {
+            if let Ok(done) = done {
+                self.finish(done);
+            }
+        }
+        Ok(())
+    }
+
+    fn accept(&mut self, request: Request) {
+        let (key, job) = match request {
+            Request::Apply {
+                rollout,
+                expected_version,
+                reply,
+            } => (
+                RolloutKey::of(&rollout),
+                Job::Apply {
+                    rollout,
+                    expected_version,
+                    reply,
+                },
+            ),
+            Request::Command {
+                key,
+                command,
+                actor,
+                reply,
+            } => {
+                if !self.entries.contains_key(&key) {
+                    let _ = reply.send(Err(EngineError::NotFound(key)));
+                    return;
+                }
+                (
+                    key,
+                    Job::Command {
+                        command,
+                        actor,
+                        reply,
+                    },
+                )
+            }
+            Request::Delete { key, reply } => {
+                if !self.entries.contains_key(&key) {
+                    let _ = reply.send(Err(EngineError::NotFound(key)));
+                    return;
+                }
+                (key, Job::Delete { reply })
+            }
+        };
+        let entry = self.entries.entry(key.clone()).or_default();
+        entry.queued.push_back(job);
+        if !entry.busy {
+            self.ready.push_back(key);
+        }
+    }
+
+    fn fire_timers(&mut self) {
+        let now = Timestamp::now();
+        while let Some(Reverse((at, _))) = self.timers.peek() {
+            if *at > now {
+                break;
+            }
+            let Some(Reverse((at, key))) = self.timers.pop() else {
+                break;
+            };
+            let Some(entry) = self.entries.get_mut(&key) else {
+                continue;
+            };
+            // Timers are never removed from the heap; a stale one no longer matches.
+            if entry.wake_at != Some(at) {
+                continue;
+            }
+            entry.wake_at = None;
+            if entry.tick_due.is_none() {
+                entry.tick_due = Some(at);
+                if !entry.busy {
+                    self.ready.push_back(key);
+                }
+            }
+        }
+    }
+
+    fn start_ready_jobs(&mut self) {
+        while self.jobs.len() < self.options.max_concurrent_jobs {
+            let Some(key) = self.ready.pop_front() else {
+                return;
+            };
+            let Some(entry) = self.entries.get_mut(&key) else {
+                continue;
+            };
+            if entry.busy {
+                continue;
+            }
+            // Requests first (a person waits for them), then the tick.
+            let job = match entry.queued.pop_front() {
+                Some(job) => job,
+                None => match entry.tick_due.take() {
+                    Some(due) => Job::Tick { due },
+                    None => continue,
+                },
+            };
+            entry.busy = true;
+            let needs_reconcile = std::mem::take(&mut entry.needs_reconcile);
+            let context = JobContext {
+                store: self.store.clone(),
+                providers: self.providers.clone(),
+                stats: Arc::clone(&self.stats),
+                lateness: self.lateness.clone(),
+                key: key.clone(),
+                stored: entry.stored.clone(),
+                needs_reconcile,
+            };
+            self.jobs.spawn(context.run(job));
+        }
+    }
+
+    fn finish(&mut self, done: JobDone) {
+        if let Some(change) = done.change {
+            // Nobody listening is fine.
+            let _ = self.changes.send(change);
+        }
+        let key = done.key;
+        let Some(entry) = self.entries.get_mut(&key) else {
+            return;
+        };
+        entry.busy = false;
+        entry.needs_reconcile |= done.needs_reconcile;
+        let gone = done.stored.is_none();
+        entry.stored = done.stored;
+        if gone && entry.queued.is_empty() {
+            self.entries.remove(&key);
+            return;
+        }
+        if let Some(at) = done.wake_at {
+            if entry.wake_at.is_none_or(|current| at < current) {
+                entry.wake_at = Some(at);
+                self.timers.push(Reverse((at, key.clone())));
+            }
+        }
+        if !entry.queued.is_empty() || entry.tick_due.is_some() {
+            self.ready.push_back(key);
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Timestamp>) {
+    match at {
+        None => std::future::pending().await,
+        Some(at) => {
+            let wait = Timestamp::now().duration_until(at);
+            if wait > SignedDuration::ZERO {
+                tokio::time::sleep(Duration::try_from(wait).unwrap_or(Duration::MAX)).await;
+            }
+        }
+    }
+}
+
+// === jobs ===
+
+struct JobContext<S: Store> {
+    store: S,
+    providers: Providers,
+    stats: Arc<EngineStats>,
+    lateness: Option<LatenessSink>,
+    key: RolloutKey,
+    stored: Option<StoredRollout>,
+    needs_reconcile: bool,
+}
+
+impl<S: Store> JobContext<S> {
+    async fn run(self, job: Job) -> JobDone {
+        match job {
+            Job::Restore => self.restore().await,
+            Job::Tick { due } => self.tick(due).await,
+            Job::Apply {
+                rollout,
+                expected_version,
+                reply,
+            } => {
+                let (done, result) = self.apply(*rollout, expected_version).await;
+                let _ = reply.send(result);
+                done
+            }
+            Job::Command {
+                command,
+                actor,
+                reply,
+            } => {
+                let (done, result) = self.command(command, actor).await;
+                let _ = reply.send(result);
+                done
+            }
+            Job::Delete { reply } => {
+                let (done, result) = self.delete().await;
+                let _ = reply.send(result);
+                done
+            }
+        }
+    }
+
+    fn unchanged(&self, wake_at: Option<Timestamp>) -> JobDone {
+        JobDone {
+            key: self.key.clone(),
+            stored: self.stored.clone(),
+            wake_at,
+            change: None,
+            needs_reconcile: false,
+        }
+    }
+
+    fn provider_error(&self, what: &str, error: impl std::fmt::Display) {
+        self.stats.provider_errors.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(rollout = %self.key, "{what}: {error}");
+    }
+
+    /// After a restart: make the world match the stored status, deliver what is pending, and
+    /// resume the schedule where it was.
+    async fn restore(mut self) -> JobDone {
+        let Some(stored) = self.stored.clone() else {
+            return self.unchanged(None);
+        };
+        if let Some(target) = self.providers.target(&stored.rollout) {
+            if let Err(error) = target
+                .reconcile(&self.key, &stored.rollout, &stored.status)
+                .await
+            {
+                self.provider_error("reconcile after restart", error);
+                self.needs_reconcile = true;
+            }
+        }
+        self.deliver(&stored, &stored.pending_effects).await;
+        // Resume one interval after the last progress, never earlier than now: a step is never
+        // taken early, nor twice.
+        let interval = SignedDuration::try_from(stored.rollout.spec.analysis.interval.get())
+            .unwrap_or(SignedDuration::MAX);
+        let now = Timestamp::now();
+        let wake = stored
+            .status
+            .last_progress_at
+            .and_then(|at| at.checked_add(interval).ok())
+            .map_or(now, |at| at.max(now));
+        JobDone {
+            key: self.key.clone(),
+            stored: Some(stored),
+            wake_at: Some(wake),
+            change: None,
+            needs_reconcile: self.needs_reconcile,
+        }
+    }
+
+    async fn tick(self, due: Timestamp) -> JobDone {
+        let Some(stored) = self.stored.clone() else {
+            return self.unchanged(None);
+        };
+        let started = Timestamp::now();
+        self.stats.ticks.fetch_add(1, Ordering::Relaxed);
+        let late = Duration::try_from(started.duration_since(due)).unwrap_or_default();
+        record_lateness(&self.stats, self.lateness.as_ref(), late);
+
+        let rollout = &stored.rollout;
+        let Some(target) = self.providers.target(rollout).cloned() else {
+            self.provider_error("tick", "no provider for this target kind");
+            return self.unchanged(None);
+        };
+        let mut needs_reconcile = false;
+        if self.needs_reconcile {
+            if let Err(error) = target.reconcile(&self.key, rollout, &stored.status).await {
+                self.provider_error("reconcile", error);
+                needs_reconcile = true;
+            }
+        }
+        let observed = match target.observe(&self.key, rollout, &stored.status).await {
+            Ok(observed) => observed,
+            Err(error) => {
+                // Unobservable counts as not ready: the run halts and the progress deadline
+                // bounds how long.
+                self.provider_error("observe", error);
+                TargetObservation::default()
+            }
+        };
+        let observations = self.gather(&stored, observed).await;
+        let now = Timestamp::now();
+        let transition = match machine::step(
+            &rollout.spec,
+            &stored.status,
+            &Input::Tick(observations),
+            now,
+        ) {
+            Ok(transition) => transition,
+            Err(rejected) => {
+                // A tick is never rejected; treat it as a bug, not a crash.
+                self.provider_error("step", rejected);
+                return self.unchanged(Some(now));
+            }
+        };
+        let mut done = self.commit_and_apply(&stored, transition, now).await;
+        done.needs_reconcile |= needs_reconcile;
+        done
+    }
+
+    /// Calls the hooks and evaluates the checks the machine needs for this tick.
+    async fn gather(&self, stored: &StoredRollout, observed: TargetObservation) -> Observations {
+        let rollout = &stored.rollout;
+        let status = &stored.status;
+        let needs = machine::needs(&rollout.spec, status, observed.canary_revision.as_deref());
+        let now_ms = Timestamp::now().as_millisecond();
+        let mut hooks = Vec::new();
+        for hook_type in &needs.hooks {
+            for hook in rollout.spec.analysis.hooks_of(*hook_type) {
+                let delivery_id = format!("{}/run-{}/{}/{now_ms}", self.key, status.run, hook.name);
+                hooks.push(
+                    self.providers
+                        .hooks
+                        .call(&self.key, status, hook, &delivery_id)
+                        .await,
+                );
+            }
+        }
+        let mut checks = Vec::new();
+        if needs.metrics {
+            for metric in &rollout.spec.analysis.metrics {
+                let source = self
+                    .providers
+                    .metrics
+                    .iter()
+                    .find(|source| source.handles(rollout, metric));
+                checks.push(match source {
+                    Some(source) => source.check(&self.key, rollout, metric).await,
+                    None => CheckResult {
+                        name: metric.name.clone(),
+                        outcome: CheckOutcome::NoData,
+                        value: None,
+                        message: "no metric source in this process evaluates this metric".into(),
+                    },
+                });
+            }
+        }
+        Observations {
+            canary_revision: observed.canary_revision,
+            primary_revision: observed.primary_revision,
+            primary_ready: observed.primary_ready,
+            canary_ready: observed.canary_ready,
+            checks,
+            hooks,
+        }
+    }
+
+    /// Commits a transition (status, events, one-shot effects in one transaction), then applies
+    /// its desired-state effects and delivers its one-shot effects.
+    async fn commit_and_apply(
+        &self,
+        stored: &StoredRollout,
+        transition: Transition,
+        now: Timestamp,
+    ) -> JobDone {
+        let Transition {
+            status,
+            effects,
+            events,
+            wake_at,
+        } = transition;
+        if status == stored.status && effects.is_empty() && events.is_empty() {
+            // Nothing changed: no write, no broadcast.
+            return self.unchanged(wake_at);
+        }
+        let one_shots: Vec<Effect> = effects
+            .iter()
+            .filter(|effect| effect.delivery_id().is_some())
+            .cloned()
+            .collect();
+        let committed = match self
+            .store
+            .commit(&self.key, stored.version, &status, &events, &one_shots, now)
+            .await
+        {
+            Ok(committed) => committed,
+            Err(error) => {
+                // Nothing was written: try again at the next tick from the stored state.
+                self.provider_error("commit", &error);
+                let retry = now.checked_add(SignedDuration::from_secs(1)).unwrap_or(now);
+                return self.unchanged(Some(retry));
+            }
+        };
+        self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        let mut needs_reconcile = false;
+        if let Some(target) = self.providers.target(&committed.rollout) {
+            for effect in effects
+                .iter()
+                .filter(|effect| effect.delivery_id().is_none())
+            {
+                if let Err(error) = target
+                    .apply(&self.key, &committed.rollout, &committed.status, effect)
+                    .await
+                {
+                    self.provider_error("apply effect", error);
+                    needs_reconcile = true;
+                }
+            }
+        }
+        self.deliver(&committed, &one_shots).await;
+        let first_seq = committed.last_event_seq + 1 - events.len() as u64;
+        let change = StatusChange {
+            key: self.key.clone(),
+            version: committed.version,
+            status: Some(committed.status.clone()),
+            events: events
+                .into_iter()
+                .enumerate()
+                .map(|(offset, event)| StoredEvent {
+                    seq: first_seq + offset as u64,
+                    event,
+                })
+                .collect(),
+        };
+        JobDone {
+            key: self.key.clone(),
+            stored: Some(committed),
+            wake_at,
+            change: Some(change),
+            needs_reconcile,
+        }
+    }
+
+    /// Delivers one-shot effects (at least once) and clears those delivered.
+    async fn deliver(&self, stored: &StoredRollout, effects: &[Effect]) {
+        let mut delivered = Vec::new();
+        for effect in effects {
+            let Some(id) = effect.delivery_id() else {
+                continue;
+            };
+            match effect {
+                Effect::RunHooks {
+                    hook_type,
+                    delivery_id,
+                } => {
+                    for hook in stored.rollout.spec.analysis.hooks_of(*hook_type) {
+                        let result = self
+                            .providers
+                            .hooks
+                            .call(&self.key, &stored.status, hook, delivery_id)
+                            .await;
+                        if !result.success && *hook_type != HookType::Event {
+                            tracing::info!(rollout = %self.key, hook = %hook.name, "{hook_type} hook failed: {}", result.message);
+                        }
+                    }
+                    delivered.push(id.to_string());
+                }
+                Effect::Notify(notification) => match self
+                    .providers
+                    .notifier
+                    .notify(&self.key, notification)
+                    .await
+                {
+                    Ok(()) => delivered.push(id.to_string()),
+                    Err(error) => self.provider_error("notify", error),
+                },
+                _ => {}
+            }
+        }
+        if !delivered.is_empty() {
+            if let Err(error) = self.store.clear_pending(&self.key, &delivered).await {
+                self.provider_error("clear delivered effects", error);
+            }
+        }
+    }
+
+    async fn apply(
+        self,
+        rollout: Rollout,
+        expected_version: Option<u64>,
+    ) -> (JobDone, Result<Applied, EngineError>) {
+        let mut errors: Vec<FieldError> = weir_core::validate::rollout(&rollout);
+        match self.providers.target(&rollout) {
+            Some(target) => errors.extend(target.validate(&rollout)),
+            None => {
+                let served: Vec<String> = self
+                    .providers
+                    .targets
+                    .iter()
+                    .map(|(kind, _)| format!("{kind:?}").to_lowercase())
+                    .collect();
+                errors.push(FieldError::with_value(
+                    "spec.target.kind",
+                    format!("{:?}", rollout.spec.target.kind).to_lowercase(),
+                    format!("this server runs targets of kind: {}", served.join(", ")),
+                ));
+            }
+        }
+        if !errors.is_empty() {
+            return (self.unchanged(None), Err(EngineError::Invalid(errors)));
+        }
+        let now = Timestamp::now();
+        match self.store.apply(&rollout, expected_version, now).await {
+            Ok((stored, outcome)) => {
+                let changed = outcome != weir_store::ApplyOutcome::Unchanged;
+                let done = JobDone {
+                    key: self.key.clone(),
+                    stored: Some(stored.clone()),
+                    // A new or changed rollout is looked at now, not an interval later.
+                    wake_at: changed.then_some(now),
+                    change: changed.then(|| StatusChange {
+                        key: self.key.clone(),
+                        version: stored.version,
+                        status: Some(stored.status.clone()),
+                        events: Vec::new(),
+                    }),
+                    needs_reconcile: false,
+                };
+                (
+                    done,
+                    Ok(Applied {
+                        rollout: stored,
+                        outcome,
+                    }),
+                )
+            }
+            Err(error) => (self.unchanged(None), Err(error.into())),
+        }
+    }
+
+    async fn command(
+        self,
+        command: Command,
+        actor: String,
+    ) -> (JobDone, Result<StoredRollout, EngineError>) {
+        let Some(stored) = self.stored.clone() else {
+            let key = self.key.clone();
+            return (self.unchanged(None), Err(EngineError::NotFound(key)));
+        };
+        let now = Timestamp::now();
+        let input = Input::Command(CommandInput { command, actor });
+        match machine::step(&stored.rollout.spec, &stored.status, &input, now) {
+            Err(rejected) => (self.unchanged(None), Err(rejected.into())),
+            Ok(transition) => {
+                let done = self.commit_and_apply(&stored, transition, now).await;
+                let result = match &done.stored {
+                    Some(after) if after.version != stored.version => Ok(after.clone()),
+                    _ => Err(EngineError::Store(weir_store::StoreError::Database(
+                        "the command could not be committed; try again".into(),
+                    ))),
+                };
+                (done, result)
+            }
+        }
+    }
+
+    async fn delete(self) -> (JobDone, Result<(), EngineError>) {
+        let Some(stored) = self.stored.clone() else {
+            let key = self.key.clone();
+            return (self.unchanged(None), Err(EngineError::NotFound(key)));
+        };
+        let now = Timestamp::now();
+        if let Ok(transition) =
+            machine::step(&stored.rollout.spec, &stored.status, &Input::Deleted, now)
+        {
+            if let Some(target) = self.providers.target(&stored.rollout) {
+                for effect in transition
+                    .effects
+                    .iter()
+                    .filter(|effect| effect.delivery_id().is_none())
+                {
+                    if let Err(error) = target
+                        .apply(&self.key, &stored.rollout, &transition.status, effect)
+                        .await
+                    {
+                        self.provider_error("apply effect on deletion", error);
+                    }
+                }
+            }
+        }
+        if let Some(target) = self.providers.target(&stored.rollout) {
+            target.remove(&self.key).await;
+        }
+        match self.store.delete(&self.key, None).await {
+            Ok(()) => (
+                JobDone {
+                    key: self.key.clone(),
+                    stored: None,
+                    wake_at: None,
+                    change: Some(StatusChange {
+                        key: self.key.clone(),
+                        version: stored.version + 1,
+                        status: None,
+                        events: Vec::new(),
+                    }),
+                    needs_reconcile: false,
+                },
+                Ok(()),
+            ),
+            Err(error) => (self.unchanged(None), Err(error.into())),
+        }
+    }
+}
+
+fn record_lateness(stats: &EngineStats, sink: Option<&LatenessSink>, late: Duration) {
+    let micros = u64::try_from(late.as_micros()).unwrap_or(u64::MAX);
+    stats
+        .lateness_micros_total
+        .fetch_add(micros, Ordering::Relaxed);
+    stats
+        .lateness_micros_max
+        .fetch_max(micros, Ordering::Relaxed);
+    if let Some(sink) = sink {
+        sink(late);
+    }
+}

@@ -1,0 +1,105 @@
+//! A small HTTP/1.1 client for health checks and webhooks (plain http over loopback or a LAN; no
+//! TLS in this milestone).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+/// A cloneable client with a connection pool.
+#[derive(Clone)]
+pub struct HttpClient {
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl Default for HttpClient {
+    fn default() -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(Duration::from_secs(2)));
+        connector.set_nodelay(true);
+        HttpClient {
+            client: Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(30))
+                .build(connector),
+        }
+    }
+}
+
+/// A response: status and (bounded) body.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The status code.
+    pub status: StatusCode,
+    /// The first 64 KiB of the body.
+    pub body: Bytes,
+}
+
+const MAX_BODY: usize = 64 * 1024;
+
+impl HttpClient {
+    /// `GET url` with a timeout.
+    pub async fn get(&self, url: &str, timeout: Duration) -> Result<Answer, String> {
+        self.send(Method::GET, url, Vec::new(), Bytes::new(), timeout)
+            .await
+    }
+
+    /// `POST url` with a JSON body and extra headers, with a timeout.
+    pub async fn post_json(
+        &self,
+        url: &str,
+        headers: Vec<(&'static str, String)>,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Answer, String> {
+        let mut all = vec![(
+            header::CONTENT_TYPE.as_str(),
+            "application/json".to_string(),
+        )];
+        all.extend(headers);
+        self.send(Method::POST, url, all, Bytes::from(body), timeout)
+            .await
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        url: &str,
+        headers: Vec<(&'static str, String)>,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<Answer, String> {
+        if url.starts_with("https://") {
+            return Err(format!("{url}: https is not supported yet; use http://"));
+        }
+        let mut request = Request::builder().method(method).uri(url);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        let request = request
+            .body(Full::new(body))
+            .map_err(|error| format!("{url}: invalid request: {error}"))?;
+        let exchange = async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|error| format!("{url}: {error}"))?;
+            let status = response.status();
+            let limited = http_body_util::Limited::new(response.into_body(), MAX_BODY);
+            let body = match limited.collect().await {
+                Ok(collected) => collected.to_bytes(),
+                // An oversized or broken body still has its status.
+                Err(_) => Bytes::new(),
+            };
+            Ok(Answer { status, body })
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Ok(result) => result,
+            Err(_) => Err(format!("{url}: no answer within {timeout:?}")),
+        }
+    }
+}

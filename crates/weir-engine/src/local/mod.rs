@@ -1,0 +1,583 @@
+//! The `local` target: weir's embedded router in front of two versions of a service, each a URL
+//! already serving or a command weir starts. Also the metric source of the builtin checks
+//! (`request-success-rate`, `request-duration`), read from the router's per-version counters.
+//!
+//! Which definition the primary runs follows the committed status: once a canary is promoted
+//! (`status.primaryRevision` equals the canary definition's revision), the canary's process
+//! becomes the primary and the old primary is stopped; after a restart the same rule brings the
+//! same processes back.
+
+pub mod config;
+mod process;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Mutex as AsyncMutex, oneshot};
+use weir_core::machine::{Effect, Route, Scale};
+use weir_core::model::{
+    CheckOutcome, CheckResult, Metric, REQUEST_DURATION, REQUEST_SUCCESS_RATE, Rollout,
+    RolloutStatus, StringMatch, TargetKind,
+};
+use weir_core::{FieldError, Weight};
+use weir_router::metrics::{MetricsSnapshot, Traffic};
+use weir_router::{Backend, RouteHandle, RouteSpec, Router, RouterConfig, Upstream};
+use weir_router::{Condition, MatchBlock, Matcher, Subject};
+use weir_store::RolloutKey;
+
+use self::config::{LocalTargetConfig, VersionSpec};
+use self::process::VersionProcess;
+use crate::http::HttpClient;
+use crate::providers::{BoxFuture, MetricSource, ProviderError, TargetObservation, TargetProvider};
+
+/// Local targets for every local rollout of this process.
+#[derive(Clone, Default)]
+pub struct LocalTargets {
+    rollouts: Arc<Mutex<HashMap<RolloutKey, Arc<AsyncMutex<LocalRollout>>>>>,
+    client: HttpClient,
+    router_config: RouterConfig,
+}
+
+/// One running version.
+struct Running {
+    revision: String,
+    upstream: Upstream,
+    /// `None` for a URL version (weir does not own it).
+    process: Option<VersionProcess>,
+}
+
+#[derive(Default)]
+struct LocalRollout {
+    listen: Option<SocketAddr>,
+    router: Option<RouteHandle>,
+    stop_router: Option<oneshot::Sender<()>>,
+    primary: Option<Running>,
+    canary: Option<Running>,
+    /// The last route applied, re-applied when versions change underneath it.
+    route: Option<Route>,
+    /// Counters at the previous observation, and what happened since.
+    last_snapshot: Option<MetricsSnapshot>,
+    window: Option<MetricsSnapshot>,
+}
+
+fn error(text: impl Into<String>) -> ProviderError {
+    ProviderError(text.into())
+}
+
+impl LocalTargets {
+    /// Local targets using the router settings given.
+    pub fn new(router_config: RouterConfig) -> LocalTargets {
+        LocalTargets {
+            router_config,
+            ..LocalTargets::default()
+        }
+    }
+
+    fn slot(&self, key: &RolloutKey) -> Arc<AsyncMutex<LocalRollout>> {
+        let mut rollouts = match self.rollouts.lock() {
+            Ok(guard) => guard,
+            // A panic elsewhere cannot leave the map itself inconsistent.
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        Arc::clone(rollouts.entry(key.clone()).or_default())
+    }
+
+    /// The address a rollout's router listens on, once it does.
+    pub async fn router_address(&self, key: &RolloutKey) -> Option<SocketAddr> {
+        let slot = self.slot(key);
+        let local = slot.lock().await;
+        local.listen
+    }
+
+    /// The router's counters of a rollout, once it runs.
+    pub async fn metrics(&self, key: &RolloutKey) -> Option<MetricsSnapshot> {
+        let slot = self.slot(key);
+        let local = slot.lock().await;
+        local.router.as_ref().map(RouteHandle::metrics)
+    }
+
+    async fn start(&self, spec: &VersionSpec) -> Result<Running, ProviderError> {
+        let revision = spec.revision();
+        match (&spec.url, &spec.command) {
+            (Some(url), _) => Ok(Running {
+                revision,
+                upstream: url
+                    .parse()
+                    .map_err(|reason| error(format!("{url}: {reason}")))?,
+                process: None,
+            }),
+            _ => {
+                let process = VersionProcess::start(spec, &self.client)
+                    .await
+                    .map_err(error)?;
+                Ok(Running {
+                    revision,
+                    upstream: process
+                        .address
+                        .to_string()
+                        .parse()
+                        .map_err(|reason| error(format!("{reason}")))?,
+                    process: Some(process),
+                })
+            }
+        }
+    }
+
+    /// Makes sure the primary runs the definition the status says it runs.
+    async fn ensure_primary(
+        &self,
+        local: &mut LocalRollout,
+        config: &LocalTargetConfig,
+        status: &RolloutStatus,
+    ) -> Result<(), ProviderError> {
+        let wanted = primary_spec(config, status);
+        let revision = wanted.revision();
+        if local
+            .primary
+            .as_ref()
+            .is_some_and(|running| running.revision == revision)
+        {
+            return Ok(());
+        }
+        // The canary of this revision may already run (it was just promoted).
+        let running = match local.canary.take() {
+            Some(canary) if canary.revision == revision => canary,
+            other => {
+                local.canary = other;
+                self.start(wanted).await?
+            }
+        };
+        if let Some(old) = local.primary.replace(running) {
+            stop(old);
+        }
+        Ok(())
+    }
+
+    async fn ensure_canary(
+        &self,
+        local: &mut LocalRollout,
+        config: &LocalTargetConfig,
+    ) -> Result<(), ProviderError> {
+        let revision = config.canary.revision();
+        if local
+            .canary
+            .as_ref()
+            .is_some_and(|running| running.revision == revision)
+        {
+            return Ok(());
+        }
+        let running = if local
+            .primary
+            .as_ref()
+            .is_some_and(|primary| primary.revision == revision)
+        {
+            // Same definition as the primary: share its address, never start it twice.
+            let primary = local.primary.as_ref().map(|p| p.upstream.clone());
+            Running {
+                revision,
+                upstream: primary.ok_or_else(|| error("no primary"))?,
+                process: None,
+            }
+        } else {
+            self.start(&config.canary).await?
+        };
+        if let Some(old) = local.canary.replace(running) {
+            stop(old);
+        }
+        Ok(())
+    }
+
+    /// Binds the router on first use and installs the route.
+    async fn route(
+        &self,
+        key: &RolloutKey,
+        local: &mut LocalRollout,
+        config: &LocalTargetConfig,
+        route: Route,
+    ) -> Result<(), ProviderError> {
+        let Some(primary) = local.primary.as_ref() else {
+            return Err(error("the primary is not running"));
+        };
+        let primary_backend =
+            Backend::new(primary.revision.clone(), vec![primary.upstream.clone()]);
+        let canary_backend = match &local.canary {
+            Some(canary) => Backend::new(canary.revision.clone(), vec![canary.upstream.clone()]),
+            None => primary_backend.clone(),
+        };
+        let spec = route_spec(primary_backend, canary_backend, &route)?;
+        match &local.router {
+            Some(router) => router
+                .replace(spec)
+                .map_err(|reason| error(reason.to_string()))?,
+            None => {
+                let router = Router::bind(
+                    &key.to_string(),
+                    config.listen,
+                    spec,
+                    self.router_config.clone(),
+                )
+                .await
+                .map_err(|reason| error(reason.to_string()))?;
+                let handle = router.handle();
+                let (stop_router, stopped) = oneshot::channel::<()>();
+                tokio::spawn(router.serve(async move {
+                    let _ = stopped.await;
+                }));
+                local.listen = Some(config.listen);
+                local.last_snapshot = Some(handle.metrics());
+                local.router = Some(handle);
+                local.stop_router = Some(stop_router);
+            }
+        }
+        local.route = Some(route);
+        Ok(())
+    }
+}
+
+fn stop(running: Running) {
+    if let Some(process) = running.process {
+        // Requests already sent to it finish; the router sends it nothing new.
+        process.stop_after(Duration::from_secs(2));
+    }
+}
+
+fn primary_spec<'a>(config: &'a LocalTargetConfig, status: &RolloutStatus) -> &'a VersionSpec {
+    let canary_revision = config.canary.revision();
+    if status.primary_revision.as_deref() == Some(canary_revision.as_str()) {
+        &config.canary
+    } else {
+        &config.primary
+    }
+}
+
+fn route_from_status(rollout: &Rollout, status: &RolloutStatus) -> Route {
+    let match_rules = match (&rollout.spec.plan, status.match_active) {
+        (weir_core::model::Plan::AbTest(ab_test), true) => ab_test.match_rules.clone(),
+        _ => Vec::new(),
+    };
+    Route {
+        primary_weight: status.canary_weight.complement(),
+        canary_weight: status.canary_weight,
+        mirror_weight: status.mirror_weight,
+        match_rules,
+        session_affinity: rollout.spec.session_affinity.clone(),
+    }
+}
+
+fn router_weight(weight: Weight) -> Result<weir_router::Weight, ProviderError> {
+    weir_router::Weight::from_basis_points(weight.basis_points())
+        .map_err(|reason| error(reason.to_string()))
+}
+
+fn matcher(condition: &StringMatch) -> Result<Matcher, ProviderError> {
+    if let Some(exact) = &condition.exact {
+        return Ok(Matcher::Exact(exact.clone()));
+    }
+    if let Some(prefix) = &condition.prefix {
+        return Ok(Matcher::Prefix(prefix.clone()));
+    }
+    let pattern = match (&condition.regex, &condition.suffix) {
+        (Some(regex), _) => regex.clone(),
+        (None, Some(suffix)) => format!(".*{}", regex_syntax::escape(suffix)),
+        (None, None) => return Err(error("an empty match condition")),
+    };
+    Matcher::regex(&pattern).map_err(|reason| error(reason.to_string()))
+}
+
+fn route_spec(
+    primary: Backend,
+    canary: Backend,
+    route: &Route,
+) -> Result<RouteSpec, ProviderError> {
+    let mut spec = RouteSpec::weighted(primary, canary, router_weight(route.canary_weight)?);
+    for rule in &route.match_rules {
+        let mut conditions = Vec::new();
+        for (name, condition) in &rule.headers {
+            let header = name
+                .parse()
+                .map_err(|_| error(format!("invalid header name {name:?}")))?;
+            conditions.push(Condition {
+                subject: Subject::Header(header),
+                matcher: matcher(condition)?,
+            });
+        }
+        for (name, condition) in &rule.cookies {
+            conditions.push(Condition {
+                subject: Subject::Cookie(name.clone()),
+                matcher: matcher(condition)?,
+            });
+        }
+        for (name, condition) in &rule.query_params {
+            conditions.push(Condition {
+                subject: Subject::Query(name.clone()),
+                matcher: matcher(condition)?,
+            });
+        }
+        spec.matches.push(MatchBlock { conditions });
+    }
+    if let Some(affinity) = &route.session_affinity {
+        spec.session_affinity = Some(weir_router::SessionAffinity {
+            cookie_name: affinity.cookie_name.clone(),
+            max_age: Duration::from_secs(affinity.max_age.unwrap_or(86_400)),
+        });
+    }
+    if let Some(mirror) = route.mirror_weight {
+        spec.mirror = Some(weir_router::Mirror {
+            weight: router_weight(mirror)?,
+        });
+    }
+    Ok(spec)
+}
+
+impl TargetProvider for LocalTargets {
+    fn validate(&self, rollout: &Rollout) -> Vec<FieldError> {
+        LocalTargetConfig::of(rollout).err().unwrap_or_default()
+    }
+
+    fn reconcile<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        rollout: &'a Rollout,
+        status: &'a RolloutStatus,
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async move {
+            let config =
+                LocalTargetConfig::of(rollout).map_err(|errors| error(format!("{errors:?}")))?;
+            let slot = self.slot(key);
+            let mut local = slot.lock().await;
+            self.ensure_primary(&mut local, &config, status).await?;
+            let canary_needed = status.phase.in_run() && status.canary_revision.is_some();
+            if canary_needed {
+                self.ensure_canary(&mut local, &config).await?;
+            } else if let Some(canary) = local.canary.take() {
+                stop(canary);
+            }
+            self.route(key, &mut local, &config, route_from_status(rollout, status))
+                .await
+        })
+    }
+
+    fn observe<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        rollout: &'a Rollout,
+        status: &'a RolloutStatus,
+    ) -> BoxFuture<'a, Result<TargetObservation, ProviderError>> {
+        Box::pin(async move {
+            let config =
+                LocalTargetConfig::of(rollout).map_err(|errors| error(format!("{errors:?}")))?;
+            let slot = self.slot(key);
+            let mut local = slot.lock().await;
+            if local.primary.is_none() && status.phase != weir_core::model::Phase::Initializing {
+                // After a restart before reconcile succeeded: bring the primary back first.
+                self.ensure_primary(&mut local, &config, status).await?;
+            }
+            let canary_revision = config.canary.revision();
+            let primary_ready = match local.primary.as_mut() {
+                Some(primary) => self.healthy(primary, primary_spec(&config, status)).await,
+                // At set-up the primary has not been started yet: it starts with the route.
+                None => status.phase == weir_core::model::Phase::Initializing,
+            };
+            let canary_ready = match local.canary.as_mut() {
+                Some(canary) if canary.revision == canary_revision => {
+                    self.healthy(canary, &config.canary).await
+                }
+                _ => false,
+            };
+            if let Some(router) = &local.router {
+                let now = router.metrics();
+                local.window = Some(match &local.last_snapshot {
+                    Some(before) => now.delta(before),
+                    None => now.clone(),
+                });
+                local.last_snapshot = Some(now);
+            }
+            Ok(TargetObservation {
+                canary_revision: Some(canary_revision),
+                primary_revision: Some(config.primary.revision()),
+                primary_ready,
+                canary_ready,
+            })
+        })
+    }
+
+    fn apply<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        rollout: &'a Rollout,
+        status: &'a RolloutStatus,
+        effect: &'a Effect,
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async move {
+            let config =
+                LocalTargetConfig::of(rollout).map_err(|errors| error(format!("{errors:?}")))?;
+            let slot = self.slot(key);
+            let mut local = slot.lock().await;
+            match effect {
+                Effect::SetRoute(route) => {
+                    self.ensure_primary(&mut local, &config, status).await?;
+                    self.route(key, &mut local, &config, route.clone()).await
+                }
+                Effect::ScaleCanary(Scale::Up) => {
+                    self.ensure_primary(&mut local, &config, status).await?;
+                    self.ensure_canary(&mut local, &config).await?;
+                    let route = local
+                        .route
+                        .clone()
+                        .unwrap_or_else(|| route_from_status(rollout, status));
+                    self.route(key, &mut local, &config, route).await
+                }
+                Effect::ScaleCanary(Scale::Down) | Effect::Finalize => {
+                    let route = route_from_status(rollout, status);
+                    if let Some(canary) = local.canary.take() {
+                        let shared = local
+                            .primary
+                            .as_ref()
+                            .is_some_and(|primary| primary.revision == canary.revision);
+                        if !shared {
+                            // Route away from it first, then stop it.
+                            self.route(key, &mut local, &config, route).await?;
+                            stop(canary);
+                            return Ok(());
+                        }
+                    }
+                    self.route(key, &mut local, &config, route).await
+                }
+                Effect::Promote { .. } => {
+                    // The canary's process becomes the primary; the old primary is stopped once
+                    // the router no longer sends it anything.
+                    self.ensure_canary(&mut local, &config).await?;
+                    self.ensure_primary(&mut local, &config, status).await?;
+                    let route = local
+                        .route
+                        .clone()
+                        .unwrap_or_else(|| route_from_status(rollout, status));
+                    self.route(key, &mut local, &config, route).await
+                }
+                Effect::RunHooks { .. } | Effect::Notify(_) => Ok(()),
+            }
+        })
+    }
+
+    fn remove<'a>(&'a self, key: &'a RolloutKey) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let slot = {
+                let mut rollouts = match self.rollouts.lock() {
+                    Ok(guard) => guard,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                rollouts.remove(key)
+            };
+            if let Some(slot) = slot {
+                let mut local = slot.lock().await;
+                if let Some(stop_router) = local.stop_router.take() {
+                    let _ = stop_router.send(());
+                }
+                for running in [local.canary.take(), local.primary.take()]
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(mut process) = running.process {
+                        process.stop_now().await;
+                    }
+                }
+            }
+        })
+    }
+}
+
+impl LocalTargets {
+    async fn healthy(&self, running: &mut Running, spec: &VersionSpec) -> bool {
+        if let Some(process) = running.process.as_mut() {
+            if !process.is_running() {
+                return false;
+            }
+        }
+        let url = format!(
+            "http://{}{}",
+            running.upstream.authority(),
+            spec.health_path()
+        );
+        matches!(self.client.get(&url, Duration::from_secs(2)).await, Ok(answer) if answer.status.is_success())
+    }
+}
+
+impl MetricSource for LocalTargets {
+    fn handles(&self, rollout: &Rollout, metric: &Metric) -> bool {
+        rollout.spec.target.kind == TargetKind::Local && metric.is_builtin()
+    }
+
+    fn check<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        rollout: &'a Rollout,
+        metric: &'a Metric,
+    ) -> BoxFuture<'a, CheckResult> {
+        Box::pin(async move {
+            let slot = self.slot(key);
+            let local = slot.lock().await;
+            let canary_revision = LocalTargetConfig::of(rollout)
+                .map(|config| config.canary.revision())
+                .unwrap_or_default();
+            let series = local
+                .window
+                .as_ref()
+                .and_then(|window| window.get(&canary_revision, Traffic::Served).cloned());
+            builtin_check(metric, series.as_ref())
+        })
+    }
+}
+
+/// Evaluates a builtin check over the canary's traffic since the previous tick.
+fn builtin_check(metric: &Metric, series: Option<&weir_router::VersionSnapshot>) -> CheckResult {
+    let no_data = |message: String| CheckResult {
+        name: metric.name.clone(),
+        outcome: CheckOutcome::NoData,
+        value: None,
+        message,
+    };
+    let Some(series) = series.filter(|series| series.requests > 0) else {
+        return no_data("the canary served no requests since the last tick".into());
+    };
+    let (value, message) = match metric.name.as_str() {
+        REQUEST_SUCCESS_RATE => {
+            let rate = 100.0 * (series.requests - series.errors) as f64 / series.requests as f64;
+            (
+                rate,
+                format!(
+                    "canary: {} requests, {} errors: {rate:.2}% success",
+                    series.requests, series.errors
+                ),
+            )
+        }
+        REQUEST_DURATION => match series.latency.quantile(0.99) {
+            Some(p99) => {
+                let millis = p99.as_secs_f64() * 1000.0;
+                (
+                    millis,
+                    format!(
+                        "canary: p99 {millis:.1} ms over {} requests",
+                        series.requests
+                    ),
+                )
+            }
+            None => return no_data("no latency samples".into()),
+        },
+        other => return no_data(format!("{other} is not a builtin check")),
+    };
+    let passed = metric
+        .threshold_range
+        .is_none_or(|range| range.contains(value));
+    CheckResult {
+        name: metric.name.clone(),
+        outcome: if passed {
+            CheckOutcome::Pass
+        } else {
+            CheckOutcome::Fail
+        },
+        value: Some((value * 100.0).round() / 100.0),
+        message,
+    }
+}

@@ -1,0 +1,130 @@
+//! What the engine needs from the world, as traits: a target (where traffic or exposure is
+//! changed and readiness observed), a metric source, a hook runner and a notifier.
+//!
+//! Providers return boxed futures so the engine can hold them as trait objects, one per target
+//! kind, without becoming generic over every provider.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use weir_core::FieldError;
+use weir_core::machine::{Effect, Notification};
+use weir_core::model::{CheckResult, HookResult, Metric, Rollout, RolloutStatus, Webhook};
+use weir_store::RolloutKey;
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a target reports before each tick.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TargetObservation {
+    /// The revision of the canary's current definition.
+    pub canary_revision: Option<String>,
+    /// The revision of the primary's definition (used at set-up).
+    pub primary_revision: Option<String>,
+    /// Whether the primary serves.
+    pub primary_ready: bool,
+    /// Whether the canary serves.
+    pub canary_ready: bool,
+}
+
+/// A failure of a provider; the engine records it and retries at the next tick.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ProviderError(pub String);
+
+/// Where exposure is changed: the embedded router, Kubernetes, flags.
+pub trait TargetProvider: Send + Sync + 'static {
+    /// Checks the target's own settings (`spec.target`) before a rollout is accepted.
+    fn validate(&self, rollout: &Rollout) -> Vec<FieldError>;
+
+    /// Makes the world match a stored status (after a restart, or when a rollout is applied):
+    /// routes, and which versions run. Idempotent.
+    fn reconcile<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        rollout: &'a Rollout,
+        status: &'a RolloutStatus,
+    ) -> BoxFuture<'a, Result<(), ProviderError>>;
+
+    /// Revisions and readiness, before a tick.
+    fn observe<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        rollout: &'a Rollout,
+        status: &'a RolloutStatus,
+    ) -> BoxFuture<'a, Result<TargetObservation, ProviderError>>;
+
+    /// Applies one desired-state effect (`SetRoute`, `ScaleCanary`, `Promote`, `Finalize`);
+    /// `status` is the status committed with it.
+    fn apply<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        rollout: &'a Rollout,
+        status: &'a RolloutStatus,
+        effect: &'a Effect,
+    ) -> BoxFuture<'a, Result<(), ProviderError>>;
+
+    /// Releases everything held for a rollout that is gone (listeners, processes).
+    fn remove<'a>(&'a self, key: &'a RolloutKey) -> BoxFuture<'a, ()>;
+}
+
+/// Evaluates metric checks.
+pub trait MetricSource: Send + Sync + 'static {
+    /// Whether this source evaluates `metric` of `rollout`.
+    fn handles(&self, rollout: &Rollout, metric: &Metric) -> bool;
+
+    /// The check's result for the tick starting now.
+    fn check<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        rollout: &'a Rollout,
+        metric: &'a Metric,
+    ) -> BoxFuture<'a, CheckResult>;
+}
+
+/// Calls webhooks.
+pub trait HookRunner: Send + Sync + 'static {
+    /// Calls one webhook and reports its answer.
+    fn call<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        status: &'a RolloutStatus,
+        hook: &'a Webhook,
+        delivery_id: &'a str,
+    ) -> BoxFuture<'a, HookResult>;
+}
+
+/// Tells people.
+pub trait Notifier: Send + Sync + 'static {
+    /// Sends one notification (at least once; receivers de-duplicate on its delivery id).
+    fn notify<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        notification: &'a Notification,
+    ) -> BoxFuture<'a, Result<(), ProviderError>>;
+}
+
+/// The providers an engine runs with.
+#[derive(Clone)]
+pub struct Providers {
+    /// One target provider per target kind this process serves.
+    pub targets: Vec<(weir_core::model::TargetKind, Arc<dyn TargetProvider>)>,
+    /// Metric sources, asked in order; the first that handles a metric evaluates it.
+    pub metrics: Vec<Arc<dyn MetricSource>>,
+    /// The webhook caller.
+    pub hooks: Arc<dyn HookRunner>,
+    /// The notifier.
+    pub notifier: Arc<dyn Notifier>,
+}
+
+impl Providers {
+    /// The provider for a rollout's target kind.
+    pub fn target(&self, rollout: &Rollout) -> Option<&Arc<dyn TargetProvider>> {
+        self.targets
+            .iter()
+            .find(|(kind, _)| *kind == rollout.spec.target.kind)
+            .map(|(_, provider)| provider)
+    }
+}
