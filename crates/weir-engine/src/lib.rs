@@ -15,6 +15,7 @@ pub mod hooks;
 pub mod http;
 pub mod local;
 pub mod providers;
+pub mod synthetic;
 
 pub use engine::{Engine, EngineOptions, EngineStats, LatenessSink};
 pub use handle::{Applied, EngineError, EngineHandle, StatusChange};
