@@ -4,6 +4,7 @@
 
 mod cmd_core;
 mod cmd_router;
+mod cmd_tools;
 
 use std::process::ExitCode;
 
@@ -55,6 +56,24 @@ enum Command {
     ///
     /// Exit status: 0 after Ctrl-C, 2 when the flags are invalid or the address cannot be bound.
     Router(Box<cmd_router::RouterArgs>),
+    /// Run a small HTTP service for trials, with a chosen version, error rate and latency.
+    ///
+    /// Answers every path with its version as JSON (and the `x-weir-version` header), fails
+    /// --error-rate percent of requests with 500 and delays them by --latency-ms; /healthz always
+    /// answers 200, so a faulty version still starts. Two of them are a primary and a canary to
+    /// try weir on. Runs until Ctrl-C.
+    ///
+    /// Exit status: 0 after Ctrl-C, 2 when the flags are invalid or the address cannot be bound.
+    SampleApp(cmd_tools::SampleAppArgs),
+    /// Send HTTP load at a constant rate and summarise the outcomes and latency.
+    ///
+    /// Open-loop: requests leave on schedule whatever the responses do, so latency is not hidden
+    /// by a slow server. Counts 2xx, other statuses, connection errors, timeouts and requests
+    /// dropped at the --concurrency cap, per version (from `x-weir-version`), with p50/p90/p99.
+    ///
+    /// Exit status: 0 when the run completes (even if requests failed), 2 when the flags are
+    /// invalid.
+    Load(cmd_tools::LoadArgs),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +83,8 @@ fn main() -> ExitCode {
         Command::Convert(args) => cmd_core::convert(&args),
         Command::Plan(args) => cmd_core::plan(&args),
         Command::Router(args) => cmd_router::router(&args),
+        Command::SampleApp(args) => cmd_tools::sample_app(&args),
+        Command::Load(args) => cmd_tools::load(&args),
     };
     match result {
         Ok(code) => code,
