@@ -21,6 +21,10 @@ use serde::{Deserialize, Serialize};
 use weir_core::machine::Effect;
 use weir_core::model::{Event, Phase, Rollout, RolloutStatus};
 
+mod sqlite;
+
+pub use sqlite::SqliteStore;
+
 /// Namespace and name: a rollout's identity.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct RolloutKey {
@@ -41,7 +45,10 @@ impl RolloutKey {
 
     /// The key of a rollout document.
     pub fn of(rollout: &Rollout) -> RolloutKey {
-        RolloutKey::new(rollout.metadata.namespace_or_default(), rollout.metadata.name.clone())
+        RolloutKey::new(
+            rollout.metadata.namespace_or_default(),
+            rollout.metadata.name.clone(),
+        )
     }
 }
 
@@ -107,12 +114,15 @@ pub struct ListQuery {
     pub phase: Option<Phase>,
     /// Continue after this cursor (from a previous page).
     pub cursor: Option<String>,
-    /// At most this many (the store caps it at [`MAX_PAGE`]).
+    /// At most this many (the store caps it at [`MAX_PAGE`]; 0 means [`DEFAULT_PAGE`]).
     pub limit: usize,
 }
 
 /// The largest page a list returns.
 pub const MAX_PAGE: usize = 500;
+
+/// The page size when a list or events query asks for 0.
+pub const DEFAULT_PAGE: usize = 100;
 
 /// One page of a listing, in (namespace, name) order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -217,7 +227,8 @@ pub trait Store: Clone + Send + Sync + 'static {
         expected_version: Option<u64>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Events after `after_seq`, oldest first, at most `limit` (capped at [`MAX_PAGE`]).
+    /// Events after `after_seq`, oldest first, at most `limit` (capped at [`MAX_PAGE`]; 0 means
+    /// [`DEFAULT_PAGE`]).
     fn events(
         &self,
         key: &RolloutKey,
