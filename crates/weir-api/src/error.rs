@@ -1,0 +1,189 @@
+//! Errors as the API answers them: always JSON, always with a stable code.
+
+use axum::Json;
+use axum::http::{Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use weir_core::FieldError;
+use weir_core::machine::CommandRejected;
+use weir_engine::EngineError;
+use weir_store::StoreError;
+
+/// The stable, machine-readable kind of an error (`error.code` in the body).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// 400: the request or the document is invalid; `errors` names every field.
+    Invalid,
+    /// 404: no such rollout (or no such route).
+    NotFound,
+    /// 405: the route exists, the method does not.
+    MethodNotAllowed,
+    /// 409: the rollout changed since the version the client named, or already exists.
+    Conflict,
+    /// 409: the command does not apply in the rollout's phase.
+    Rejected,
+    /// 413: the body is larger than [`crate::MAX_BODY_BYTES`].
+    PayloadTooLarge,
+    /// 415: the body is neither JSON nor YAML.
+    UnsupportedMediaType,
+    /// 500: the server failed.
+    Internal,
+    /// 503: the engine is shutting down.
+    Unavailable,
+}
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request or its document is invalid.
+    #[error("{message}")]
+    Invalid {
+        /// In words.
+        message: String,
+        /// Every problem, with its field path.
+        errors: Vec<FieldError>,
+    },
+    /// No such rollout or route.
+    #[error("{0}")]
+    NotFound(String),
+    /// The route exists, the method does not.
+    #[error("method {0} is not allowed here")]
+    MethodNotAllowed(Method),
+    /// A version conflict.
+    #[error("{0}")]
+    Conflict(String),
+    /// The state machine refused a command.
+    #[error(transparent)]
+    Rejected(CommandRejected),
+    /// The body is too large.
+    #[error("the body is larger than {} bytes", crate::MAX_BODY_BYTES)]
+    PayloadTooLarge,
+    /// The body's content type is not one the route reads.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// The server failed.
+    #[error("internal error: {0}")]
+    Internal(String),
+    /// The engine is shutting down.
+    #[error("the engine is shutting down; try again later")]
+    Unavailable,
+}
+
+impl ApiError {
+    /// A 400 with one field error.
+    pub(crate) fn field(error: FieldError) -> ApiError {
+        ApiError::invalid(vec![error])
+    }
+
+    /// A 400 with the given field errors.
+    pub(crate) fn invalid(errors: Vec<FieldError>) -> ApiError {
+        let message = match errors.as_slice() {
+            [one] => one.to_string(),
+            many => format!("{} problems; see errors", many.len()),
+        };
+        ApiError::Invalid { message, errors }
+    }
+
+    /// The error's code.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ApiError::Invalid { .. } => ErrorCode::Invalid,
+            ApiError::NotFound(_) => ErrorCode::NotFound,
+            ApiError::MethodNotAllowed(_) => ErrorCode::MethodNotAllowed,
+            ApiError::Conflict(_) => ErrorCode::Conflict,
+            ApiError::Rejected(_) => ErrorCode::Rejected,
+            ApiError::PayloadTooLarge => ErrorCode::PayloadTooLarge,
+            ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
+            ApiError::Internal(_) => ErrorCode::Internal,
+            ApiError::Unavailable => ErrorCode::Unavailable,
+        }
+    }
+
+    /// The HTTP status it is answered with.
+    pub fn status(&self) -> StatusCode {
+        match self.code() {
+            ErrorCode::Invalid => StatusCode::BAD_REQUEST,
+            ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::Conflict | ErrorCode::Rejected => StatusCode::CONFLICT,
+            ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: ErrorDetail<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorDetail<'a> {
+    code: ErrorCode,
+    message: String,
+    errors: &'a [FieldError],
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let ApiError::Internal(detail) = &self {
+            tracing::error!("API request failed: {detail}");
+        }
+        let errors: &[FieldError] = match &self {
+            ApiError::Invalid { errors, .. } => errors,
+            _ => &[],
+        };
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code(),
+                message: self.to_string(),
+                errors,
+            },
+        };
+        (self.status(), Json(body)).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> ApiError {
+        match error {
+            StoreError::NotFound(_) => ApiError::NotFound(error.to_string()),
+            StoreError::Conflict { .. } | StoreError::AlreadyExists(_) => {
+                ApiError::Conflict(error.to_string())
+            }
+            StoreError::InvalidCursor(cursor) => ApiError::field(FieldError::with_value(
+                "cursor",
+                format!("{cursor:?}"),
+                "pass the nextCursor of a previous page",
+            )),
+            StoreError::Corrupt { .. } | StoreError::Database(_) => {
+                ApiError::Internal(error.to_string())
+            }
+        }
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(error: EngineError) -> ApiError {
+        match error {
+            EngineError::Invalid(errors) => ApiError::invalid(errors),
+            EngineError::NotFound(key) => ApiError::NotFound(format!("rollout {key} not found")),
+            EngineError::Rejected(rejected) => ApiError::Rejected(rejected),
+            EngineError::Store(error) => error.into(),
+            EngineError::ShuttingDown => ApiError::Unavailable,
+        }
+    }
+}
+
+/// The answer for a path no route serves.
+pub(crate) async fn no_route(method: Method, uri: Uri) -> ApiError {
+    ApiError::NotFound(format!("no route for {method} {}", uri.path()))
+}
+
+/// The answer for a method a route does not serve.
+pub(crate) async fn method_not_allowed(method: Method) -> ApiError {
+    ApiError::MethodNotAllowed(method)
+}

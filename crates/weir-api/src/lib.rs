@@ -1,0 +1,124 @@
+//! weir-api: the HTTP API of a weir server (axum).
+//!
+//! A front end, nothing more: reads go to the [`Store`], every write goes through the engine's
+//! [`EngineHandle`] (the engine is the only writer, so it never races the API), and status
+//! changes come from the engine's broadcast.
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /healthz` | liveness |
+//! | `GET /api/v1/openapi.json` | the OpenAPI 3 document |
+//! | `GET /api/v1/rollouts?namespace=&phase=&limit=&cursor=` | a page of rollouts |
+//! | `POST /api/v1/rollouts` | apply (create or update) a Rollout or a Flagger Canary |
+//! | `GET /api/v1/rollouts/{namespace}/{name}` | one rollout (`ETag`: its version) |
+//! | `PUT /api/v1/rollouts/{namespace}/{name}` | apply, with the path naming the document |
+//! | `DELETE /api/v1/rollouts/{namespace}/{name}` | delete |
+//! | `POST /api/v1/rollouts/{namespace}/{name}/commands` | promote, abort, pause, resume, ... |
+//! | `GET /api/v1/rollouts/{namespace}/{name}/events?after=&limit=` | the history |
+//! | `GET /api/v1/watch?namespace=&name=` | Server-Sent Events of status changes |
+//!
+//! Every error is JSON, `{"error": {"code", "message", "errors": [{"path", "value", "message"}]}}`
+//! (see [`ApiError`]); no input makes a handler panic.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod error;
+mod input;
+mod openapi;
+mod rollouts;
+mod watch;
+
+use std::future::Future;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use tokio::sync::watch as signal;
+use weir_engine::EngineHandle;
+use weir_store::Store;
+
+pub use error::{ApiError, ErrorCode};
+pub use openapi::OPENAPI_JSON;
+
+/// The largest request body accepted (the size limit of a document); larger bodies get 413.
+pub const MAX_BODY_BYTES: usize = weir_core::document::MAX_DOCUMENT_BYTES;
+
+/// What every handler shares.
+#[derive(Clone)]
+struct ApiState<S: Store> {
+    store: S,
+    engine: EngineHandle,
+    /// Becomes `true` when open watch streams should end.
+    shutdown: signal::Receiver<bool>,
+}
+
+/// The API over `store` (for reads) and a running engine (for every write).
+///
+/// Watch streams stay open until their client hangs up or the engine stops; a server that shuts
+/// down gracefully while watchers are connected should use [`router_with_shutdown`].
+pub fn router<S: Store>(store: S, engine: EngineHandle) -> Router {
+    // The sender is dropped at once: a closed channel never signals, so watches run on.
+    let (_never, shutdown) = signal::channel(false);
+    build(ApiState {
+        store,
+        engine,
+        shutdown,
+    })
+}
+
+/// Like [`router`], and every open watch stream ends when `shutdown` completes, so that
+/// `axum::serve(..).with_graceful_shutdown(..)` does not wait for watchers that never hang up.
+/// Must be called within a Tokio runtime (it spawns the task that waits for `shutdown`).
+pub fn router_with_shutdown<S, F>(store: S, engine: EngineHandle, shutdown: F) -> Router
+where
+    S: Store,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let (trigger, receiver) = signal::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        // Nobody watching is fine.
+        let _ = trigger.send(true);
+        // Keep the sender alive until every watcher has seen the signal.
+        trigger.closed().await;
+    });
+    build(ApiState {
+        store,
+        engine,
+        shutdown: receiver,
+    })
+}
+
+fn build<S: Store>(state: ApiState<S>) -> Router {
+    Router::new()
+        .route("/healthz", get(health))
+        .route("/api/v1/openapi.json", get(openapi::serve))
+        .route(
+            "/api/v1/rollouts",
+            get(rollouts::list::<S>).post(rollouts::create::<S>),
+        )
+        .route(
+            "/api/v1/rollouts/{namespace}/{name}",
+            get(rollouts::get_one::<S>)
+                .put(rollouts::put::<S>)
+                .delete(rollouts::delete::<S>),
+        )
+        .route(
+            "/api/v1/rollouts/{namespace}/{name}/commands",
+            post(rollouts::command::<S>),
+        )
+        .route(
+            "/api/v1/rollouts/{namespace}/{name}/events",
+            get(rollouts::events::<S>),
+        )
+        .route("/api/v1/watch", get(watch::watch::<S>))
+        .fallback(error::no_route)
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+async fn health() -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({"status": "ok"}))
+}

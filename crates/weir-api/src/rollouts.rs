@@ -1,0 +1,447 @@
+//! `/api/v1/rollouts`: list, get, apply, delete, commands, events.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use jiff::Timestamp;
+use serde::Serialize;
+use serde_json::Value;
+use weir_core::document::{Document, load_value};
+use weir_core::machine::Command;
+use weir_core::model::Rollout;
+use weir_core::{FieldError, Warning};
+use weir_store::{ApplyOutcome, DEFAULT_PAGE, ListQuery, MAX_PAGE, RolloutKey, Store};
+use weir_store::{StoredEvent, StoredRollout};
+
+use crate::ApiState;
+use crate::error::ApiError;
+use crate::input::{self, Format, Params, Precondition, RolloutPath};
+
+type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
+
+// === views ===
+
+/// A rollout as the API shows it: the document with its status, and the store's bookkeeping.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RolloutView {
+    #[serde(flatten)]
+    document: Rollout,
+    version: u64,
+    generation: u64,
+    last_event_seq: u64,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+}
+
+/// Fields the server writes; ignored in applied documents so that what a GET returns can be
+/// edited and PUT back.
+const SERVER_FIELDS: [&str; 6] = [
+    "status",
+    "version",
+    "generation",
+    "lastEventSeq",
+    "createdAt",
+    "updatedAt",
+];
+
+impl From<StoredRollout> for RolloutView {
+    fn from(stored: StoredRollout) -> RolloutView {
+        let mut document = stored.rollout;
+        document.status = Some(stored.status);
+        RolloutView {
+            document,
+            version: stored.version,
+            generation: stored.generation,
+            last_event_seq: stored.last_event_seq,
+            created_at: stored.created_at,
+            updated_at: stored.updated_at,
+        }
+    }
+}
+
+fn etag(version: u64) -> Option<HeaderValue> {
+    // Digits and quotes are always a valid header value; `ok()` keeps this panic-free anyway.
+    HeaderValue::from_str(&format!("\"{version}\"")).ok()
+}
+
+fn with_etag(status: StatusCode, version: u64, body: impl Serialize) -> Response {
+    let mut response = (status, Json(body)).into_response();
+    if let Some(tag) = etag(version) {
+        response.headers_mut().insert(header::ETAG, tag);
+    }
+    response
+}
+
+fn not_found(key: &RolloutKey) -> ApiError {
+    ApiError::NotFound(format!("rollout {key} not found"))
+}
+
+// === list ===
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListResponse {
+    items: Vec<RolloutView>,
+    next_cursor: Option<String>,
+}
+
+/// `GET /api/v1/rollouts?namespace=&phase=&limit=&cursor=`
+pub(crate) async fn list<S: Store>(
+    State(state): State<ApiState<S>>,
+    query: QueryPairs,
+) -> Result<Response, ApiError> {
+    let params = Params::parse(query, &["namespace", "phase", "limit", "cursor"])?;
+    let (phase, limit) = match (params.phase("phase"), params.number("limit")) {
+        (Ok(phase), Ok(limit)) => (phase, limit),
+        (phase, limit) => {
+            let errors = [phase.err(), limit.err()].into_iter().flatten().collect();
+            return Err(ApiError::invalid(errors));
+        }
+    };
+    let query = ListQuery {
+        namespace: params.text("namespace"),
+        phase,
+        cursor: params.text("cursor"),
+        limit: page_size(limit),
+    };
+    let page = state.store.list(&query).await?;
+    Ok(Json(ListResponse {
+        items: page.items.into_iter().map(RolloutView::from).collect(),
+        next_cursor: page.next_cursor,
+    })
+    .into_response())
+}
+
+/// A requested page size as the store takes it (0: the default; capped at the maximum).
+fn page_size(limit: Option<u64>) -> usize {
+    match limit {
+        None | Some(0) => DEFAULT_PAGE,
+        Some(limit) => usize::try_from(limit).unwrap_or(MAX_PAGE).min(MAX_PAGE),
+    }
+}
+
+// === get ===
+
+/// `GET /api/v1/rollouts/{namespace}/{name}`
+pub(crate) async fn get_one<S: Store>(
+    State(state): State<ApiState<S>>,
+    RolloutPath(key): RolloutPath,
+) -> Result<Response, ApiError> {
+    let stored = state
+        .store
+        .get(&key)
+        .await?
+        .ok_or_else(|| not_found(&key))?;
+    Ok(with_etag(
+        StatusCode::OK,
+        stored.version,
+        RolloutView::from(stored),
+    ))
+}
+
+// === apply ===
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ApplyResponse {
+    rollout: RolloutView,
+    outcome: ApplyOutcome,
+    warnings: Vec<Warning>,
+}
+
+/// `POST /api/v1/rollouts`
+pub(crate) async fn create<S: Store>(
+    State(state): State<ApiState<S>>,
+    query: QueryPairs,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    apply(state, None, query, headers, body).await
+}
+
+/// `PUT /api/v1/rollouts/{namespace}/{name}`
+pub(crate) async fn put<S: Store>(
+    State(state): State<ApiState<S>>,
+    RolloutPath(key): RolloutPath,
+    query: QueryPairs,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    apply(state, Some(key), query, headers, body).await
+}
+
+async fn apply<S: Store>(
+    state: ApiState<S>,
+    path: Option<RolloutKey>,
+    query: QueryPairs,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let params = Params::parse(query, &["expectedVersion"])?;
+    let expected_version = params.number("expectedVersion").map_err(ApiError::field)?;
+    let format = input::format(&headers, true, None)?;
+    let bytes = input::body(body)?;
+    let precondition = input::precondition(&headers, expected_version)?;
+    let (mut rollout, warnings) = rollout_of(&bytes, format)?;
+
+    if let Some(key) = &path {
+        let mut errors = Vec::new();
+        match rollout.metadata.namespace.as_deref() {
+            // The path names the namespace a document leaves out, as kubectl does.
+            None | Some("") => rollout.metadata.namespace = Some(key.namespace.clone()),
+            Some(namespace) if namespace != key.namespace => {
+                errors.push(FieldError::with_value(
+                    "metadata.namespace",
+                    format!("{namespace:?}"),
+                    format!("the path names namespace {:?}", key.namespace),
+                ));
+            }
+            Some(_) => {}
+        }
+        if rollout.metadata.name != key.name {
+            errors.push(FieldError::with_value(
+                "metadata.name",
+                format!("{:?}", rollout.metadata.name),
+                format!("the path names rollout {:?}", key.name),
+            ));
+        }
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(errors));
+        }
+    }
+
+    let key = RolloutKey::of(&rollout);
+    let expected_version = match precondition {
+        Precondition::None => None,
+        Precondition::Version(version) => Some(version),
+        Precondition::Exists => match state.store.get(&key).await? {
+            Some(stored) => Some(stored.version),
+            None => {
+                return Err(ApiError::Conflict(format!(
+                    "rollout {key} does not exist (If-Match: * requires that it does)"
+                )));
+            }
+        },
+    };
+    let applied = state.engine.apply(rollout, expected_version).await?;
+    let status = match applied.outcome {
+        ApplyOutcome::Created => StatusCode::CREATED,
+        ApplyOutcome::Updated | ApplyOutcome::Unchanged => StatusCode::OK,
+    };
+    let mut response = with_etag(
+        status,
+        applied.rollout.version,
+        ApplyResponse {
+            rollout: RolloutView::from(applied.rollout),
+            outcome: applied.outcome,
+            warnings,
+        },
+    );
+    if status == StatusCode::CREATED
+        && let Ok(location) =
+            HeaderValue::from_str(&format!("/api/v1/rollouts/{}/{}", key.namespace, key.name))
+    {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    Ok(response)
+}
+
+/// One Rollout (or a Flagger Canary, converted) from a body, validated.
+fn rollout_of(bytes: &[u8], format: Format) -> Result<(Rollout, Vec<Warning>), ApiError> {
+    let mut values = input::documents(bytes, format)?;
+    let mut value = match values.len() {
+        1 => values.remove(0),
+        0 => {
+            return Err(ApiError::field(FieldError::new(
+                "(document)",
+                "is empty: send one Rollout (or a Flagger Canary)",
+            )));
+        }
+        count => {
+            return Err(ApiError::field(FieldError::new(
+                "(document)",
+                format!(
+                    "holds {count} documents: send one Rollout (or a Flagger Canary) per request"
+                ),
+            )));
+        }
+    };
+    let is_weir = value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|api_version| api_version.starts_with("weir.dev/"));
+    if is_weir && let Value::Object(map) = &mut value {
+        for field in SERVER_FIELDS {
+            map.remove(field);
+        }
+    }
+    let loaded = load_value(&value).map_err(|refused| {
+        let mut error = ApiError::invalid(refused.errors);
+        if let ApiError::Invalid { message, .. } = &mut error {
+            *message = format!("{} is invalid: {message}", refused.subject);
+        }
+        error
+    })?;
+    match loaded.document {
+        Document::Rollout(rollout) => Ok((*rollout, loaded.warnings)),
+        Document::MetricTemplate(_) => Err(ApiError::field(FieldError::with_value(
+            "kind",
+            "\"MetricTemplate\"",
+            "this endpoint applies a Rollout (or a Flagger Canary)",
+        ))),
+    }
+}
+
+// === delete ===
+
+/// `DELETE /api/v1/rollouts/{namespace}/{name}`
+pub(crate) async fn delete<S: Store>(
+    State(state): State<ApiState<S>>,
+    RolloutPath(key): RolloutPath,
+) -> Result<StatusCode, ApiError> {
+    state.engine.delete(key).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+// === commands ===
+
+/// `POST /api/v1/rollouts/{namespace}/{name}/commands` with `{"command": "pause", "actor": "..."}`
+pub(crate) async fn command<S: Store>(
+    State(state): State<ApiState<S>>,
+    RolloutPath(key): RolloutPath,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    input::format(&headers, false, Some(Format::Json))?;
+    let bytes = input::body(body)?;
+    let (command, actor) = command_of(&bytes)?;
+    let actor = input::actor(&headers, actor)?;
+    let after = state.engine.command(key, command, actor).await?;
+    Ok(with_etag(
+        StatusCode::OK,
+        after.version,
+        RolloutView::from(after),
+    ))
+}
+
+const COMMANDS: [Command; 6] = [
+    Command::Promote,
+    Command::Abort,
+    Command::Pause,
+    Command::Resume,
+    Command::Retry,
+    Command::SkipAnalysis,
+];
+
+/// Reads `{"command": ..., "actor"?: ...}`, naming every problem.
+fn command_of(bytes: &[u8]) -> Result<(Command, Option<String>), ApiError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|error| {
+        ApiError::field(FieldError::new(
+            "(body)",
+            format!("is not valid JSON: {error}"),
+        ))
+    })?;
+    let Value::Object(map) = value else {
+        return Err(ApiError::field(FieldError::new(
+            "(body)",
+            format!(
+                "is a {}: send {{\"command\": \"pause\", \"actor\": \"...\"}}",
+                weir_core::document::json_type_name(&value)
+            ),
+        )));
+    };
+    let names: Vec<&str> = COMMANDS.iter().map(|command| command.as_str()).collect();
+    let mut errors = Vec::new();
+    let command = match map.get("command") {
+        None => {
+            errors.push(FieldError::missing(
+                "command",
+                format!("one of {}", names.join(", ")),
+            ));
+            None
+        }
+        Some(Value::String(name)) => {
+            let found = COMMANDS
+                .iter()
+                .copied()
+                .find(|command| command.as_str() == name);
+            if found.is_none() {
+                errors.push(FieldError::with_value(
+                    "command",
+                    format!("{name:?}"),
+                    format!("one of {}", names.join(", ")),
+                ));
+            }
+            found
+        }
+        Some(other) => {
+            errors.push(FieldError::with_value(
+                "command",
+                other,
+                format!("a string, one of {}", names.join(", ")),
+            ));
+            None
+        }
+    };
+    let actor = match map.get("actor") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(actor)) => Some(actor.clone()),
+        Some(other) => {
+            errors.push(FieldError::with_value("actor", other, "must be a string"));
+            None
+        }
+    };
+    for field in map.keys() {
+        if field != "command" && field != "actor" {
+            errors.push(FieldError::new(
+                field.clone(),
+                "unknown field; a command has command and actor",
+            ));
+        }
+    }
+    match command {
+        Some(command) if errors.is_empty() => Ok((command, actor)),
+        _ => Err(ApiError::invalid(errors)),
+    }
+}
+
+// === events ===
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EventsResponse {
+    items: Vec<StoredEvent>,
+    /// Pass as `after` for the next page; `None` when this page was not full.
+    next_after: Option<u64>,
+}
+
+/// `GET /api/v1/rollouts/{namespace}/{name}/events?after=&limit=`
+pub(crate) async fn events<S: Store>(
+    State(state): State<ApiState<S>>,
+    RolloutPath(key): RolloutPath,
+    query: QueryPairs,
+) -> Result<Response, ApiError> {
+    let params = Params::parse(query, &["after", "limit"])?;
+    let numbers = input::all_or_invalid([params.number("after"), params.number("limit")])?;
+    let (after, limit) = match numbers.as_slice() {
+        [after, limit] => (after.unwrap_or(0), page_size(*limit)),
+        _ => (0, DEFAULT_PAGE),
+    };
+    if state.store.get(&key).await?.is_none() {
+        return Err(not_found(&key));
+    }
+    let items = state.store.events(&key, after, limit).await?;
+    let next_after = if items.len() >= limit {
+        items.last().map(|event| event.seq)
+    } else {
+        None
+    };
+    Ok(Json(EventsResponse { items, next_after }).into_response())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1022 @@
+//! The API over real HTTP on loopback, against a real SQLite file and a running engine with the
+//! synthetic providers (`kind: flag`, and `kind: kubernetes` for converted Flagger Canaries).
+//!
+//! Nothing here asserts on timing: progress is awaited by polling with a generous deadline that
+//! only turns a hang into a failure.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use weir_core::model::TargetKind;
+use weir_engine::hooks::{HttpHookRunner, LogNotifier};
+use weir_engine::synthetic::{SyntheticMetrics, SyntheticTargets};
+use weir_engine::{Engine, EngineOptions, Providers};
+use weir_store::SqliteStore;
+
+/// How long anything may take before the test calls it a hang.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+// === harness ===
+
+struct Server {
+    base: String,
+    client: Client<HttpConnector, Full<Bytes>>,
+    _dir: TempDir,
+    _stop: oneshot::Sender<()>,
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: hyper::HeaderMap,
+    body: Value,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    fn error_code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("(none)")
+    }
+
+    fn error_paths(&self) -> Vec<&str> {
+        self.body["error"]["errors"]
+            .as_array()
+            .map(|errors| {
+                errors
+                    .iter()
+                    .filter_map(|error| error["path"].as_str())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+async fn start() -> Server {
+    start_with(None).await
+}
+
+/// A server whose watch streams end when `watch_shutdown` fires (as `weir serve` wires it).
+async fn start_with(watch_shutdown: Option<oneshot::Receiver<()>>) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("weir.db"))
+        .await
+        .unwrap();
+    let synthetic = Arc::new(SyntheticTargets::default());
+    let providers = Providers {
+        targets: vec![
+            (TargetKind::Flag, synthetic.clone()),
+            (TargetKind::Kubernetes, synthetic),
+        ],
+        metrics: vec![Arc::new(SyntheticMetrics)],
+        hooks: Arc::new(HttpHookRunner::default()),
+        notifier: Arc::new(LogNotifier),
+    };
+    let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(engine.run(async move {
+        let _ = stopped.await;
+    }));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = listener.local_addr().unwrap();
+    let app = match watch_shutdown {
+        None => weir_api::router(store, handle),
+        Some(signal) => weir_api::router_with_shutdown(store, handle, async move {
+            let _ = signal.await;
+        }),
+    };
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Server {
+        base: format!("http://{addr}"),
+        client: Client::builder(TokioExecutor::new()).build_http(),
+        _dir: dir,
+        _stop: stop,
+    }
+}
+
+impl Server {
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Reply {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(Full::new(body.into())).unwrap();
+        let response = tokio::time::timeout(DEADLINE, self.client.request(request))
+            .await
+            .expect("no answer before the deadline")
+            .unwrap();
+        let (parts, body) = response.into_parts();
+        let bytes = body.collect().await.unwrap().to_bytes();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or_else(|error| {
+                panic!("not JSON ({error}): {}", String::from_utf8_lossy(&bytes))
+            })
+        };
+        Reply {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        }
+    }
+
+    async fn get(&self, path: &str) -> Reply {
+        self.send(Method::GET, path, &[], Bytes::new()).await
+    }
+
+    async fn put_yaml(&self, path: &str, yaml: &str, headers: &[(&str, &str)]) -> Reply {
+        let mut all = vec![("content-type", "application/yaml")];
+        all.extend_from_slice(headers);
+        self.send(Method::PUT, path, &all, yaml.to_string()).await
+    }
+
+    async fn command(&self, namespace: &str, name: &str, body: Value) -> Reply {
+        self.send(
+            Method::POST,
+            &format!("/api/v1/rollouts/{namespace}/{name}/commands"),
+            &[
+                ("content-type", "application/json"),
+                ("x-weir-actor", "tester"),
+            ],
+            body.to_string(),
+        )
+        .await
+    }
+
+    /// Polls a rollout until `done` holds, and returns it.
+    async fn wait_for(
+        &self,
+        namespace: &str,
+        name: &str,
+        what: &str,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let path = format!("/api/v1/rollouts/{namespace}/{name}");
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            let reply = self.get(&path).await;
+            if reply.status == StatusCode::OK && done(&reply.body) {
+                return reply.body;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{namespace}/{name} never reached {what}; last: {} {:#}",
+                reply.status,
+                reply.body
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn wait_for_phase(&self, namespace: &str, name: &str, phase: &str) -> Value {
+        self.wait_for(namespace, name, phase, |rollout| {
+            rollout["status"]["phase"] == phase
+        })
+        .await
+    }
+}
+
+/// A `kind: flag` rollout with synthetic targets: `revision` is the canary's revision.
+fn flag_rollout(namespace: &str, name: &str, revision: &str) -> String {
+    format!(
+        "apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  target: {{kind: flag, flag: {name}, revision: {revision}}}
+  plan: {{canary: {{stepWeight: 50}}}}
+  analysis:
+    interval: 1s
+    metrics: [{{name: request-success-rate, thresholdRange: {{min: 99}}}}]
+"
+    )
+}
+
+/// A flag rollout whose runs stop at 50% until someone resumes them.
+fn held_at_half(namespace: &str, name: &str, revision: &str) -> String {
+    format!(
+        "apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  target: {{kind: flag, flag: {name}, revision: {revision}}}
+  plan:
+    canary:
+      steps:
+        - weight: 50
+          pause: {{}}
+        - weight: 100
+  analysis: {{interval: 1s}}
+"
+    )
+}
+
+fn rollout_path(namespace: &str, name: &str) -> String {
+    format!("/api/v1/rollouts/{namespace}/{name}")
+}
+
+// === tests ===
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_then_get_shows_the_status_moving() {
+    let server = start().await;
+    let path = rollout_path("team", "checkout");
+    let created = server
+        .put_yaml(&path, &flag_rollout("team", "checkout", "r1"), &[])
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{:#}", created.body);
+    assert_eq!(created.body["outcome"], "created");
+    assert_eq!(created.body["warnings"], json!([]));
+    let rollout = &created.body["rollout"];
+    assert_eq!(rollout["apiVersion"], "weir.dev/v1alpha1");
+    assert_eq!(rollout["metadata"]["name"], "checkout");
+    assert_eq!(rollout["generation"], 1);
+    let version = rollout["version"].as_u64().unwrap();
+    assert_eq!(
+        created.header("etag"),
+        Some(format!("\"{version}\"").as_str())
+    );
+    assert_eq!(created.header("location"), Some(path.as_str()));
+
+    let got = server.get(&path).await;
+    assert_eq!(got.status, StatusCode::OK);
+    assert!(got.body["status"]["phase"].is_string(), "{:#}", got.body);
+    assert!(got.body["version"].as_u64().unwrap() >= version);
+    assert!(got.body["createdAt"].is_string());
+
+    let after = server
+        .wait_for("team", "checkout", "a phase past Initializing", |rollout| {
+            rollout["status"]["phase"] != "Initializing"
+        })
+        .await;
+    assert!(after["version"].as_u64().unwrap() > version);
+    // The synthetic primary starts at another revision, so a first run follows and ends.
+    server.wait_for_phase("team", "checkout", "Succeeded").await;
+
+    let health = server.get("/healthz").await;
+    assert_eq!(health.status, StatusCode::OK);
+    assert_eq!(health.body["status"], "ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_honour_if_match_and_expected_version() {
+    let server = start().await;
+    let path = rollout_path("team", "cart");
+    let first = server
+        .put_yaml(&path, &flag_rollout("team", "cart", "r1"), &[])
+        .await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    // Settled: the first run is over, so nothing but us writes from here.
+    server.wait_for_phase("team", "cart", "Succeeded").await;
+    let current = server.get(&path).await;
+    let etag = current.header("etag").unwrap().to_string();
+    let version = current.body["version"].as_u64().unwrap();
+
+    // The same document again: unchanged.
+    let same = server
+        .put_yaml(
+            &path,
+            &flag_rollout("team", "cart", "r1"),
+            &[("if-match", &etag)],
+        )
+        .await;
+    assert_eq!(same.status, StatusCode::OK, "{:#}", same.body);
+    assert_eq!(same.body["outcome"], "unchanged");
+
+    // A new revision with the current ETag: updated.
+    let updated = server
+        .put_yaml(
+            &path,
+            &flag_rollout("team", "cart", "r2"),
+            &[("if-match", &etag)],
+        )
+        .await;
+    assert_eq!(updated.status, StatusCode::OK, "{:#}", updated.body);
+    assert_eq!(updated.body["outcome"], "updated");
+    assert_eq!(updated.body["rollout"]["generation"], 2);
+    assert!(updated.body["rollout"]["version"].as_u64().unwrap() > version);
+    assert_ne!(updated.header("etag"), Some(etag.as_str()));
+
+    // The old ETag is stale now.
+    let stale = server
+        .put_yaml(
+            &path,
+            &flag_rollout("team", "cart", "r3"),
+            &[("if-match", &etag)],
+        )
+        .await;
+    assert_eq!(stale.status, StatusCode::CONFLICT, "{:#}", stale.body);
+    assert_eq!(stale.error_code(), "conflict");
+    let stale_query = server
+        .put_yaml(
+            &format!("{path}?expectedVersion={version}"),
+            &flag_rollout("team", "cart", "r3"),
+            &[],
+        )
+        .await;
+    assert_eq!(stale_query.status, StatusCode::CONFLICT);
+    assert_eq!(stale_query.error_code(), "conflict");
+
+    // Create-only on an existing rollout.
+    let exists = server
+        .put_yaml(
+            &path,
+            &flag_rollout("team", "cart", "r3"),
+            &[("if-none-match", "*")],
+        )
+        .await;
+    assert_eq!(exists.status, StatusCode::CONFLICT);
+
+    // A malformed precondition is a 400 naming the header.
+    let malformed = server
+        .put_yaml(
+            &path,
+            &flag_rollout("team", "cart", "r3"),
+            &[("if-match", "yesterday")],
+        )
+        .await;
+    assert_eq!(malformed.status, StatusCode::BAD_REQUEST);
+    assert_eq!(malformed.error_paths(), ["If-Match"]);
+
+    // What a GET returns can be sent back as it is (server-written fields are ignored).
+    server.wait_for_phase("team", "cart", "Succeeded").await;
+    let current = server.get(&path).await;
+    let etag = current.header("etag").unwrap().to_string();
+    let round_trip = server
+        .send(
+            Method::PUT,
+            &path,
+            &[("content-type", "application/json"), ("if-match", &etag)],
+            current.body.to_string(),
+        )
+        .await;
+    assert_eq!(round_trip.status, StatusCode::OK, "{:#}", round_trip.body);
+    assert_eq!(round_trip.body["outcome"], "unchanged");
+
+    // POST applies too, named by the document.
+    let posted = server
+        .send(
+            Method::POST,
+            "/api/v1/rollouts",
+            &[("content-type", "application/yaml")],
+            flag_rollout("other", "cart", "r1"),
+        )
+        .await;
+    assert_eq!(posted.status, StatusCode::CREATED, "{:#}", posted.body);
+    assert_eq!(posted.body["rollout"]["metadata"]["namespace"], "other");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_documents_name_every_field() {
+    let server = start().await;
+    let broken = "apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {name: Broken_Name, namespace: team}
+spec:
+  target: {kind: flag}
+  plan: {canary: {stepWeight: 150}}
+  analysis: {interval: 1s, threshold: 0}
+";
+    let reply = server
+        .send(
+            Method::POST,
+            "/api/v1/rollouts",
+            &[("content-type", "application/yaml")],
+            broken,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{:#}", reply.body);
+    assert_eq!(reply.error_code(), "invalid");
+    let paths = reply.error_paths();
+    for expected in [
+        "metadata.name",
+        "spec.plan.canary.stepWeight",
+        "spec.analysis.threshold",
+    ] {
+        assert!(
+            paths.contains(&expected),
+            "{expected} missing from {paths:?}"
+        );
+    }
+    for error in reply.body["error"]["errors"].as_array().unwrap() {
+        assert!(error["message"].is_string());
+    }
+    // Nothing was stored.
+    let list = server.get("/api/v1/rollouts").await;
+    assert_eq!(list.body["items"], json!([]));
+
+    // Structural errors, also all at once, from JSON.
+    let json_body = json!({
+        "apiVersion": "weir.dev/v1alpha1",
+        "kind": "Rollout",
+        "metadata": {"name": "ok", "namespace": "team"},
+        "spec": {
+            "target": {"kind": "flag"},
+            "plan": {"canary": {"stepWeight": "lots"}},
+            "analysis": {"interval": "soon"},
+            "typo": true
+        }
+    });
+    let reply = server
+        .send(
+            Method::PUT,
+            &rollout_path("team", "ok"),
+            &[("content-type", "application/json")],
+            json_body.to_string(),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{:#}", reply.body);
+    assert!(reply.error_paths().len() >= 2, "{:#}", reply.body);
+
+    // Not YAML at all.
+    let reply = server
+        .put_yaml(&rollout_path("team", "ok"), "spec: [unclosed", &[])
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.error_paths(), ["(document)"]);
+
+    // A target kind this server does not run.
+    let local = flag_rollout("team", "ok", "r1").replace("kind: flag", "kind: local");
+    let reply = server
+        .put_yaml(&rollout_path("team", "ok"), &local, &[])
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{:#}", reply.body);
+    assert_eq!(reply.error_paths(), ["spec.target.kind"]);
+
+    // Bad query parameters, both named.
+    let reply = server
+        .get("/api/v1/rollouts?limit=many&phase=Sideways")
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.error_paths(), ["phase", "limit"]);
+    let reply = server.get("/api/v1/rollouts?namespce=team").await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.error_paths(), ["namespce"]);
+    let reply = server.get("/api/v1/rollouts?cursor=garbage").await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{:#}", reply.body);
+    assert_eq!(reply.error_paths(), ["cursor"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsupported_media_types_and_oversized_bodies() {
+    let server = start().await;
+    let path = rollout_path("team", "media");
+    let document = flag_rollout("team", "media", "r1");
+    for content_type in ["text/plain", "application/x-www-form-urlencoded"] {
+        let reply = server
+            .send(
+                Method::PUT,
+                &path,
+                &[("content-type", content_type)],
+                document.clone(),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        assert_eq!(reply.error_code(), "unsupported_media_type");
+    }
+    let reply = server.send(Method::PUT, &path, &[], document.clone()).await;
+    assert_eq!(reply.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+
+    // Over 4 MiB: 413, as JSON.
+    let mut huge = document.clone();
+    huge.push_str("# ");
+    huge.push_str(&"x".repeat(4 * 1024 * 1024 + 1));
+    let reply = server.put_yaml(&path, &huge, &[]).await;
+    assert_eq!(reply.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(reply.error_code(), "payload_too_large");
+
+    // Unknown routes and methods answer in JSON too.
+    let reply = server.get("/api/v1/nothing").await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    assert_eq!(reply.error_code(), "not_found");
+    let reply = server.send(Method::PATCH, &path, &[], Bytes::new()).await;
+    assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(reply.error_code(), "method_not_allowed");
+
+    // Nothing was stored.
+    assert_eq!(server.get(&path).await.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_path_must_name_the_document() {
+    let server = start().await;
+    let document = flag_rollout("team", "named", "r1");
+    let reply = server
+        .put_yaml(&rollout_path("team", "other"), &document, &[])
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.error_paths(), ["metadata.name"]);
+    let reply = server
+        .put_yaml(&rollout_path("elsewhere", "named"), &document, &[])
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply.error_paths(), ["metadata.namespace"]);
+    let reply = server
+        .put_yaml(&rollout_path("elsewhere", "other"), &document, &[])
+        .await;
+    assert_eq!(reply.error_paths(), ["metadata.namespace", "metadata.name"]);
+
+    // A document without a namespace takes the path's.
+    let without = document.replace(", namespace: team", "");
+    let reply = server
+        .put_yaml(&rollout_path("shop", "named"), &without, &[])
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert_eq!(reply.body["rollout"]["metadata"]["namespace"], "shop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_filters_and_pages() {
+    let server = start().await;
+    let mut expected = BTreeSet::new();
+    for index in 0..30 {
+        let namespace = if index % 3 == 0 { "blue" } else { "green" };
+        let name = format!("r{index:02}");
+        let reply = server
+            .put_yaml(
+                &rollout_path(namespace, &name),
+                &flag_rollout(namespace, &name, "r1"),
+                &[],
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED);
+        expected.insert(format!("{namespace}/{name}"));
+    }
+
+    // Pages of 7: everything exactly once, in order.
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &cursor {
+            Some(cursor) => format!("/api/v1/rollouts?limit=7&cursor={cursor}"),
+            None => "/api/v1/rollouts?limit=7".to_string(),
+        };
+        let page = server.get(&path).await;
+        assert_eq!(page.status, StatusCode::OK, "{:#}", page.body);
+        pages += 1;
+        let items = page.body["items"].as_array().unwrap();
+        assert!(items.len() <= 7);
+        for item in items {
+            seen.push(format!(
+                "{}/{}",
+                item["metadata"]["namespace"].as_str().unwrap(),
+                item["metadata"]["name"].as_str().unwrap()
+            ));
+        }
+        match page.body["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+        assert!(pages < 20, "pagination does not end");
+    }
+    assert_eq!(seen.len(), 30);
+    assert_eq!(seen.iter().cloned().collect::<BTreeSet<_>>(), expected);
+    let mut sorted = seen.clone();
+    sorted.sort();
+    assert_eq!(seen, sorted);
+
+    // By namespace.
+    let blue = server
+        .get("/api/v1/rollouts?namespace=blue&limit=500")
+        .await;
+    let blue = blue.body["items"].as_array().unwrap();
+    assert_eq!(blue.len(), 10);
+    assert!(
+        blue.iter()
+            .all(|item| item["metadata"]["namespace"] == "blue")
+    );
+
+    // By phase: once everything settled, one rollout's new revision fails its run.
+    for key in &expected {
+        let (namespace, name) = key.split_once('/').unwrap();
+        server.wait_for_phase(namespace, name, "Succeeded").await;
+    }
+    let failing =
+        flag_rollout("blue", "r03", "r2").replace("revision: r2}", "revision: r2, failing: true}");
+    let reply = server
+        .put_yaml(&rollout_path("blue", "r03"), &failing, &[])
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    server.wait_for_phase("blue", "r03", "Failed").await;
+    let failed = server.get("/api/v1/rollouts?phase=failed").await;
+    let failed = failed.body["items"].as_array().unwrap();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["metadata"]["name"], "r03");
+    let succeeded = server
+        .get("/api/v1/rollouts?phase=Succeeded&namespace=green&limit=100")
+        .await;
+    assert_eq!(succeeded.body["items"].as_array().unwrap().len(), 20);
+    assert_eq!(succeeded.body["nextCursor"], Value::Null);
+
+    // A failed run can be retried.
+    let retried = server
+        .command("blue", "r03", json!({"command": "retry"}))
+        .await;
+    assert_eq!(retried.status, StatusCode::OK, "{:#}", retried.body);
+    assert_ne!(retried.body["status"]["phase"], "Failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_and_the_history() {
+    let server = start().await;
+    let path = rollout_path("team", "search");
+    let reply = server
+        .put_yaml(&path, &held_at_half("team", "search", "r1"), &[])
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED);
+    // The run goes to 50% and waits there.
+    server
+        .wait_for("team", "search", "the pause at 50%", |rollout| {
+            rollout["status"]["waitingForResume"] == true
+        })
+        .await;
+
+    // Not failed: retry is refused with the machine's reason.
+    let refused = server
+        .command("team", "search", json!({"command": "retry"}))
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{:#}", refused.body);
+    assert_eq!(refused.error_code(), "rejected");
+    let message = refused.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("only a failed run can be retried"),
+        "{message}"
+    );
+
+    let paused = server
+        .command("team", "search", json!({"command": "pause"}))
+        .await;
+    assert_eq!(paused.status, StatusCode::OK, "{:#}", paused.body);
+    assert_eq!(paused.body["status"]["paused"], true);
+    assert!(paused.header("etag").is_some());
+    let resumed = server
+        .command(
+            "team",
+            "search",
+            json!({"command": "resume", "actor": "ana"}),
+        )
+        .await;
+    assert_eq!(resumed.status, StatusCode::OK, "{:#}", resumed.body);
+    assert_eq!(resumed.body["status"]["paused"], false);
+    server.wait_for_phase("team", "search", "Succeeded").await;
+
+    // Nothing runs now: pause is refused.
+    let refused = server
+        .command("team", "search", json!({"command": "pause"}))
+        .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT);
+    assert_eq!(refused.error_code(), "rejected");
+
+    // Bad commands and unknown rollouts.
+    let bad = server
+        .command("team", "search", json!({"command": "jump"}))
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad.error_paths(), ["command"]);
+    let missing = server
+        .command("team", "nobody", json!({"command": "pause"}))
+        .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing.error_code(), "not_found");
+
+    // The history, two at a time: gap-free from 1, with the actors.
+    let mut events = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = server
+            .get(&format!("{path}/events?after={after}&limit=2"))
+            .await;
+        assert_eq!(page.status, StatusCode::OK, "{:#}", page.body);
+        let items = page.body["items"].as_array().unwrap().clone();
+        assert!(items.len() <= 2);
+        events.extend(items);
+        match page.body["nextAfter"].as_u64() {
+            Some(next) => after = next,
+            None => break,
+        }
+        assert!(events.len() < 200, "paging does not end");
+    }
+    let seqs: Vec<u64> = events
+        .iter()
+        .map(|event| event["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    for event in &events {
+        for field in ["at", "run", "reason", "phase", "canaryWeight", "message"] {
+            assert!(!event[field].is_null(), "{field} missing in {event:#}");
+        }
+    }
+    let actors: Vec<&str> = events
+        .iter()
+        .filter_map(|event| event["evidence"]["actor"].as_str())
+        .collect();
+    assert!(actors.contains(&"tester"), "{actors:?}");
+    assert!(actors.contains(&"ana"), "{actors:?}");
+    let reasons: Vec<&str> = events
+        .iter()
+        .filter_map(|event| event["reason"].as_str())
+        .collect();
+    assert!(
+        reasons.contains(&"Paused") && reasons.contains(&"Resumed"),
+        "{reasons:?}"
+    );
+    assert_eq!(reasons.last(), Some(&"Succeeded"), "{reasons:?}");
+    let latest = server.get(&path).await;
+    assert_eq!(latest.body["lastEventSeq"], json!(seqs.len()));
+
+    let bad_after = server.get(&format!("{path}/events?after=-1")).await;
+    assert_eq!(bad_after.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad_after.error_paths(), ["after"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_then_not_found() {
+    let server = start().await;
+    let path = rollout_path("team", "gone");
+    let created = server
+        .put_yaml(&path, &flag_rollout("team", "gone", "r1"), &[])
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    let deleted = server.send(Method::DELETE, &path, &[], Bytes::new()).await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT);
+    assert_eq!(deleted.body, Value::Null);
+    let reply = server.get(&path).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+    assert_eq!(reply.error_code(), "not_found");
+    let again = server.send(Method::DELETE, &path, &[], Bytes::new()).await;
+    assert_eq!(again.status, StatusCode::NOT_FOUND);
+    assert_eq!(again.error_code(), "not_found");
+    assert_eq!(
+        server.get(&format!("{path}/events")).await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+/// Reads server-sent events from a streaming body until `wanted` matches one, or the deadline.
+async fn next_event(
+    body: &mut hyper::body::Incoming,
+    buffer: &mut String,
+    wanted: impl Fn(&str, &Value) -> bool,
+) -> (String, Value) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut event = String::from("message");
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(name) = line.strip_prefix("event:") {
+                    event = name.trim().to_string();
+                } else if let Some(text) = line.strip_prefix("data:") {
+                    data.push_str(text.trim_start());
+                }
+            }
+            if data.is_empty() {
+                continue; // a comment (hello or keep-alive)
+            }
+            let value: Value = serde_json::from_str(&data).unwrap();
+            if wanted(&event, &value) {
+                return (event, value);
+            }
+        }
+        let frame = tokio::time::timeout_at(deadline, body.frame())
+            .await
+            .expect("the wanted event did not come before the deadline")
+            .expect("the stream ended")
+            .unwrap();
+        if let Ok(data) = frame.into_data() {
+            buffer.push_str(&String::from_utf8_lossy(&data));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_streams_status_changes() {
+    let server = start().await;
+    let path = rollout_path("team", "watched");
+    server
+        .put_yaml(&path, &held_at_half("team", "watched", "r1"), &[])
+        .await;
+    server
+        .wait_for("team", "watched", "the pause at 50%", |rollout| {
+            rollout["status"]["waitingForResume"] == true
+        })
+        .await;
+
+    let request = Request::builder()
+        .uri(format!(
+            "{}/api/v1/watch?namespace=team&name=watched",
+            server.base
+        ))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = tokio::time::timeout(DEADLINE, server.client.request(request))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()["content-type"].to_str().unwrap(),
+        "text/event-stream"
+    );
+    let mut body = response.into_body();
+    let mut buffer = String::new();
+
+    // The subscription exists once the headers are here: a command now is seen.
+    let paused = server
+        .command("team", "watched", json!({"command": "pause"}))
+        .await;
+    assert_eq!(paused.status, StatusCode::OK);
+    let (event, data) = next_event(&mut body, &mut buffer, |event, data| {
+        event == "status" && data["status"]["paused"] == true
+    })
+    .await;
+    assert_eq!(event, "status");
+    assert_eq!(data["namespace"], "team");
+    assert_eq!(data["name"], "watched");
+    assert_eq!(data["phase"], "Progressing");
+    assert_eq!(data["canaryWeight"], 50);
+    assert_eq!(data["version"], paused.body["version"]);
+    let reasons: Vec<&str> = data["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|event| event["reason"].as_str())
+        .collect();
+    assert_eq!(reasons, ["Paused"]);
+    assert!(data["events"][0]["seq"].as_u64().unwrap() > 0);
+
+    // Deletion appears as Terminated with no status.
+    let deleted = server.send(Method::DELETE, &path, &[], Bytes::new()).await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT);
+    let (_, data) = next_event(&mut body, &mut buffer, |event, data| {
+        event == "status" && data["phase"] == "Terminated"
+    })
+    .await;
+    assert_eq!(data["status"], Value::Null);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flagger_canaries_are_accepted() {
+    let server = start().await;
+    let canary = "apiVersion: flagger.app/v1beta1
+kind: Canary
+metadata:
+  name: podinfo
+  namespace: test
+spec:
+  targetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: podinfo
+  service:
+    port: 9898
+  analysis:
+    interval: 10s
+    threshold: 5
+    maxWeight: 50
+    stepWeight: 10
+    metrics:
+      - name: request-success-rate
+        thresholdRange: {min: 99}
+        interval: 1m
+";
+    let reply = server
+        .put_yaml(&rollout_path("test", "podinfo"), canary, &[])
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let rollout = &reply.body["rollout"];
+    assert_eq!(rollout["apiVersion"], "weir.dev/v1alpha1");
+    assert_eq!(rollout["kind"], "Rollout");
+    assert_eq!(rollout["spec"]["target"]["kind"], "kubernetes");
+    assert!(reply.body["warnings"].is_array());
+    let got = server.get(&rollout_path("test", "podinfo")).await;
+    assert_eq!(got.status, StatusCode::OK);
+    assert_eq!(got.body["metadata"]["name"], "podinfo");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_lists_every_route() {
+    let server = start().await;
+    let reply = server.get("/api/v1/openapi.json").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let doc = reply.body;
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    assert!(doc["components"]["schemas"].is_object());
+    let paths = doc["paths"].as_object().unwrap();
+
+    // Every route the router serves is documented ...
+    let served = [
+        ("get", "/healthz"),
+        ("get", "/api/v1/openapi.json"),
+        ("get", "/api/v1/rollouts"),
+        ("post", "/api/v1/rollouts"),
+        ("get", "/api/v1/rollouts/{namespace}/{name}"),
+        ("put", "/api/v1/rollouts/{namespace}/{name}"),
+        ("delete", "/api/v1/rollouts/{namespace}/{name}"),
+        ("post", "/api/v1/rollouts/{namespace}/{name}/commands"),
+        ("get", "/api/v1/rollouts/{namespace}/{name}/events"),
+        ("get", "/api/v1/watch"),
+    ];
+    for (method, path) in served {
+        assert!(
+            paths.get(path).and_then(|item| item.get(method)).is_some(),
+            "{method} {path} is not in openapi.json"
+        );
+    }
+    // ... and every documented operation is served (no 405, no "no route").
+    let mut operations = 0;
+    for (path, item) in paths {
+        for method in item.as_object().unwrap().keys() {
+            if method == "parameters" {
+                continue;
+            }
+            operations += 1;
+            let concrete = path
+                .replace("{namespace}", "probe")
+                .replace("{name}", "probe");
+            let method: Method = method.to_uppercase().parse().unwrap();
+            let request = Request::builder()
+                .method(method.clone())
+                .uri(format!("{}{concrete}", server.base))
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from_static(b"{}")))
+                .unwrap();
+            let response = tokio::time::timeout(DEADLINE, server.client.request(request))
+                .await
+                .unwrap()
+                .unwrap();
+            let status = response.status();
+            assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+            if status == StatusCode::NOT_FOUND {
+                let body = response.into_body().collect().await.unwrap().to_bytes();
+                let body: Value = serde_json::from_slice(&body).unwrap();
+                let message = body["error"]["message"].as_str().unwrap();
+                assert!(
+                    !message.starts_with("no route"),
+                    "{method} {path}: {message}"
+                );
+            }
+        }
+    }
+    assert_eq!(operations, served.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_streams_end_on_shutdown() {
+    let (shutdown, signal) = oneshot::channel();
+    let server = start_with(Some(signal)).await;
+    let request = Request::builder()
+        .uri(format!("{}/api/v1/watch", server.base))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = tokio::time::timeout(DEADLINE, server.client.request(request))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    shutdown.send(()).unwrap();
+    // The stream ends (after at most the hello comment) instead of staying open.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let frame = tokio::time::timeout_at(deadline, body.frame())
+            .await
+            .expect("the watch stream did not end on shutdown");
+        match frame {
+            None => break,
+            Some(frame) => {
+                let data = frame.unwrap().into_data().unwrap_or_default();
+                assert!(
+                    !String::from_utf8_lossy(&data).contains("event:"),
+                    "unexpected event"
+                );
+            }
+        }
+    }
+}
