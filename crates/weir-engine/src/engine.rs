@@ -332,11 +332,11 @@ impl<S: Store> Engine<S> {
             self.entries.remove(&key);
             return;
         }
-        if let Some(at) = done.wake_at {
-            if entry.wake_at.is_none_or(|current| at < current) {
-                entry.wake_at = Some(at);
-                self.timers.push(Reverse((at, key.clone())));
-            }
+        if let Some(at) = done.wake_at
+            && entry.wake_at.is_none_or(|current| at < current)
+        {
+            entry.wake_at = Some(at);
+            self.timers.push(Reverse((at, key.clone())));
         }
         if !entry.queued.is_empty() || entry.tick_due.is_some() {
             self.ready.push_back(key);
@@ -420,14 +420,13 @@ impl<S: Store> JobContext<S> {
         let Some(stored) = self.stored.clone() else {
             return self.unchanged(None);
         };
-        if let Some(target) = self.providers.target(&stored.rollout) {
-            if let Err(error) = target
+        if let Some(target) = self.providers.target(&stored.rollout)
+            && let Err(error) = target
                 .reconcile(&self.key, &stored.rollout, &stored.status)
                 .await
-            {
-                self.provider_error("reconcile after restart", error);
-                self.needs_reconcile = true;
-            }
+        {
+            self.provider_error("reconcile after restart", error);
+            self.needs_reconcile = true;
         }
         self.deliver(&stored, &stored.pending_effects).await;
         // Resume one interval after the last progress, never earlier than now: a step is never
@@ -464,11 +463,11 @@ impl<S: Store> JobContext<S> {
             return self.unchanged(None);
         };
         let mut needs_reconcile = false;
-        if self.needs_reconcile {
-            if let Err(error) = target.reconcile(&self.key, rollout, &stored.status).await {
-                self.provider_error("reconcile", error);
-                needs_reconcile = true;
-            }
+        if self.needs_reconcile
+            && let Err(error) = target.reconcile(&self.key, rollout, &stored.status).await
+        {
+            self.provider_error("reconcile", error);
+            needs_reconcile = true;
         }
         let observed = match target.observe(&self.key, rollout, &stored.status).await {
             Ok(observed) => observed,
@@ -658,10 +657,10 @@ impl<S: Store> JobContext<S> {
                 _ => {}
             }
         }
-        if !delivered.is_empty() {
-            if let Err(error) = self.store.clear_pending(&self.key, &delivered).await {
-                self.provider_error("clear delivered effects", error);
-            }
+        if !delivered.is_empty()
+            && let Err(error) = self.store.clear_pending(&self.key, &delivered).await
+        {
+            self.provider_error("clear delivered effects", error);
         }
     }
 
@@ -753,19 +752,18 @@ impl<S: Store> JobContext<S> {
         let now = Timestamp::now();
         if let Ok(transition) =
             machine::step(&stored.rollout.spec, &stored.status, &Input::Deleted, now)
+            && let Some(target) = self.providers.target(&stored.rollout)
         {
-            if let Some(target) = self.providers.target(&stored.rollout) {
-                for effect in transition
-                    .effects
-                    .iter()
-                    .filter(|effect| effect.delivery_id().is_none())
+            for effect in transition
+                .effects
+                .iter()
+                .filter(|effect| effect.delivery_id().is_none())
+            {
+                if let Err(error) = target
+                    .apply(&self.key, &stored.rollout, &transition.status, effect)
+                    .await
                 {
-                    if let Err(error) = target
-                        .apply(&self.key, &stored.rollout, &transition.status, effect)
-                        .await
-                    {
-                        self.provider_error("apply effect on deletion", error);
-                    }
+                    self.provider_error("apply effect on deletion", error);
                 }
             }
         }

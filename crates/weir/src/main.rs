@@ -3,8 +3,11 @@
 #![forbid(unsafe_code)]
 
 mod cmd_core;
+mod cmd_demo;
 mod cmd_router;
+mod cmd_run;
 mod cmd_tools;
+mod progress;
 
 use std::process::ExitCode;
 
@@ -74,6 +77,25 @@ enum Command {
     /// Exit status: 0 when the run completes (even if requests failed), 2 when the flags are
     /// invalid.
     Load(cmd_tools::LoadArgs),
+    /// Run one rollout in the foreground, with a live progress line, until it is promoted or
+    /// rolled back.
+    ///
+    /// weir starts the router on `spec.target.listen`, the versions that are commands, and an
+    /// engine that keeps the rollout's state in a SQLite file: after a crash or Ctrl-C, the same
+    /// command resumes at the step it had reached. The progress line shows the phase, the canary
+    /// weight, the step, both versions' success rate and p99, and the time left.
+    ///
+    /// Exit status: 0 when promoted (or interrupted), 1 when rolled back, 2 when the file is
+    /// invalid.
+    Run(cmd_run::RunArgs),
+    /// See weir promote a healthy canary (or, with --faulty, roll back a faulty one) on loopback.
+    ///
+    /// Starts two versions of the sample app, weir's router in front of them, steady load through
+    /// the router, and a five-step canary with short intervals judged on the traffic the router
+    /// sees; ends with a summary of what happened and why. Takes about 30 seconds.
+    ///
+    /// Exit status: 0 when the canary is promoted, 1 when it is rolled back.
+    Demo(cmd_demo::DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -85,6 +107,8 @@ fn main() -> ExitCode {
         Command::Router(args) => cmd_router::router(&args),
         Command::SampleApp(args) => cmd_tools::sample_app(&args),
         Command::Load(args) => cmd_tools::load(&args),
+        Command::Run(args) => cmd_run::run(&args),
+        Command::Demo(args) => cmd_demo::demo(&args),
     };
     match result {
         Ok(code) => code,

@@ -1014,7 +1014,12 @@ impl Machine<'_> {
 
     fn promote(&mut self, message: String, evidence: Evidence) {
         let revision = self.status.canary_revision.clone().unwrap_or_default();
-        self.effects.push(Effect::Promote { revision });
+        self.effects.push(Effect::Promote {
+            revision: revision.clone(),
+        });
+        // From here on the primary runs the canary's revision (providers read this field to know
+        // which definition the primary runs).
+        self.status.primary_revision = Some(revision);
         self.status.paused = false;
         self.status.waiting_for_resume = false;
         self.status.pause_until = None;

@@ -130,14 +130,14 @@ fn version_errors(path: &str, version: &VersionSpec, errors: &mut Vec<FieldError
             "set exactly one of url (a running service, http://HOST:PORT) and command (a program weir starts)",
         )),
     }
-    if let Some(health) = &version.health_check {
-        if !health.starts_with('/') {
-            errors.push(FieldError::with_value(
-                format!("{path}.healthCheck"),
-                format!("{health:?}"),
-                "a path starting with /",
-            ));
-        }
+    if let Some(health) = &version.health_check
+        && !health.starts_with('/')
+    {
+        errors.push(FieldError::with_value(
+            format!("{path}.healthCheck"),
+            format!("{health:?}"),
+            "a path starting with /",
+        ));
     }
     if version.url.is_some() && (version.start_timeout.is_some() || !version.env.is_empty()) {
         errors.push(FieldError::new(

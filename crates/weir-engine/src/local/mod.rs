@@ -430,6 +430,7 @@ impl TargetProvider for LocalTargets {
                     self.route(key, &mut local, &config, route).await
                 }
                 Effect::ScaleCanary(Scale::Down) | Effect::Finalize => {
+                    self.ensure_primary(&mut local, &config, status).await?;
                     let route = route_from_status(rollout, status);
                     if let Some(canary) = local.canary.take() {
                         let shared = local
@@ -490,10 +491,10 @@ impl TargetProvider for LocalTargets {
 
 impl LocalTargets {
     async fn healthy(&self, running: &mut Running, spec: &VersionSpec) -> bool {
-        if let Some(process) = running.process.as_mut() {
-            if !process.is_running() {
-                return false;
-            }
+        if let Some(process) = running.process.as_mut()
+            && !process.is_running()
+        {
+            return false;
         }
         let url = format!(
             "http://{}{}",

@@ -61,10 +61,10 @@ impl VersionProcess {
                     "{program:?} exited with {exit} before becoming healthy"
                 ));
             }
-            if let Ok(answer) = client.get(&url, Duration::from_secs(1)).await {
-                if answer.status.is_success() {
-                    return Ok(process);
-                }
+            if let Ok(answer) = client.get(&url, Duration::from_secs(1)).await
+                && answer.status.is_success()
+            {
+                return Ok(process);
             }
             if tokio::time::Instant::now() >= deadline {
                 process.stop_now().await;

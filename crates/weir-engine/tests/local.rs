@@ -1,0 +1,399 @@
+//! The engine driving local rollouts for real: a SQLite file, weir's router on loopback, sample
+//! apps (URL versions) or processes weir starts (command versions), load through the router.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use weir_core::machine::Command;
+use weir_core::model::{EventReason, Phase, Rollout, TargetKind};
+use weir_engine::local::LocalTargets;
+use weir_engine::{Engine, EngineHandle, EngineOptions, Providers};
+use weir_router::RouterConfig;
+use weir_store::{RolloutKey, SqliteStore, Store};
+use weir_tools::load::{LoadConfig, LoadGenerator};
+use weir_tools::sample_app::{SampleApp, SampleAppConfig};
+
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn sample_app(version: &str, error_percent: f64) -> SocketAddr {
+    let mut config = SampleAppConfig::new(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), version);
+    config.error_percent = error_percent;
+    config.seed = 11;
+    let app = SampleApp::bind(config).await.unwrap();
+    let address = app.local_addr();
+    tokio::spawn(app.serve(std::future::pending()));
+    address
+}
+
+struct Running {
+    handle: EngineHandle,
+    store: SqliteStore,
+    targets: LocalTargets,
+    stop: tokio::sync::oneshot::Sender<()>,
+    engine: tokio::task::JoinHandle<()>,
+}
+
+async fn start_engine(db: &Path) -> Running {
+    let store = SqliteStore::open(db).await.unwrap();
+    let targets = LocalTargets::new(RouterConfig::default());
+    let providers = Providers {
+        targets: vec![(TargetKind::Local, Arc::new(targets.clone()))],
+        metrics: vec![Arc::new(targets.clone())],
+        hooks: Arc::new(weir_engine::hooks::HttpHookRunner::default()),
+        notifier: Arc::new(weir_engine::hooks::LogNotifier),
+    };
+    let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let engine = tokio::spawn(async move {
+        engine
+            .run(async move {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    Running {
+        handle,
+        store,
+        targets,
+        stop,
+        engine,
+    }
+}
+
+impl Running {
+    async fn stop(self, key: &RolloutKey) {
+        use weir_engine::TargetProvider;
+        let _ = self.stop.send(());
+        let _ = self.engine.await;
+        self.targets.remove(key).await;
+    }
+}
+
+fn rollout(listen: SocketAddr, primary: &str, canary: &str, steps: &str) -> Rollout {
+    let yaml = format!(
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: shop}}\nspec:\n  target:\n    kind: local\n    listen: \"{listen}\"\n    primary: {primary}\n    canary: {canary}\n  plan: {{canary: {{stepWeights: {steps}}}}}\n  analysis:\n    interval: 1s\n    threshold: 2\n    progressDeadline: 30s\n    metrics: [{{name: request-success-rate, thresholdRange: {{min: 95}}}}]\n"
+    );
+    serde_saphyr::from_str(&yaml).unwrap()
+}
+
+/// Waits (with a generous deadline, not a timing assertion) until the rollout reaches a phase.
+async fn wait_for(store: &SqliteStore, key: &RolloutKey, phases: &[Phase]) -> Phase {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Some(stored) = store.get(key).await.unwrap()
+            && phases.contains(&stored.status.phase)
+        {
+            return stored.status.phase;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{key} never reached {phases:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn load(
+    listen: SocketAddr,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<weir_tools::load::LoadSummary>,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        // The router listens from the rollout's first tick on.
+        while tokio::net::TcpStream::connect(listen).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let generator =
+            LoadGenerator::new(LoadConfig::new(format!("http://{listen}/"), 300.0, None)).unwrap();
+        generator
+            .run_until(async move {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    (stop, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_canary_is_promoted_step_by_step_and_then_serves_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_engine(&dir.path().join("weir.db")).await;
+    let (v1, v2) = (sample_app("v1", 0.0).await, sample_app("v2", 0.0).await);
+    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let spec = rollout(
+        listen,
+        &format!("{{url: \"http://{v1}\", healthCheck: /healthz}}"),
+        &format!("{{url: \"http://{v2}\", healthCheck: /healthz}}"),
+        "[20, 50, 100]",
+    );
+    let key = RolloutKey::of(&spec);
+    running.handle.apply(spec, None).await.unwrap();
+    let (stop_load, load) = load(listen);
+    assert_eq!(
+        wait_for(&running.store, &key, &[Phase::Succeeded, Phase::Failed]).await,
+        Phase::Succeeded
+    );
+    // After promotion, the router sends everything to v2.
+    let before = running.targets.metrics(&key).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let after = running.targets.metrics(&key).await.unwrap();
+    let _ = stop_load.send(());
+    let summary = load.await.unwrap();
+    assert_eq!(
+        summary.failed, 0,
+        "no request failed during the rollout: {summary}"
+    );
+    let window = after.delta(&before);
+    let served: Vec<(String, u64)> = window
+        .versions
+        .iter()
+        .filter(|v| v.requests > 0)
+        .map(|v| (v.version.clone(), v.requests))
+        .collect();
+    assert_eq!(
+        served.len(),
+        1,
+        "one version serves after promotion: {served:?}"
+    );
+    let events = running.store.events(&key, 0, 500).await.unwrap();
+    let weights: Vec<u32> = events
+        .iter()
+        .filter(|stored| stored.event.reason == EventReason::Advanced)
+        .map(|stored| stored.event.canary_weight.basis_points() / 100)
+        .collect();
+    assert_eq!(weights, vec![20, 50, 100], "each step once, in order");
+    assert!(
+        events.windows(2).all(|pair| pair[1].seq == pair[0].seq + 1),
+        "gap-free history"
+    );
+    running.stop(&key).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_faulty_canary_is_rolled_back_with_its_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_engine(&dir.path().join("weir.db")).await;
+    let (v1, v2) = (sample_app("v1", 0.0).await, sample_app("v2", 30.0).await);
+    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let spec = rollout(
+        listen,
+        &format!("{{url: \"http://{v1}\", healthCheck: /healthz}}"),
+        &format!("{{url: \"http://{v2}\", healthCheck: /healthz}}"),
+        "[20, 50, 100]",
+    );
+    let key = RolloutKey::of(&spec);
+    running.handle.apply(spec, None).await.unwrap();
+    let (stop_load, load) = load(listen);
+    assert_eq!(
+        wait_for(&running.store, &key, &[Phase::Succeeded, Phase::Failed]).await,
+        Phase::Failed
+    );
+    let _ = stop_load.send(());
+    let summary = load.await.unwrap();
+    let v2_served = summary
+        .by_version
+        .get("v2")
+        .map_or(0, |counts| counts.requests);
+    let v1_served = summary
+        .by_version
+        .get("v1")
+        .map_or(0, |counts| counts.requests);
+    assert!(
+        v2_served < v1_served,
+        "the canary never got the majority: {summary}"
+    );
+    let stored = running.store.get(&key).await.unwrap().unwrap();
+    assert_eq!(stored.status.canary_weight.basis_points(), 0);
+    let events = running.store.events(&key, 0, 500).await.unwrap();
+    let failed_checks: Vec<_> = events
+        .iter()
+        .filter(|e| e.event.reason == EventReason::ChecksFailed)
+        .collect();
+    assert!(!failed_checks.is_empty());
+    assert!(failed_checks.iter().all(|e| {
+        e.event
+            .evidence
+            .checks
+            .iter()
+            .any(|c| c.value.is_some_and(|v| v < 95.0))
+    }));
+    running.stop(&key).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_versions_are_started_promoted_and_the_old_primary_stopped() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        panic!("python3 is needed to start command versions in this test");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_engine(&dir.path().join("weir.db")).await;
+    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let serve = |name: &str| {
+        let root = dir.path().join(name);
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("index.html"), name).unwrap();
+        format!(
+            "{{command: [python3, -m, http.server, \"{{port}}\", --bind, 127.0.0.1, --directory, \"{}\"], startTimeout: 20s}}",
+            root.display()
+        )
+    };
+    let spec = rollout(listen, &serve("v1"), &serve("v2"), "[50, 100]");
+    let key = RolloutKey::of(&spec);
+    running.handle.apply(spec, None).await.unwrap();
+    let (stop_load, load) = load(listen);
+    assert_eq!(
+        wait_for(&running.store, &key, &[Phase::Succeeded, Phase::Failed]).await,
+        Phase::Succeeded
+    );
+    let _ = stop_load.send(());
+    let _ = load.await;
+    // The router now serves v2's directory.
+    let body = http_get(listen).await;
+    assert!(body.contains("v2"), "{body}");
+    running.stop(&key).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_pause_resume_and_abort_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_engine(&dir.path().join("weir.db")).await;
+    let (v1, v2) = (sample_app("v1", 0.0).await, sample_app("v2", 0.0).await);
+    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let spec = rollout(
+        listen,
+        &format!("{{url: \"http://{v1}\", healthCheck: /healthz}}"),
+        &format!("{{url: \"http://{v2}\", healthCheck: /healthz}}"),
+        "[10, 20, 30, 40, 50, 60, 70, 80, 90, 100]",
+    );
+    let key = RolloutKey::of(&spec);
+    running.handle.apply(spec, None).await.unwrap();
+    let (stop_load, load) = load(listen);
+    wait_for(&running.store, &key, &[Phase::Progressing]).await;
+    let paused = running
+        .handle
+        .command(key.clone(), Command::Pause, "alice")
+        .await
+        .unwrap();
+    assert!(paused.status.paused);
+    let weight = paused.status.canary_weight;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let still = running.store.get(&key).await.unwrap().unwrap();
+    assert_eq!(
+        still.status.canary_weight, weight,
+        "a paused run holds its weight"
+    );
+    running
+        .handle
+        .command(key.clone(), Command::Resume, "alice")
+        .await
+        .unwrap();
+    let aborted = running
+        .handle
+        .command(key.clone(), Command::Abort, "bob")
+        .await
+        .unwrap();
+    assert_eq!(aborted.status.phase, Phase::Failed);
+    let rejected = running
+        .handle
+        .command(key.clone(), Command::Pause, "carol")
+        .await;
+    assert!(
+        matches!(rejected, Err(weir_engine::EngineError::Rejected(_))),
+        "{rejected:?}"
+    );
+    let _ = stop_load.send(());
+    let _ = load.await;
+    let events = running.store.events(&key, 0, 500).await.unwrap();
+    let actors: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e.event.evidence.actor.as_deref())
+        .collect();
+    assert_eq!(actors, vec!["alice", "alice", "bob"]);
+    running.stop(&key).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_engine_resumes_the_run_where_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("weir.db");
+    let (v1, v2) = (sample_app("v1", 0.0).await, sample_app("v2", 0.0).await);
+    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let spec = rollout(
+        listen,
+        &format!("{{url: \"http://{v1}\", healthCheck: /healthz}}"),
+        &format!("{{url: \"http://{v2}\", healthCheck: /healthz}}"),
+        "[10, 20, 30, 40, 50, 100]",
+    );
+    let key = RolloutKey::of(&spec);
+    let first = start_engine(&db).await;
+    first.handle.apply(spec, None).await.unwrap();
+    let (stop_load, load) = load(listen);
+    // Let it take a couple of steps, then stop the engine mid-run.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let stored = first.store.get(&key).await.unwrap().unwrap();
+        if stored.status.steps_taken >= 2 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Load stops with the engine: a process that dies takes its router's connections with it,
+    // which stopping an in-process engine does not do.
+    let _ = stop_load.send(());
+    let _ = load.await;
+    first.stop(&key).await;
+    let second = start_engine(&db).await;
+    let (stop_load, load) = self::load(listen);
+    let phase = wait_for(&second.store, &key, &[Phase::Succeeded, Phase::Failed]).await;
+    let events = second.store.events(&key, 0, 500).await.unwrap();
+    assert_eq!(
+        phase,
+        Phase::Succeeded,
+        "{:#?}",
+        events.iter().map(|e| &e.event.message).collect::<Vec<_>>()
+    );
+    let _ = stop_load.send(());
+    let _ = load.await;
+    let events = second.store.events(&key, 0, 500).await.unwrap();
+    let weights: Vec<u32> = events
+        .iter()
+        .filter(|stored| stored.event.reason == EventReason::Advanced)
+        .map(|stored| stored.event.canary_weight.basis_points() / 100)
+        .collect();
+    assert_eq!(
+        weights,
+        vec![10, 20, 30, 40, 50, 100],
+        "no step skipped or repeated across the restart"
+    );
+    assert!(events.windows(2).all(|pair| pair[1].seq == pair[0].seq + 1));
+    second.stop(&key).await;
+}
+
+async fn http_get(address: SocketAddr) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut body = String::new();
+    stream.read_to_string(&mut body).await.unwrap();
+    body
+}

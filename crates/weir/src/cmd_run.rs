@@ -1,0 +1,325 @@
+//! `weir run FILE`: one rollout in the foreground, with the embedded engine, a SQLite file, and
+//! a live progress line. Also the machinery `weir demo` drives.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use weir_core::document::{self, Document};
+use weir_core::model::{Phase, Rollout, TargetKind};
+use weir_engine::local::LocalTargets;
+use weir_engine::local::config::LocalTargetConfig;
+use weir_engine::{Engine, EngineHandle, EngineOptions, Providers};
+use weir_router::RouterConfig;
+use weir_store::{RolloutKey, SqliteStore, Store};
+
+use crate::cmd_core::OutputFormat;
+use crate::progress::{Progress, VersionHealth, summary};
+
+/// Arguments of `weir run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The rollout (a weir Rollout with a local target; YAML or JSON).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// The SQLite file that keeps the rollout's state. Run the same command again after a crash
+    /// or Ctrl-C and it resumes where it was. Default: a file per rollout under
+    /// $XDG_STATE_HOME/weir (or ~/.local/state/weir).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+    /// `text`: a live progress line; `json`: one JSON event per line.
+    #[arg(long, short, value_enum, default_value_t = OutputFormat::Text)]
+    output: OutputFormat,
+}
+
+/// The default state directory.
+pub fn state_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|dir| !dir.is_empty()) {
+        return PathBuf::from(dir).join("weir");
+    }
+    match std::env::var_os("HOME").filter(|home| !home.is_empty()) {
+        Some(home) => PathBuf::from(home).join(".local/state/weir"),
+        None => PathBuf::from(".weir"),
+    }
+}
+
+/// `weir run`.
+pub fn run(args: &RunArgs) -> Result<ExitCode> {
+    let bytes = std::fs::read(&args.file)
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    let rollout = match single_rollout(&args.file, &bytes) {
+        Some(rollout) => rollout,
+        None => return Ok(ExitCode::from(2)),
+    };
+    if rollout.spec.target.kind != TargetKind::Local {
+        eprintln!(
+            "{}: spec.target.kind is {:?}: `weir run` runs local targets (kind: local); Kubernetes targets belong to `weir operator` and flags to `weir serve`, in later releases",
+            args.file.display(),
+            rollout.spec.target.kind
+        );
+        return Ok(ExitCode::from(2));
+    }
+    if let Err(errors) = LocalTargetConfig::of(&rollout) {
+        eprintln!(
+            "{}: Rollout {} is invalid ({} errors):",
+            args.file.display(),
+            rollout.metadata.name,
+            errors.len()
+        );
+        for error in errors {
+            eprintln!("  - {error}");
+        }
+        return Ok(ExitCode::from(2));
+    }
+    let key = RolloutKey::of(&rollout);
+    let db = args
+        .db
+        .clone()
+        .unwrap_or_else(|| state_dir().join(format!("run-{}-{}.db", key.namespace, key.name)));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let outcome = runtime.block_on(async {
+        let foreground = Foreground::start(&db).await?;
+        let outcome = foreground
+            .drive(rollout, args.output == OutputFormat::Json, None)
+            .await;
+        foreground.shutdown(&key).await;
+        outcome
+    })?;
+    Ok(outcome.exit_code())
+}
+
+/// Reads exactly one valid Rollout from a file, printing every problem otherwise.
+pub fn single_rollout(file: &Path, bytes: &[u8]) -> Option<Rollout> {
+    let mut rollouts = Vec::new();
+    let mut ok = true;
+    for result in document::load(bytes) {
+        match result {
+            Ok(loaded) => {
+                for warning in &loaded.warnings {
+                    eprintln!("warning: {warning}");
+                }
+                if let Document::Rollout(rollout) = loaded.document {
+                    rollouts.push(*rollout);
+                }
+            }
+            Err(refused) => {
+                ok = false;
+                eprintln!(
+                    "{}: {} is invalid ({} errors):",
+                    file.display(),
+                    refused.subject,
+                    refused.errors.len()
+                );
+                for error in &refused.errors {
+                    eprintln!("  - {error}");
+                }
+            }
+        }
+    }
+    if !ok {
+        return None;
+    }
+    if rollouts.len() != 1 {
+        eprintln!(
+            "{}: expected exactly one Rollout (or Flagger Canary), found {}",
+            file.display(),
+            rollouts.len()
+        );
+        return None;
+    }
+    rollouts.pop()
+}
+
+/// How a foreground run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Promoted,
+    RolledBack,
+    /// Interrupted (Ctrl-C) or nothing to roll out.
+    Stopped,
+}
+
+impl Outcome {
+    pub fn exit_code(self) -> ExitCode {
+        match self {
+            Outcome::Promoted | Outcome::Stopped => ExitCode::SUCCESS,
+            Outcome::RolledBack => ExitCode::from(1),
+        }
+    }
+}
+
+/// An engine with local targets over a SQLite file, running in the background.
+pub struct Foreground {
+    pub store: SqliteStore,
+    pub handle: EngineHandle,
+    pub targets: LocalTargets,
+    stop: tokio::sync::oneshot::Sender<()>,
+    engine: tokio::task::JoinHandle<()>,
+}
+
+impl Foreground {
+    pub async fn start(db: &Path) -> Result<Foreground> {
+        let store = SqliteStore::open(db)
+            .await
+            .with_context(|| format!("cannot open {}", db.display()))?;
+        let targets = LocalTargets::new(RouterConfig::default());
+        let providers = Providers {
+            targets: vec![(TargetKind::Local, Arc::new(targets.clone()))],
+            metrics: vec![Arc::new(targets.clone())],
+            hooks: Arc::new(weir_engine::hooks::HttpHookRunner::default()),
+            notifier: Arc::new(weir_engine::hooks::LogNotifier),
+        };
+        let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let engine = tokio::spawn(async move {
+            if let Err(error) = engine
+                .run(async move {
+                    let _ = stopped.await;
+                })
+                .await
+            {
+                eprintln!("engine stopped: {error}");
+            }
+        });
+        Ok(Foreground {
+            store,
+            handle,
+            targets,
+            stop,
+            engine,
+        })
+    }
+
+    /// Applies `rollout` and shows its progress until its run ends, Ctrl-C, or `until` resolves.
+    pub async fn drive(
+        &self,
+        rollout: Rollout,
+        json: bool,
+        until: Option<tokio::sync::oneshot::Receiver<()>>,
+    ) -> Result<Outcome> {
+        let key = RolloutKey::of(&rollout);
+        let config = LocalTargetConfig::of(&rollout)
+            .map_err(|errors| anyhow::anyhow!("invalid local target: {errors:?}"))?;
+        let canary_revision = config.canary.revision();
+        let primary_revision = config.primary.revision();
+        let mut changes = self.handle.subscribe();
+        let applied = match self.handle.apply(rollout.clone(), None).await {
+            Ok(applied) => applied,
+            Err(error) => bail!("cannot start the rollout: {error}"),
+        };
+        let progress = Progress::new(json);
+        let name = key.to_string();
+        // Replay what this run already recorded (after a restart), then follow live changes.
+        let mut last_seq = 0;
+        for stored in self
+            .store
+            .events(&key, 0, weir_store::MAX_PAGE)
+            .await
+            .unwrap_or_default()
+        {
+            if stored.event.run == applied.rollout.status.run && applied.rollout.status.run > 0 {
+                progress.event(&name, &stored);
+            }
+            last_seq = stored.seq;
+        }
+        let mut status = applied.rollout.status.clone();
+        let started = tokio::time::Instant::now();
+        let timeline = weir_core::plan::dry_run(&rollout.spec, jiff::Timestamp::now());
+        let mut before: Option<weir_router::metrics::MetricsSnapshot> = None;
+        let mut ticker = tokio::time::interval(Duration::from_secs(1));
+        let mut until = until;
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        let outcome = loop {
+            if let Some(done) = finished(&status, &canary_revision, &primary_revision) {
+                break done;
+            }
+            tokio::select! {
+                _ = &mut ctrl_c => {
+                    progress.finish();
+                    eprintln!("interrupted: the rollout's state is kept; run the same command again to resume");
+                    break Outcome::Stopped;
+                }
+                _ = async { match until.as_mut() { Some(receiver) => { let _ = receiver.await; } None => std::future::pending().await } } => {
+                    break Outcome::Stopped;
+                }
+                change = changes.recv() => match change {
+                    Ok(change) if change.key == key => {
+                        for stored in &change.events {
+                            if stored.seq > last_seq {
+                                progress.event(&name, stored);
+                                last_seq = stored.seq;
+                            }
+                        }
+                        if let Some(new_status) = change.status {
+                            status = new_status;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        if let Ok(Some(stored)) = self.store.get(&key).await {
+                            status = stored.status;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break Outcome::Stopped,
+                },
+                _ = ticker.tick() => {
+                    if let Some(now) = self.targets.metrics(&key).await {
+                        let window = match &before { Some(before) => now.delta(before), None => now.clone() };
+                        let primary_version = if status.primary_revision.as_deref() == Some(canary_revision.as_str()) { &canary_revision } else { &primary_revision };
+                        let primary = VersionHealth::from_window(&window, primary_version);
+                        let canary = VersionHealth::from_window(&window, &canary_revision);
+                        let left = timeline.minimum_duration.map(|total| total.get().saturating_sub(started.elapsed()));
+                        progress.status(&rollout.spec, &status, &primary, &canary, left);
+                        before = Some(now);
+                    }
+                }
+            }
+        };
+        progress.finish();
+        if outcome != Outcome::Stopped && !json {
+            let events = self
+                .store
+                .events(&key, 0, weir_store::MAX_PAGE)
+                .await
+                .unwrap_or_default();
+            let this_run: Vec<_> = events
+                .into_iter()
+                .filter(|stored| stored.event.run == status.run)
+                .collect();
+            println!("{}", summary(&name, &status, &this_run));
+        }
+        Ok(outcome)
+    }
+
+    /// Stops the engine (and with it the router and the versions it started).
+    pub async fn shutdown(self, key: &RolloutKey) {
+        use weir_engine::TargetProvider;
+        let _ = self.stop.send(());
+        let _ = self.engine.await;
+        self.targets.remove(key).await;
+    }
+}
+
+/// Whether the rollout is done, given the revisions of its file.
+fn finished(
+    status: &weir_core::model::RolloutStatus,
+    canary_revision: &str,
+    primary_revision: &str,
+) -> Option<Outcome> {
+    if status.canary_revision.as_deref() != Some(canary_revision) {
+        // Nothing to roll out when both versions are the same definition.
+        return (status.phase == Phase::Initialized && canary_revision == primary_revision)
+            .then_some(Outcome::Stopped);
+    }
+    match status.phase {
+        Phase::Succeeded => Some(Outcome::Promoted),
+        Phase::Failed => Some(Outcome::RolledBack),
+        _ => None,
+    }
+}
