@@ -43,7 +43,7 @@ const MAX_BODY: usize = 64 * 1024;
 impl HttpClient {
     /// `GET url` with a timeout.
     pub async fn get(&self, url: &str, timeout: Duration) -> Result<Answer, String> {
-        self.send(Method::GET, url, Vec::new(), Bytes::new(), timeout)
+        self.request(Method::GET, url, Vec::new(), Bytes::new(), timeout)
             .await
     }
 
@@ -60,11 +60,12 @@ impl HttpClient {
             "application/json".to_string(),
         )];
         all.extend(headers);
-        self.send(Method::POST, url, all, Bytes::from(body), timeout)
+        self.request(Method::POST, url, all, Bytes::from(body), timeout)
             .await
     }
 
-    async fn send(
+    /// Any request: method, URL, headers, body, with a timeout.
+    pub async fn request(
         &self,
         method: Method,
         url: &str,

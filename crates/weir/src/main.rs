@@ -2,16 +2,19 @@
 
 #![forbid(unsafe_code)]
 
+mod cmd_client;
 mod cmd_core;
 mod cmd_demo;
 mod cmd_router;
 mod cmd_run;
+mod cmd_serve;
 mod cmd_tools;
 mod progress;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use weir_core::machine::Command as Verb;
 
 /// weir: progressive delivery for any service, on any platform.
 ///
@@ -96,6 +99,39 @@ enum Command {
     ///
     /// Exit status: 0 when the canary is promoted, 1 when it is rolled back.
     Demo(cmd_demo::DemoArgs),
+    /// Run the server: the engine, the HTTP API and the routers of local rollouts.
+    ///
+    /// Rollouts, their status and their history live in one SQLite file; kill the server at any
+    /// moment and start it again: every rollout resumes at the step it had committed. The API is
+    /// REST under /api/v1 (rollouts, commands, events), Server-Sent Events at /api/v1/watch, and
+    /// the OpenAPI document at /api/v1/openapi.json. The client verbs below talk to it.
+    ///
+    /// Exit status: 0 after Ctrl-C or SIGTERM, 2 when it cannot start.
+    Serve(cmd_serve::ServeArgs),
+    /// Create or update the rollouts of a file on the server (weir Rollouts or Flagger Canaries).
+    ///
+    /// Exit status: 0 when every document was accepted, 1 when any was refused (each error is
+    /// printed with its field path), 2 when the server cannot be reached.
+    Apply(cmd_client::ApplyArgs),
+    /// List rollouts (or show one) with their phase, canary weight and run.
+    Get(cmd_client::GetArgs),
+    /// Show where a rollout stands and why, with its last events and their evidence.
+    Status(cmd_client::NameArgs),
+    /// Show a rollout's whole history: every transition with its evidence.
+    History(cmd_client::HistoryArgs),
+    /// Promote the canary now (also opens a confirm-promotion gate).
+    Promote(cmd_client::CommandArgs),
+    /// Roll back now.
+    Abort(cmd_client::CommandArgs),
+    /// Hold the canary weight where it is; analysis continues.
+    Pause(cmd_client::CommandArgs),
+    /// Continue a paused run, pass a step's untimed pause or a closed confirm-rollout gate, or
+    /// leave Held with its failed checks reset.
+    Resume(cmd_client::CommandArgs),
+    /// Run the failed revision again as it is, without editing anything.
+    Retry(cmd_client::CommandArgs),
+    /// Delete a rollout (reverting its routes first when its spec says revertOnDeletion).
+    Delete(cmd_client::NameArgs),
 }
 
 fn main() -> ExitCode {
@@ -109,6 +145,17 @@ fn main() -> ExitCode {
         Command::Load(args) => cmd_tools::load(&args),
         Command::Run(args) => cmd_run::run(&args),
         Command::Demo(args) => cmd_demo::demo(&args),
+        Command::Serve(args) => cmd_serve::serve(&args),
+        Command::Apply(args) => cmd_client::apply(&args),
+        Command::Get(args) => cmd_client::get(&args),
+        Command::Status(args) => cmd_client::status(&args),
+        Command::History(args) => cmd_client::history(&args),
+        Command::Promote(args) => cmd_client::command(Verb::Promote, &args),
+        Command::Abort(args) => cmd_client::command(Verb::Abort, &args),
+        Command::Pause(args) => cmd_client::command(Verb::Pause, &args),
+        Command::Resume(args) => cmd_client::command(Verb::Resume, &args),
+        Command::Retry(args) => cmd_client::command(Verb::Retry, &args),
+        Command::Delete(args) => cmd_client::delete(&args),
     };
     match result {
         Ok(code) => code,

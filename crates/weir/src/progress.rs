@@ -157,9 +157,6 @@ pub fn format_event(event: &Event) -> String {
             verdict.judge, verdict.outcome, verdict.evidence
         ));
     }
-    if let Some(actor) = &event.evidence.actor {
-        line.push_str(&format!("  (by {actor})"));
-    }
     line
 }
 

@@ -1,0 +1,111 @@
+//! `weir serve`: the engine, the HTTP API and the routers of local rollouts, in one process.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use weir_core::model::TargetKind;
+use weir_engine::local::LocalTargets;
+use weir_engine::{Engine, EngineOptions, Providers};
+use weir_router::RouterConfig;
+use weir_store::SqliteStore;
+
+/// The address `weir serve` listens on, and client verbs talk to, by default.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7979";
+
+/// Arguments of `weir serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The SQLite file holding every rollout, its status and its history (created if missing).
+    /// Default: $XDG_STATE_HOME/weir/weir.db (or ~/.local/state/weir/weir.db).
+    #[arg(long, value_name = "PATH", env = "WEIR_DB")]
+    db: Option<PathBuf>,
+    /// Address of the HTTP API (REST under /api/v1, Server-Sent Events at /api/v1/watch, the
+    /// OpenAPI document at /api/v1/openapi.json).
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN, env = "WEIR_LISTEN")]
+    listen: SocketAddr,
+}
+
+/// `weir serve`.
+pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
+    let db = args
+        .db
+        .clone()
+        .unwrap_or_else(|| crate::cmd_run::state_dir().join("weir.db"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let store = SqliteStore::open(&db)
+            .await
+            .with_context(|| format!("cannot open {}", db.display()))?;
+        let targets = LocalTargets::new(RouterConfig::default());
+        let providers = Providers {
+            targets: vec![(TargetKind::Local, Arc::new(targets.clone()))],
+            metrics: vec![Arc::new(targets)],
+            hooks: Arc::new(weir_engine::hooks::HttpHookRunner::default()),
+            notifier: Arc::new(weir_engine::hooks::LogNotifier),
+        };
+        let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let signal = {
+            let stopped = stopped.clone();
+            move || {
+                let mut stopped = stopped.clone();
+                async move {
+                    let _ = stopped.wait_for(|stop| *stop).await;
+                }
+            }
+        };
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let app = weir_api::router_with_shutdown(store, handle, signal());
+        let engine = tokio::spawn(engine.run(signal()));
+        eprintln!(
+            "weir serve: API at http://{} (database {}); Ctrl-C stops",
+            listener.local_addr().unwrap_or(args.listen),
+            db.display()
+        );
+        tokio::spawn(async move {
+            shutdown_requested().await;
+            let _ = stop.send(true);
+        });
+        axum::serve(listener, app)
+            .with_graceful_shutdown(signal())
+            .await
+            .context("the API server failed")?;
+        match engine.await {
+            Ok(Ok(())) => Ok(ExitCode::SUCCESS),
+            Ok(Err(error)) => Err(anyhow::anyhow!("the engine failed: {error}")),
+            Err(error) => Err(anyhow::anyhow!("the engine stopped: {error}")),
+        }
+    })
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_requested() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
