@@ -108,9 +108,12 @@ async fn main() {
     let ms = |micros: u64| micros as f64 / 1000.0;
     println!("rollouts {rollouts}, interval {interval}s, measured {seconds}s");
     println!(
-        "ticks {} commits {} provider errors {}",
+        "ticks {} commits {} in {} store transactions, provider errors {}",
         stats.ticks.load(std::sync::atomic::Ordering::Relaxed),
         stats.commits.load(std::sync::atomic::Ordering::Relaxed),
+        stats
+            .commit_batches
+            .load(std::sync::atomic::Ordering::Relaxed),
         stats
             .provider_errors
             .load(std::sync::atomic::Ordering::Relaxed),

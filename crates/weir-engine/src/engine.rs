@@ -25,7 +25,7 @@ use tokio::task::JoinSet;
 use weir_core::FieldError;
 use weir_core::machine::{self, Command, CommandInput, Effect, Input, Observations, Transition};
 use weir_core::model::{CheckOutcome, CheckResult, HookType, Rollout};
-use weir_store::{RolloutKey, Store, StoredEvent, StoredRollout};
+use weir_store::{CommitItem, RolloutKey, Store, StoreError, StoredEvent, StoredRollout};
 
 use crate::handle::{Applied, EngineError, EngineHandle, Request, StatusChange};
 use crate::providers::{Providers, TargetObservation};
@@ -39,6 +39,8 @@ pub struct EngineOptions {
     pub request_queue: usize,
     /// Capacity of the status-change broadcast; slower subscribers miss changes.
     pub change_buffer: usize,
+    /// Most steps written in one store transaction (group commit).
+    pub max_commit_batch: usize,
 }
 
 impl Default for EngineOptions {
@@ -47,6 +49,7 @@ impl Default for EngineOptions {
             max_concurrent_jobs: 512,
             request_queue: 1024,
             change_buffer: 4096,
+            max_commit_batch: 256,
         }
     }
 }
@@ -64,6 +67,8 @@ pub struct EngineStats {
     pub lateness_micros_max: AtomicU64,
     /// Provider failures (observe, apply, reconcile).
     pub provider_errors: AtomicU64,
+    /// Store transactions that carried those commits (group commit).
+    pub commit_batches: AtomicU64,
 }
 
 /// A sink for tick lateness samples (the scale benchmark collects them).
@@ -82,6 +87,43 @@ pub struct Engine<S: Store> {
     changes: broadcast::Sender<StatusChange>,
     stats: Arc<EngineStats>,
     lateness: Option<LatenessSink>,
+    commits: mpsc::Sender<CommitRequest>,
+    commit_queue: Option<mpsc::Receiver<CommitRequest>>,
+}
+
+/// A step waiting for the group commit.
+struct CommitRequest {
+    item: CommitItem,
+    reply: oneshot::Sender<Result<StoredRollout, StoreError>>,
+}
+
+/// Writes queued steps in batches: while one batch is being made durable, the next one gathers,
+/// so under load many steps share one fsync and at low load a step waits for nothing.
+async fn group_commit<S: Store>(
+    store: S,
+    mut queue: mpsc::Receiver<CommitRequest>,
+    max_batch: usize,
+    stats: Arc<EngineStats>,
+) {
+    while let Some(first) = queue.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < max_batch {
+            match queue.try_recv() {
+                Ok(request) => batch.push(request),
+                Err(_) => break,
+            }
+        }
+        let (items, replies): (Vec<CommitItem>, Vec<_>) = batch
+            .into_iter()
+            .map(|request| (request.item, request.reply))
+            .unzip();
+        stats.commit_batches.fetch_add(1, Ordering::Relaxed);
+        let results = store.commit_batch(items).await;
+        for (reply, result) in replies.into_iter().zip(results) {
+            // The job may have gone away; nothing to tell then.
+            let _ = reply.send(result);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -136,6 +178,7 @@ impl<S: Store> Engine<S> {
     ) -> (Engine<S>, EngineHandle) {
         let (request_tx, requests) = mpsc::channel(options.request_queue.max(1));
         let (changes, _) = broadcast::channel(options.change_buffer.max(1));
+        let (commits, commit_queue) = mpsc::channel(options.max_commit_batch.max(1) * 4);
         let handle = EngineHandle {
             requests: request_tx,
             changes: changes.clone(),
@@ -152,6 +195,8 @@ impl<S: Store> Engine<S> {
             changes,
             stats: Arc::new(EngineStats::default()),
             lateness: None,
+            commits,
+            commit_queue: Some(commit_queue),
         };
         (engine, handle)
     }
@@ -170,6 +215,14 @@ impl<S: Store> Engine<S> {
     /// Loads every stored rollout, re-applies its desired state, and runs until `shutdown`
     /// completes (or every handle is dropped). Jobs under way at shutdown are finished first.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), EngineError> {
+        if let Some(queue) = self.commit_queue.take() {
+            tokio::spawn(group_commit(
+                self.store.clone(),
+                queue,
+                self.options.max_commit_batch.max(1),
+                Arc::clone(&self.stats),
+            ));
+        }
         for stored in self.store.load_all().await? {
             let key = stored.key.clone();
             let entry = self.entries.entry(key.clone()).or_default();
@@ -304,6 +357,7 @@ impl<S: Store> Engine<S> {
             let needs_reconcile = std::mem::take(&mut entry.needs_reconcile);
             let context = JobContext {
                 store: self.store.clone(),
+                commits: self.commits.clone(),
                 providers: self.providers.clone(),
                 stats: Arc::clone(&self.stats),
                 lateness: self.lateness.clone(),
@@ -360,6 +414,7 @@ async fn sleep_until(at: Option<Timestamp>) {
 
 struct JobContext<S: Store> {
     store: S,
+    commits: mpsc::Sender<CommitRequest>,
     providers: Providers,
     stats: Arc<EngineStats>,
     lateness: Option<LatenessSink>,
@@ -569,8 +624,14 @@ impl<S: Store> JobContext<S> {
             .cloned()
             .collect();
         let committed = match self
-            .store
-            .commit(&self.key, stored.version, &status, &events, &one_shots, now)
+            .commit(CommitItem {
+                key: self.key.clone(),
+                expected_version: stored.version,
+                status: status.clone(),
+                events: events.clone(),
+                pending: one_shots.clone(),
+                now,
+            })
             .await
         {
             Ok(committed) => committed,
@@ -619,6 +680,18 @@ impl<S: Store> JobContext<S> {
             change: Some(change),
             needs_reconcile,
         }
+    }
+
+    /// Queues a step for the group commit and waits until it is durable (or refused).
+    async fn commit(&self, item: CommitItem) -> Result<StoredRollout, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.commits
+            .send(CommitRequest { item, reply })
+            .await
+            .map_err(|_| StoreError::Database("the engine is shutting down".into()))?;
+        answer
+            .await
+            .map_err(|_| StoreError::Database("the commit was abandoned".into()))?
     }
 
     /// Delivers one-shot effects (at least once) and clears those delivered.

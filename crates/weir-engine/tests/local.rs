@@ -81,7 +81,7 @@ impl Running {
 
 fn rollout(listen: SocketAddr, primary: &str, canary: &str, steps: &str) -> Rollout {
     let yaml = format!(
-        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: shop}}\nspec:\n  target:\n    kind: local\n    listen: \"{listen}\"\n    primary: {primary}\n    canary: {canary}\n  plan: {{canary: {{stepWeights: {steps}}}}}\n  analysis:\n    interval: 1s\n    threshold: 2\n    progressDeadline: 30s\n    metrics: [{{name: request-success-rate, thresholdRange: {{min: 95}}}}]\n"
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: shop}}\nspec:\n  target:\n    kind: local\n    listen: \"{listen}\"\n    primary: {primary}\n    canary: {canary}\n  plan: {{canary: {{stepWeights: {steps}}}}}\n  analysis:\n    interval: 1s\n    threshold: 2\n    noData: hold\n    progressDeadline: 30s\n    metrics: [{{name: request-success-rate, thresholdRange: {{min: 95}}}}]\n"
     );
     serde_saphyr::from_str(&yaml).unwrap()
 }
@@ -298,11 +298,11 @@ async fn commands_pause_resume_and_abort_a_run() {
         still.status.canary_weight, weight,
         "a paused run holds its weight"
     );
-    running
+    let resumed = running
         .handle
         .command(key.clone(), Command::Resume, "alice")
-        .await
-        .unwrap();
+        .await;
+    assert!(resumed.is_ok(), "{resumed:?}");
     let aborted = running
         .handle
         .command(key.clone(), Command::Abort, "bob")

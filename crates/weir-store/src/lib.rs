@@ -105,6 +105,23 @@ pub enum ApplyOutcome {
     Unchanged,
 }
 
+/// One step to commit (see [`Store::commit`]).
+#[derive(Debug, Clone)]
+pub struct CommitItem {
+    /// The rollout.
+    pub key: RolloutKey,
+    /// The version the step was computed from.
+    pub expected_version: u64,
+    /// The new status.
+    pub status: RolloutStatus,
+    /// Its events.
+    pub events: Vec<Event>,
+    /// One-shot effects still to deliver.
+    pub pending: Vec<Effect>,
+    /// When.
+    pub now: Timestamp,
+}
+
 /// Which rollouts to list.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ListQuery {
@@ -211,6 +228,35 @@ pub trait Store: Clone + Send + Sync + 'static {
         pending: &[Effect],
         now: Timestamp,
     ) -> impl Future<Output = Result<StoredRollout, StoreError>> + Send;
+
+    /// Commits several steps (of different rollouts) with one durable write: each item is checked
+    /// and applied as [`Store::commit`] would, and fails alone (a conflicting item changes
+    /// nothing, the others are committed). Returns one result per item, in order.
+    ///
+    /// This is how the engine keeps up with thousands of rollouts: an fsync per step would cap it
+    /// at the disk's sync rate. The default commits the items one by one.
+    fn commit_batch(
+        &self,
+        items: Vec<CommitItem>,
+    ) -> impl Future<Output = Vec<Result<StoredRollout, StoreError>>> + Send {
+        async move {
+            let mut results = Vec::with_capacity(items.len());
+            for item in items {
+                results.push(
+                    self.commit(
+                        &item.key,
+                        item.expected_version,
+                        &item.status,
+                        &item.events,
+                        &item.pending,
+                        item.now,
+                    )
+                    .await,
+                );
+            }
+            results
+        }
+    }
 
     /// Removes delivered one-shot effects, named by their delivery ids. Does not bump the version
     /// (it changes nothing a reader acts on) and ignores ids that are not pending.

@@ -18,8 +18,8 @@ use weir_core::machine::Effect;
 use weir_core::model::{Event, Rollout, RolloutStatus};
 
 use crate::{
-    ApplyOutcome, DEFAULT_PAGE, ListQuery, MAX_PAGE, Page, RolloutKey, Store, StoreError,
-    StoredEvent, StoredRollout,
+    ApplyOutcome, CommitItem, DEFAULT_PAGE, ListQuery, MAX_PAGE, Page, RolloutKey, Store,
+    StoreError, StoredEvent, StoredRollout,
 };
 
 /// How long a write waits for another process holding the write lock.
@@ -391,65 +391,67 @@ impl Store for SqliteStore {
         pending: &[Effect],
         now: Timestamp,
     ) -> Result<StoredRollout, StoreError> {
-        let status_json = encode(status, "status", key)?;
         let mut tx = self.begin_write("committing", key).await?;
-        let current = fetch_rollout(&mut tx, key)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(key.clone()))?;
-        check_version(key, Some(expected_version), current.version)?;
-
-        let mut pending_effects = current.pending_effects;
-        pending_effects.extend(
-            pending
-                .iter()
-                .filter(|effect| effect.delivery_id().is_some())
-                .cloned(),
-        );
-        let mut seq = current.last_event_seq;
-        for event in events {
-            seq += 1;
-            sqlx::query(
-                "INSERT INTO events (namespace, name, seq, at, run, reason, event) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(&key.namespace)
-            .bind(&key.name)
-            .bind(to_sql(seq))
-            .bind(event.at.to_string())
-            .bind(to_sql(event.run))
-            .bind(enum_name(&event.reason))
-            .bind(encode(event, "event", key)?)
-            .execute(&mut *tx)
-            .await
-            .map_err(database("committing events of", key))?;
-        }
-        let version = current.version + 1;
-        sqlx::query(
-            "UPDATE rollouts SET status = ?, phase = ?, canary_revision = ?, version = ?, \
-             pending_effects = ?, last_event_seq = ?, updated_at = ? \
-             WHERE namespace = ? AND name = ?",
-        )
-        .bind(status_json)
-        .bind(status.phase.as_str())
-        .bind(status.canary_revision.as_deref())
-        .bind(to_sql(version))
-        .bind(encode(&pending_effects, "pending effects", key)?)
-        .bind(to_sql(seq))
-        .bind(now.to_string())
-        .bind(&key.namespace)
-        .bind(&key.name)
-        .execute(&mut *tx)
-        .await
-        .map_err(database("committing status of", key))?;
+        let stored =
+            commit_in(&mut tx, key, expected_version, status, events, pending, now).await?;
         tx.commit().await.map_err(database("committing", key))?;
-        Ok(StoredRollout {
-            status: status.clone(),
-            version,
-            pending_effects,
-            last_event_seq: seq,
-            updated_at: now,
-            ..current
-        })
+        Ok(stored)
+    }
+
+    async fn commit_batch(&self, items: Vec<CommitItem>) -> Vec<Result<StoredRollout, StoreError>> {
+        let Some(first) = items.first() else {
+            return Vec::new();
+        };
+        let batch_key = first.key.clone();
+        let mut tx = match self
+            .begin_write("committing a batch with", &batch_key)
+            .await
+        {
+            Ok(tx) => tx,
+            Err(error) => {
+                let message = error.to_string();
+                return items
+                    .iter()
+                    .map(|_| Err(StoreError::Database(message.clone())))
+                    .collect();
+            }
+        };
+        let mut results = Vec::with_capacity(items.len());
+        for item in &items {
+            // A savepoint per item: a conflicting or failing item is undone alone.
+            let outcome = match sqlx::Connection::begin(&mut *tx).await {
+                Ok(mut savepoint) => {
+                    let result = commit_in(
+                        &mut savepoint,
+                        &item.key,
+                        item.expected_version,
+                        &item.status,
+                        &item.events,
+                        &item.pending,
+                        item.now,
+                    )
+                    .await;
+                    match result {
+                        Ok(stored) => match savepoint.commit().await {
+                            Ok(()) => Ok(stored),
+                            Err(error) => Err(database("committing", &item.key)(error)),
+                        },
+                        // Dropping the savepoint rolls it back.
+                        Err(error) => Err(error),
+                    }
+                }
+                Err(error) => Err(database("committing", &item.key)(error)),
+            };
+            results.push(outcome);
+        }
+        if let Err(error) = tx.commit().await {
+            let message = format!("committing a batch with {batch_key}: {error}");
+            return items
+                .iter()
+                .map(|_| Err(StoreError::Database(message.clone())))
+                .collect();
+        }
+        results
     }
 
     async fn clear_pending(
@@ -565,6 +567,76 @@ impl Store for SqliteStore {
 }
 
 // === rows ===
+
+/// One step's writes inside an open transaction: check the version, append the events, update the
+/// status and the pending effects.
+async fn commit_in(
+    tx: &mut SqliteConnection,
+    key: &RolloutKey,
+    expected_version: u64,
+    status: &RolloutStatus,
+    events: &[Event],
+    pending: &[Effect],
+    now: Timestamp,
+) -> Result<StoredRollout, StoreError> {
+    let status_json = encode(status, "status", key)?;
+    let current = fetch_rollout(&mut *tx, key)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(key.clone()))?;
+    check_version(key, Some(expected_version), current.version)?;
+
+    let mut pending_effects = current.pending_effects;
+    pending_effects.extend(
+        pending
+            .iter()
+            .filter(|effect| effect.delivery_id().is_some())
+            .cloned(),
+    );
+    let mut seq = current.last_event_seq;
+    for event in events {
+        seq += 1;
+        sqlx::query(
+            "INSERT INTO events (namespace, name, seq, at, run, reason, event) \
+             VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&key.namespace)
+        .bind(&key.name)
+        .bind(to_sql(seq))
+        .bind(event.at.to_string())
+        .bind(to_sql(event.run))
+        .bind(enum_name(&event.reason))
+        .bind(encode(event, "event", key)?)
+        .execute(&mut *tx)
+        .await
+        .map_err(database("committing events of", key))?;
+    }
+    let version = current.version + 1;
+    sqlx::query(
+        "UPDATE rollouts SET status = ?, phase = ?, canary_revision = ?, version = ?, \
+         pending_effects = ?, last_event_seq = ?, updated_at = ? \
+         WHERE namespace = ? AND name = ?",
+    )
+    .bind(status_json)
+    .bind(status.phase.as_str())
+    .bind(status.canary_revision.as_deref())
+    .bind(to_sql(version))
+    .bind(encode(&pending_effects, "pending effects", key)?)
+    .bind(to_sql(seq))
+    .bind(now.to_string())
+    .bind(&key.namespace)
+    .bind(&key.name)
+    .execute(&mut *tx)
+    .await
+    .map_err(database("committing status of", key))?;
+    Ok(StoredRollout {
+        status: status.clone(),
+        version,
+        pending_effects,
+        last_event_seq: seq,
+        updated_at: now,
+        ..current
+    })
+}
 
 async fn fetch_rollout(
     connection: &mut SqliteConnection,

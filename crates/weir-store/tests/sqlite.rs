@@ -19,7 +19,8 @@ use weir_core::model::{
 };
 use weir_core::units::Weight;
 use weir_store::{
-    ApplyOutcome, ListQuery, MAX_PAGE, RolloutKey, SqliteStore, Store, StoreError, StoredRollout,
+    ApplyOutcome, CommitItem, ListQuery, MAX_PAGE, RolloutKey, SqliteStore, Store, StoreError,
+    StoredRollout,
 };
 
 // === fixtures ===
@@ -1232,4 +1233,63 @@ fn kill_9_loses_no_acknowledged_commit() {
             );
         });
     }
+}
+
+#[tokio::test]
+async fn a_batch_commits_every_item_that_is_current_and_only_those() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, path) = store_in(&dir).await;
+    let mut keys = Vec::new();
+    for name in ["a", "b", "c"] {
+        let (stored, _) = store
+            .apply(&rollout("batch", name), None, at(0))
+            .await
+            .unwrap();
+        keys.push((stored.key.clone(), stored.version));
+    }
+    // The middle item is stale: it must fail alone.
+    let items: Vec<CommitItem> = keys
+        .iter()
+        .enumerate()
+        .map(|(index, (key, version))| CommitItem {
+            key: key.clone(),
+            expected_version: if index == 1 { version + 7 } else { *version },
+            status: status(Phase::Progressing, 1),
+            events: vec![
+                event(1, 1, format!("step of {}", key.name)),
+                event(2, 1, "second".into()),
+            ],
+            pending: vec![notify(&format!("n-{}", key.name))],
+            now: at(2),
+        })
+        .collect();
+    let results = store.commit_batch(items).await;
+    assert_eq!(results.len(), 3);
+    assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+    assert!(
+        matches!(results[1], Err(StoreError::Conflict { .. })),
+        "{:?}",
+        results[1]
+    );
+    for (index, (key, version)) in keys.iter().enumerate() {
+        let stored = store.get(key).await.unwrap().unwrap();
+        if index == 1 {
+            assert_eq!(stored.version, *version, "the stale item changed nothing");
+            assert_eq!(event_rows(&path, key).await, 0);
+            assert!(stored.pending_effects.is_empty());
+        } else {
+            assert_eq!(stored.version, version + 1);
+            assert_eq!(stored.status.phase, Phase::Progressing);
+            let seqs: Vec<u64> = store
+                .events(key, 0, 10)
+                .await
+                .unwrap()
+                .iter()
+                .map(|e| e.seq)
+                .collect();
+            assert_eq!(seqs, vec![1, 2]);
+            assert_eq!(delivery_ids(&stored), vec![format!("n-{}", key.name)]);
+        }
+    }
+    assert!(store.commit_batch(Vec::new()).await.is_empty());
 }
