@@ -104,6 +104,7 @@ declare -A URL=([direct]="http://127.0.0.1:$P_V1/" [haproxy]="http://127.0.0.1:$
 # wrk reports latency with units; normalise to milliseconds.
 to_ms() { awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n *= 1; else if (v ~ /s$/) n *= 1000; printf "%.3f", n }'; }
 
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 for round in $(seq "$ROUNDS"); do
   for target in direct haproxy weir; do
     wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${WARMUP}s" "${URL[$target]}" >/dev/null
@@ -116,6 +117,7 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 RSS_KB=$(awk '/^VmRSS:/ { print $2 }' "/proc/$WEIR_PID/status")
 HWM_KB=$(awk '/^VmHWM:/ { print $2 }' "/proc/$WEIR_PID/status")
 HAPROXY_RSS_KB=$(ps -o rss= -C haproxy | awk '{ s += $1 } END { print s }')
@@ -127,6 +129,7 @@ col() { awk -v t="$1" -v c="$2" '$1 == t { print $c }' "$OUT/results.txt" | medi
 echo
 echo "machine: $(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(free -g | awk '/Mem:/ { print $2 }') GB RAM; $(uname -sr)"
 echo "versions: $(haproxy -v | head -1 | cut -d' ' -f1-3); $("$NGINX" -v 2>&1); $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2); $("$WEIR" --version)"
+echo "load average (1, 5, 15 min): $LOAD_BEFORE before, $LOAD_AFTER after"
 echo "load: wrk -t$WRK_THREADS -c$CONNECTIONS, ${DURATION}s per run after ${WARMUP}s warm-up, $ROUNDS interleaved rounds, medians"
 echo
 printf '| target | requests/s | vs HAProxy | p50 ms | p99 ms |\n|---|---:|---:|---:|---:|\n'
@@ -134,6 +137,16 @@ H_RPS=$(col haproxy 3)
 for target in direct haproxy weir; do
   rps=$(col "$target" 3)
   printf '| %s | %.0f | %.2f | %s | %s |\n' "$target" "$rps" "$(awk -v a="$rps" -v b="$H_RPS" 'BEGIN { print a / b }')" "$(col "$target" 4)" "$(col "$target" 5)"
+done
+echo
+printf 'per-round weir/HAProxy requests/s:'
+for round in $(seq "$ROUNDS"); do
+  awk -v r="$round" '$2 == r && $1 == "haproxy" { h = $3 } $2 == r && $1 == "weir" { w = $3 } END { printf " %.2f", w / h }' "$OUT/results.txt"
+done
+echo
+printf 'per-round weir/HAProxy p99:'
+for round in $(seq "$ROUNDS"); do
+  awk -v r="$round" '$2 == r && $1 == "haproxy" { h = $5 } $2 == r && $1 == "weir" { w = $5 } END { printf " %.2f", w / h }' "$OUT/results.txt"
 done
 echo
 echo "weir router RSS after the run: $((RSS_KB / 1024)) MB (peak $((HWM_KB / 1024)) MB); HAProxy RSS: $((HAPROXY_RSS_KB / 1024)) MB"

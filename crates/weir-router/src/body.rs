@@ -21,14 +21,19 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::sync::mpsc;
 
+use crate::proxy::ClientConn;
+use crate::upstream::UpstreamBody;
+
 /// Errors carried by proxied bodies.
 pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// The body of a proxied request or response.
 #[derive(Debug)]
 pub enum ProxyBody {
-    /// A body received from hyper (client request or upstream response).
+    /// A request body received from a client.
     Incoming(Incoming),
+    /// An upstream's response body, driving its connection while it is read.
+    Upstream(UpstreamBody),
     /// A request body also being copied to a mirror.
     Tee(TeeBody),
     /// A mirror's copy of a request body.
@@ -60,6 +65,7 @@ impl Body for ProxyBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             ProxyBody::Incoming(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            ProxyBody::Upstream(body) => Pin::new(body).poll_frame(cx),
             ProxyBody::Tee(body) => Pin::new(body).poll_frame(cx),
             ProxyBody::Mirror(body) => Pin::new(body).poll_frame(cx),
             ProxyBody::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
@@ -69,6 +75,7 @@ impl Body for ProxyBody {
     fn is_end_stream(&self) -> bool {
         match self {
             ProxyBody::Incoming(body) => body.is_end_stream(),
+            ProxyBody::Upstream(body) => body.is_end_stream(),
             ProxyBody::Tee(body) => body.inner.is_end_stream(),
             ProxyBody::Mirror(body) => body.done,
             ProxyBody::Full(bytes) => bytes.is_none(),
@@ -78,11 +85,54 @@ impl Body for ProxyBody {
     fn size_hint(&self) -> SizeHint {
         match self {
             ProxyBody::Incoming(body) => body.size_hint(),
+            ProxyBody::Upstream(body) => body.size_hint(),
             ProxyBody::Tee(body) => body.inner.size_hint(),
             ProxyBody::Mirror(body) => body.size_hint,
             ProxyBody::Full(bytes) => {
                 SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64))
             }
+        }
+    }
+}
+
+/// A response body on its way to a client. On an HTTP/1.1 connection it marks the connection
+/// idle when hyper drops it, i.e. once the response is fully written (see [`crate::deadline`]).
+#[derive(Debug)]
+pub struct ServedBody {
+    inner: ProxyBody,
+    conn: Arc<ClientConn>,
+}
+
+impl ServedBody {
+    pub(crate) fn new(inner: ProxyBody, conn: Arc<ClientConn>) -> Self {
+        Self { inner, conn }
+    }
+}
+
+impl Body for ServedBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for ServedBody {
+    fn drop(&mut self) {
+        if let Some(clock) = &self.conn.clock {
+            clock.idle();
         }
     }
 }

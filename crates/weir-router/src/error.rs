@@ -72,6 +72,9 @@ pub enum RouterError {
     /// Reading the bound address back failed.
     #[error("cannot read the listening address: {0}")]
     LocalAddr(io::Error),
+    /// A thread or runtime of a per-core router could not be started.
+    #[error("cannot start a router thread: {0}")]
+    Runtime(io::Error),
     /// The initial route table was invalid.
     #[error(transparent)]
     Route(#[from] RouteError),

@@ -27,6 +27,7 @@
 
 mod admin;
 mod body;
+mod deadline;
 mod error;
 pub mod metrics;
 mod proxy;
@@ -34,12 +35,13 @@ mod rng;
 mod rules;
 mod server;
 mod table;
+mod upstream;
 
 pub use admin::serve_admin;
 pub use error::{RouteError, RouterError};
 pub use metrics::{LatencySnapshot, MetricsSnapshot, Traffic, VersionSnapshot, render_prometheus};
 pub use rules::{Condition, MatchBlock, Matcher, Subject};
-pub use server::{RouteHandle, Router, RouterConfig};
+pub use server::{PerCoreRouter, RouteHandle, Router, RouterConfig};
 pub use table::{
     Backend, Decision, Mirror, Reason, Role, RouteSpec, RouteTable, SessionAffinity, Upstream,
     Weight,

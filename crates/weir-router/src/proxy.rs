@@ -1,4 +1,4 @@
-//! Forwarding one request: decide, rewrite, send over the pool, count, answer.
+//! Forwarding one request: decide, rewrite, send over the worker's upstream pool, count, answer.
 //!
 //! The request path loads the route table once (a lock-free `arc-swap` load), so a table change
 //! affects only requests that start after it. Upstream failures become fast local answers - 502
@@ -15,43 +15,65 @@
 //! HTTP/2 are forwarded as HTTP/1.1 with a `Host` header taken from their `:authority`.
 
 use std::convert::Infallible;
+use std::future::poll_fn;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::uri::{PathAndQuery, Scheme};
+use http::uri::PathAndQuery;
 use http::{Request, Response, StatusCode, Uri, Version};
 use http_body::Body as _;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use std::sync::Mutex;
-
 use tokio::sync::Semaphore;
 
-use crate::body::{ProxyBody, tee};
+use crate::body::{ProxyBody, ServedBody, tee};
+use crate::deadline::ConnClock;
 use crate::metrics::ListenerMetrics;
 use crate::rng::with_thread_rng;
 use crate::server::RouterConfig;
 use crate::table::{Role, RouteTable};
+use crate::upstream::{self, Pool};
 
 /// Frames buffered for a mirror before its copy is abandoned.
 const MIRROR_BODY_FRAMES: usize = 16;
 
-/// Everything a listener's requests share.
+/// Everything a listener's requests share, on every worker.
 pub(crate) struct Shared {
     pub(crate) name: String,
     pub(crate) table: ArcSwap<RouteTable>,
     pub(crate) metrics: ListenerMetrics,
-    pub(crate) client: Client<HttpConnector, ProxyBody>,
     pub(crate) config: RouterConfig,
     pub(crate) mirror_permits: Arc<Semaphore>,
+    /// Upstream connections opened by all workers' pools.
+    pub(crate) upstream_connects: Arc<AtomicU64>,
     /// Serialises read-modify-write updates of the table (control path only).
     pub(crate) update_lock: Mutex<()>,
+}
+
+/// What one worker's requests share: the listener's state and the worker's own upstream pool.
+pub(crate) struct Worker {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) pool: Arc<Pool>,
+}
+
+impl Worker {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        let config = &shared.config;
+        let pool = Arc::new(Pool::new(
+            config.connect_timeout,
+            config.upstream_idle_timeout,
+            config.max_idle_per_upstream,
+            shared.upstream_connects.clone(),
+        ));
+        Self { shared, pool }
+    }
 }
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -59,9 +81,32 @@ static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-prot
 static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 
+/// Whether `name` is a hop-by-hop field other than `Connection` (RFC 9110 section 7.6.1).
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    name == header::TE
+        || name == header::TRANSFER_ENCODING
+        || name == header::UPGRADE
+        || name == header::TRAILER
+        || name == header::PROXY_AUTHENTICATE
+        || name == header::PROXY_AUTHORIZATION
+        || name == KEEP_ALIVE
+        || name == PROXY_CONNECTION
+}
+
 /// Removes hop-by-hop fields, including those the `Connection` field names.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    if headers.contains_key(header::CONNECTION) {
+    // One pass over the (few) fields present instead of a hash lookup per possible field: most
+    // messages carry none of them, or only `Connection`.
+    let mut connection = false;
+    let mut hop = false;
+    for name in headers.keys() {
+        if name == header::CONNECTION {
+            connection = true;
+        } else if is_hop_by_hop(name) {
+            hop = true;
+        }
+    }
+    if connection {
         let named: Vec<HeaderName> = headers
             .get_all(header::CONNECTION)
             .iter()
@@ -74,25 +119,36 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
         }
         headers.remove(header::CONNECTION);
     }
-    for name in [
-        &KEEP_ALIVE,
-        &PROXY_CONNECTION,
-        &header::PROXY_AUTHENTICATE,
-        &header::PROXY_AUTHORIZATION,
-        &header::TE,
-        &header::TRAILER,
-        &header::TRANSFER_ENCODING,
-        &header::UPGRADE,
-    ] {
-        headers.remove(name);
+    if hop {
+        let found: Vec<HeaderName> = headers
+            .keys()
+            .filter(|n| is_hop_by_hop(n))
+            .cloned()
+            .collect();
+        for name in found {
+            headers.remove(name);
+        }
     }
 }
 
-/// Appends `client` to `X-Forwarded-For` (joining any values already present).
-pub(crate) fn append_forwarded_for(headers: &mut HeaderMap, client: IpAddr) {
+/// The `X-Forwarded-For` value naming `client` alone.
+pub(crate) fn forwarded_for_value(client: IpAddr) -> Option<HeaderValue> {
+    HeaderValue::try_from(client.to_canonical().to_string()).ok()
+}
+
+/// Appends `client` to `X-Forwarded-For` (joining any values already present). `alone` is
+/// [`forwarded_for_value`] of `client`, made once per connection.
+pub(crate) fn append_forwarded_for(
+    headers: &mut HeaderMap,
+    client: IpAddr,
+    alone: Option<&HeaderValue>,
+) {
     let client = client.to_canonical();
     let value = match headers.get(&X_FORWARDED_FOR) {
-        None => HeaderValue::try_from(client.to_string()),
+        None => match alone {
+            Some(value) => Ok(value.clone()),
+            None => HeaderValue::try_from(client.to_string()),
+        },
         Some(_) => {
             let mut joined = String::new();
             for value in headers.get_all(&X_FORWARDED_FOR) {
@@ -123,61 +179,104 @@ fn local_response(status: StatusCode, text: &'static str) -> Response<ProxyBody>
     response
 }
 
-fn upstream_uri(authority: &http::uri::Authority, original: &Uri) -> Uri {
-    let mut parts = http::uri::Parts::default();
-    parts.scheme = Some(Scheme::HTTP);
-    parts.authority = Some(authority.clone());
-    parts.path_and_query = Some(
+/// The origin form (`/path?query`) of `original`, which is what an HTTP/1.1 request to an
+/// origin server carries; the upstream's address travels in the connection, the client's host in
+/// the `Host` field.
+fn origin_form(original: &Uri) -> Uri {
+    Uri::from(
         original
             .path_and_query()
             .cloned()
             .unwrap_or_else(|| PathAndQuery::from_static("/")),
-    );
-    // Scheme, authority and path all come from already-valid parts, so this cannot fail; the
-    // fallback keeps the request path panic-free regardless.
-    Uri::from_parts(parts).unwrap_or_else(|_| original.clone())
+    )
 }
 
-/// Serves one request from a client at `peer`.
+/// What the requests of one client connection share.
+#[derive(Debug)]
+pub(crate) struct ClientConn {
+    pub(crate) peer: SocketAddr,
+    /// `X-Forwarded-For` naming the client, made once per connection rather than per request.
+    pub(crate) forwarded_for: Option<HeaderValue>,
+    /// On HTTP/1.1, the connection's clock, which then enforces the response timeout (see
+    /// [`crate::deadline`]); without one, a timer of the request's own does.
+    pub(crate) clock: Option<ConnClock>,
+}
+
+impl ClientConn {
+    pub(crate) fn new(peer: SocketAddr, clock: Option<ConnClock>) -> Self {
+        Self {
+            peer,
+            forwarded_for: forwarded_for_value(peer.ip()),
+            clock,
+        }
+    }
+}
+
+/// Serves one request from the client of `conn`.
 pub(crate) async fn proxy(
-    shared: Arc<Shared>,
-    peer: SocketAddr,
+    worker: Arc<Worker>,
+    conn: Arc<ClientConn>,
     request: Request<Incoming>,
-) -> Result<Response<ProxyBody>, Infallible> {
+) -> Result<Response<ServedBody>, Infallible> {
+    let shared = &worker.shared;
     let started = Instant::now();
+    let clock = conn.clock.as_ref();
+    if let Some(clock) = clock {
+        clock.waiting(started);
+    }
     let table = shared.table.load_full();
     let decision = with_thread_rng(|rng| table.decide(request.headers(), request.uri(), rng));
     let backend = table.backend(decision.role);
 
+    let upstream = backend.next_upstream();
+
     let (mut parts, body) = request.into_parts();
-    if !parts.headers.contains_key(header::HOST)
-        && let Some(authority) = parts.uri.authority()
-        && let Ok(host) = HeaderValue::from_str(authority.as_str())
-    {
-        parts.headers.insert(header::HOST, host);
+    if !parts.headers.contains_key(header::HOST) {
+        // HTTP/2 clients name the host in `:authority`; HTTP/1.0 clients may not name it at all.
+        let host = parts.uri.authority().unwrap_or(upstream);
+        if let Ok(host) = HeaderValue::from_str(host.as_str()) {
+            parts.headers.insert(header::HOST, host);
+        }
     }
     strip_hop_by_hop(&mut parts.headers);
-    append_forwarded_for(&mut parts.headers, peer.ip());
-    let original_uri = std::mem::take(&mut parts.uri);
-    parts.uri = upstream_uri(backend.next_upstream(), &original_uri);
+    append_forwarded_for(
+        &mut parts.headers,
+        conn.peer.ip(),
+        conn.forwarded_for.as_ref(),
+    );
+    parts.uri = origin_form(&parts.uri);
     parts.version = Version::HTTP_11;
 
     let body = if decision.mirror {
-        start_mirror(&shared, &table, &parts, body)
+        start_mirror(&worker, &table, &parts, body)
     } else {
         ProxyBody::Incoming(body)
     };
 
-    let outcome = tokio::time::timeout(
-        shared.config.response_timeout,
-        shared.client.request(Request::from_parts(parts, body)),
-    )
-    .await;
+    let send = upstream::send(&worker.pool, upstream, Request::from_parts(parts, body));
+    let outcome = match clock {
+        Some(clock) => {
+            let mut send = pin!(send);
+            poll_fn(|cx| {
+                if clock.expired() {
+                    Poll::Ready(Err(()))
+                } else {
+                    send.as_mut().poll(cx).map(Ok)
+                }
+            })
+            .await
+        }
+        None => tokio::time::timeout(shared.config.response_timeout, send)
+            .await
+            .map_err(|_| ()),
+    };
+    if let Some(clock) = clock {
+        clock.streaming();
+    }
     let mut response = match outcome {
-        Ok(Ok(response)) => {
-            let (mut parts, body) = response.into_parts();
-            strip_hop_by_hop(&mut parts.headers);
-            Response::from_parts(parts, ProxyBody::Incoming(body))
+        Ok(Ok(mut response)) => {
+            strip_hop_by_hop(response.headers_mut());
+            response
         }
         Ok(Err(_)) => local_response(
             StatusCode::BAD_GATEWAY,
@@ -196,17 +295,19 @@ pub(crate) async fn proxy(
             .headers_mut()
             .append(header::SET_COOKIE, cookie.clone());
     }
-    Ok(response)
+    let (parts, body) = response.into_parts();
+    Ok(Response::from_parts(parts, ServedBody::new(body, conn)))
 }
 
 /// Starts a mirror copy of the request if the concurrency bound allows; returns the body to
 /// forward to the chosen version.
 fn start_mirror(
-    shared: &Arc<Shared>,
+    worker: &Worker,
     table: &RouteTable,
     parts: &http::request::Parts,
     body: Incoming,
 ) -> ProxyBody {
+    let shared = &worker.shared;
     let Ok(permit) = shared.mirror_permits.clone().try_acquire_owned() else {
         shared
             .metrics
@@ -217,7 +318,7 @@ fn start_mirror(
     let canary = table.backend(Role::Canary);
     let mut mirror = Request::new(ProxyBody::empty());
     *mirror.method_mut() = parts.method.clone();
-    *mirror.uri_mut() = upstream_uri(canary.next_upstream(), &parts.uri);
+    *mirror.uri_mut() = parts.uri.clone();
     *mirror.headers_mut() = parts.headers.clone();
     let forwarded = if body.is_end_stream() {
         ProxyBody::Incoming(body)
@@ -230,26 +331,29 @@ fn start_mirror(
         *mirror.body_mut() = ProxyBody::Mirror(copy);
         ProxyBody::Tee(original)
     };
-    let client = shared.client.clone();
+    let pool = worker.pool.clone();
+    let upstream = canary.next_upstream().clone();
     let metrics = table.mirror_metrics.clone();
     let deadline = tokio::time::Instant::now() + shared.config.response_timeout;
     tokio::spawn(async move {
         let _permit = permit;
         let started = Instant::now();
-        let status = match tokio::time::timeout_at(deadline, client.request(mirror)).await {
-            Ok(Ok(response)) => {
-                let status = response.status();
-                // Drain (and discard) the body so the pooled connection can be reused.
-                let mut body = response.into_body();
-                let _ = tokio::time::timeout_at(deadline, async {
-                    while let Some(Ok(_)) = body.frame().await {}
-                })
-                .await;
-                status
-            }
-            Ok(Err(_)) => StatusCode::BAD_GATEWAY,
-            Err(_) => StatusCode::GATEWAY_TIMEOUT,
-        };
+        let status =
+            match tokio::time::timeout_at(deadline, upstream::send(&pool, &upstream, mirror)).await
+            {
+                Ok(Ok(response)) => {
+                    let status = response.status();
+                    // Drain (and discard) the body so the pooled connection can be reused.
+                    let mut body = response.into_body();
+                    let _ = tokio::time::timeout_at(deadline, async {
+                        while let Some(Ok(_)) = body.frame().await {}
+                    })
+                    .await;
+                    status
+                }
+                Ok(Err(_)) => StatusCode::BAD_GATEWAY,
+                Err(_) => StatusCode::GATEWAY_TIMEOUT,
+            };
         metrics.record(status, started.elapsed());
     });
     forwarded
@@ -288,22 +392,20 @@ mod tests {
     #[test]
     fn forwarded_for_appends() {
         let mut headers = HeaderMap::new();
-        append_forwarded_for(&mut headers, "::ffff:10.0.0.1".parse().unwrap());
+        let client: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        append_forwarded_for(&mut headers, client, forwarded_for_value(client).as_ref());
         assert_eq!(headers[&X_FORWARDED_FOR], "10.0.0.1");
         headers.append(&X_FORWARDED_FOR, HeaderValue::from_static("10.0.0.2"));
-        append_forwarded_for(&mut headers, "10.0.0.3".parse().unwrap());
+        append_forwarded_for(&mut headers, "10.0.0.3".parse().unwrap(), None);
         assert_eq!(headers[&X_FORWARDED_FOR], "10.0.0.1, 10.0.0.2, 10.0.0.3");
         assert_eq!(headers[&X_FORWARDED_PROTO], "http");
     }
 
     #[test]
-    fn upstream_uri_keeps_path_and_query() {
-        let authority: http::uri::Authority = "127.0.0.1:9".parse().unwrap();
-        let uri = upstream_uri(&authority, &Uri::from_static("http://example.com/a/b?c=d"));
-        assert_eq!(uri, "http://127.0.0.1:9/a/b?c=d");
-        assert_eq!(
-            upstream_uri(&authority, &Uri::from_static("http://example.com")).path(),
-            "/"
-        );
+    fn origin_form_keeps_path_and_query() {
+        let uri = origin_form(&Uri::from_static("http://example.com/a/b?c=d"));
+        assert_eq!(uri, "/a/b?c=d");
+        assert_eq!(origin_form(&Uri::from_static("/x")), "/x");
+        assert_eq!(origin_form(&Uri::from_static("http://example.com")), "/");
     }
 }

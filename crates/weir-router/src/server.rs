@@ -15,27 +15,32 @@
 //! done here rather than with hyper-util's auto builder because the latter waits for the preface
 //! without a deadline.
 
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::pin::pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError};
+use std::task::Poll;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use hyper::service::service_fn;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
+use crate::deadline::{ConnClock, Watchdog};
 use crate::error::{RouteError, RouterError};
 use crate::metrics::{ListenerMetrics, MetricsSnapshot};
-use crate::proxy::{Shared, proxy};
+use crate::proxy::{ClientConn, Shared, Worker, proxy};
 use crate::table::{RouteSpec, RouteTable, Weight};
+use crate::upstream::sweep_until_dropped;
 
 /// The HTTP/2 connection preface (RFC 9113 section 3.4).
 const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Listen backlog of per-core sockets (the same as tokio's `TcpListener::bind`).
+const BACKLOG: i32 = 1024;
 
 /// Limits and timeouts of a listener. The defaults suit a router in front of one service.
 #[derive(Debug, Clone)]
@@ -50,7 +55,7 @@ pub struct RouterConfig {
     pub header_read_timeout: Duration,
     /// Largest request head accepted, in bytes (request line plus headers).
     pub max_header_bytes: usize,
-    /// Most client connections served at once.
+    /// Most client connections served at once (over all threads in per-core mode).
     pub max_connections: usize,
     /// Most concurrent streams per HTTP/2 client connection.
     pub max_concurrent_streams: u32,
@@ -58,7 +63,7 @@ pub struct RouterConfig {
     pub mirror_concurrency: usize,
     /// How long an idle pooled upstream connection is kept.
     pub upstream_idle_timeout: Duration,
-    /// Most idle pooled connections kept per upstream address.
+    /// Most idle pooled connections kept per upstream address (per thread in per-core mode).
     pub max_idle_per_upstream: usize,
 }
 
@@ -79,9 +84,38 @@ impl Default for RouterConfig {
 }
 
 /// A bound, not yet serving, listener with its route table.
+///
+/// Two ways to run it:
+/// - [`Router::serve`] inside the caller's tokio runtime (any flavour): the mode for embedding,
+///   e.g. in the engine's multi-thread runtime. All of the runtime's workers share one upstream
+///   pool.
+/// - [`Router::spawn_per_core`]: thread-per-core, for a process that is mostly a router (the
+///   `weir router` command). Each thread runs its own single-threaded runtime with its own
+///   listening socket on the same address (`SO_REUSEPORT`, so the kernel spreads connections)
+///   and its own upstream pool; a client connection and the upstream connections serving it
+///   never leave their thread, so there is no work stealing and no cross-thread wake-up on the
+///   request path. The threads share only the route table and the atomic metrics.
 pub struct Router {
     listener: TcpListener,
     shared: Arc<Shared>,
+}
+
+fn new_shared(
+    name: &str,
+    spec: RouteSpec,
+    config: RouterConfig,
+) -> Result<Arc<Shared>, RouterError> {
+    let metrics = ListenerMetrics::new(name);
+    let table = RouteTable::compile(spec, &metrics)?;
+    Ok(Arc::new(Shared {
+        name: name.to_owned(),
+        table: ArcSwap::from_pointee(table),
+        metrics,
+        mirror_permits: Arc::new(Semaphore::new(config.mirror_concurrency)),
+        upstream_connects: Arc::new(AtomicU64::new(0)),
+        config,
+        update_lock: std::sync::Mutex::new(()),
+    }))
 }
 
 impl Router {
@@ -106,28 +140,7 @@ impl Router {
         spec: RouteSpec,
         config: RouterConfig,
     ) -> Result<Self, RouterError> {
-        let metrics = ListenerMetrics::new(name);
-        let table = RouteTable::compile(spec, &metrics)?;
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(config.connect_timeout));
-        connector.enforce_http(true);
-        let client = Client::builder(TokioExecutor::new())
-            // Without a pool timer the legacy pool never evicts idle connections.
-            .pool_timer(TokioTimer::new())
-            .timer(TokioTimer::new())
-            .pool_idle_timeout(config.upstream_idle_timeout)
-            .pool_max_idle_per_host(config.max_idle_per_upstream)
-            .build(connector);
-        let shared = Arc::new(Shared {
-            name: name.to_owned(),
-            table: ArcSwap::from_pointee(table),
-            metrics,
-            client,
-            mirror_permits: Arc::new(Semaphore::new(config.mirror_concurrency)),
-            config,
-            update_lock: std::sync::Mutex::new(()),
-        });
+        let shared = new_shared(name, spec, config)?;
         Ok(Self { listener, shared })
     }
 
@@ -143,30 +156,159 @@ impl Router {
         }
     }
 
-    /// Accepts and serves clients until `shutdown` completes. Connections already open keep
-    /// being served by their own tasks until they close or the runtime stops.
+    /// Accepts and serves clients in the current tokio runtime until `shutdown` completes.
+    /// Connections already open keep being served by their own tasks until they close or the
+    /// runtime stops.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) {
-        let connection_permits = Arc::new(Semaphore::new(self.shared.config.max_connections));
-        tokio::pin!(shutdown);
-        loop {
-            let permit = tokio::select! {
-                () = &mut shutdown => return,
-                permit = connection_permits.clone().acquire_owned() => match permit {
-                    Ok(permit) => permit,
-                    Err(_) => return, // the semaphore is never closed
-                },
+        let permits = Arc::new(Semaphore::new(self.shared.config.max_connections));
+        let worker = Arc::new(Worker::new(self.shared));
+        accept_loop(self.listener, worker, permits, shutdown).await;
+    }
+
+    /// Binds `threads` listening sockets on `addr` (all on the same port, with `SO_REUSEPORT`)
+    /// and serves each from its own thread running a single-threaded tokio runtime; see
+    /// [`Router`] for why. Returns once every socket is bound; the threads serve until
+    /// [`PerCoreRouter::stop`]. Needs no runtime from the caller.
+    pub fn spawn_per_core(
+        name: &str,
+        addr: SocketAddr,
+        spec: RouteSpec,
+        config: RouterConfig,
+        threads: usize,
+    ) -> Result<PerCoreRouter, RouterError> {
+        let threads = threads.max(1);
+        let shared = new_shared(name, spec, config)?;
+        let first = reuse_port_listener(addr)?;
+        let local_addr = first.local_addr().map_err(RouterError::LocalAddr)?;
+        let mut sockets = vec![first];
+        for _ in 1..threads {
+            sockets.push(reuse_port_listener(local_addr)?);
+        }
+        let permits = Arc::new(Semaphore::new(shared.config.max_connections));
+        let (stop, stopped) = watch::channel(false);
+        let mut joins = Vec::with_capacity(threads);
+        for (index, socket) in sockets.into_iter().enumerate() {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(RouterError::Runtime)?;
+            // Registering the socket needs the runtime it will be polled on.
+            let listener = {
+                let _entered = runtime.enter();
+                TcpListener::from_std(socket).map_err(RouterError::Runtime)?
             };
-            let accepted = tokio::select! {
-                () = &mut shutdown => return,
-                accepted = self.listener.accept() => accepted,
-            };
-            match accepted {
-                Ok((stream, peer)) => {
-                    tokio::spawn(serve_connection(self.shared.clone(), stream, peer, permit));
-                }
-                // Out of file descriptors and the like: pause rather than spin.
-                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            let worker = Arc::new(Worker::new(shared.clone()));
+            let permits = permits.clone();
+            let mut stopped = stopped.clone();
+            let join = std::thread::Builder::new()
+                .name(format!("weir-router-{index}"))
+                .spawn(move || {
+                    runtime.block_on(accept_loop(listener, worker, permits, async move {
+                        // An error means the sender is gone, which is a stop too.
+                        let _ = stopped.wait_for(|stop| *stop).await;
+                    }));
+                    // Dropping the runtime here cancels this thread's open connections.
+                })
+                .map_err(RouterError::Runtime)?;
+            joins.push(join);
+        }
+        Ok(PerCoreRouter {
+            handle: RouteHandle { shared },
+            local_addr,
+            stop,
+            threads: joins,
+        })
+    }
+}
+
+/// A listening socket bound with `SO_REUSEPORT` (and `SO_REUSEADDR`), non-blocking.
+fn reuse_port_listener(addr: SocketAddr) -> Result<std::net::TcpListener, RouterError> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let bind_error = |source| RouterError::Bind { addr, source };
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+        .map_err(bind_error)?;
+    socket.set_reuse_address(true).map_err(bind_error)?;
+    socket.set_reuse_port(true).map_err(bind_error)?;
+    socket.set_nonblocking(true).map_err(bind_error)?;
+    socket.bind(&addr.into()).map_err(bind_error)?;
+    socket.listen(BACKLOG).map_err(bind_error)?;
+    Ok(socket.into())
+}
+
+/// A router serving from one thread per core (see [`Router::spawn_per_core`]).
+pub struct PerCoreRouter {
+    handle: RouteHandle,
+    local_addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for PerCoreRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerCoreRouter")
+            .field("listener", &self.handle.name())
+            .field("local_addr", &self.local_addr)
+            .field("threads", &self.threads.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PerCoreRouter {
+    /// The address bound (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// A handle to change the routes and read the metrics; cheap to clone, usable from any
+    /// thread or runtime.
+    pub fn handle(&self) -> RouteHandle {
+        self.handle.clone()
+    }
+
+    /// Stops accepting, closes open connections and waits for the threads to end. Blocks the
+    /// calling thread (briefly), so call it outside async code or from `spawn_blocking`.
+    pub fn stop(self) {
+        let _ = self.stop.send(true);
+        for thread in self.threads {
+            // A panicked thread has stopped too; there is nothing more to clean up.
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Accepts clients on `listener` until `shutdown`, serving each in its own task on the current
+/// runtime. Also runs the sweeper of `worker`'s idle upstream connections.
+async fn accept_loop(
+    listener: TcpListener,
+    worker: Arc<Worker>,
+    permits: Arc<Semaphore>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let sweep_period = (worker.shared.config.upstream_idle_timeout / 4)
+        .clamp(Duration::from_millis(100), Duration::from_secs(10));
+    tokio::spawn(sweep_until_dropped(
+        Arc::downgrade(&worker.pool),
+        sweep_period,
+    ));
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            () = &mut shutdown => return,
+            permit = permits.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => return, // the semaphore is never closed
+            },
+        };
+        let accepted = tokio::select! {
+            () = &mut shutdown => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                tokio::spawn(serve_connection(worker.clone(), stream, peer, permit));
             }
+            // Out of file descriptors and the like: pause rather than spin.
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     }
 }
@@ -188,22 +330,24 @@ async fn sniff_h2(stream: &TcpStream) -> std::io::Result<bool> {
 }
 
 async fn serve_connection(
-    shared: Arc<Shared>,
+    worker: Arc<Worker>,
     stream: TcpStream,
     peer: SocketAddr,
     _permit: OwnedSemaphorePermit,
 ) {
     let _ = stream.set_nodelay(true);
-    let config = &shared.config;
+    let config = &worker.shared.config;
     let is_h2 = match tokio::time::timeout(config.header_read_timeout, sniff_h2(&stream)).await {
         Ok(Ok(is_h2)) => is_h2,
         Ok(Err(_)) | Err(_) => return,
     };
     let io = TokioIo::new(stream);
-    let service_shared = shared.clone();
-    let service = service_fn(move |request| proxy(service_shared.clone(), peer, request));
     // Connection-level errors (client went away, malformed request) end only this connection.
     if is_h2 {
+        let conn = Arc::new(ClientConn::new(peer, None));
+        let service_worker = worker.clone();
+        let service =
+            service_fn(move |request| proxy(service_worker.clone(), conn.clone(), request));
         let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .max_concurrent_streams(config.max_concurrent_streams)
@@ -213,13 +357,32 @@ async fn serve_connection(
             .serve_connection(io, service)
             .await;
     } else {
-        let _ = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .keep_alive(true)
-            .header_read_timeout(config.header_read_timeout)
-            .max_header_size(config.max_header_bytes)
-            .serve_connection(io, service)
-            .await;
+        // The header-read and response timeouts are enforced by one watchdog per connection
+        // instead of timers per request (see `deadline`).
+        let conn = Arc::new(ClientConn::new(peer, Some(ConnClock::new())));
+        let (header_read, response) = (config.header_read_timeout, config.response_timeout);
+        let service_worker = worker.clone();
+        let service_conn = conn.clone();
+        let service =
+            service_fn(move |request| proxy(service_worker.clone(), service_conn.clone(), request));
+        let mut connection = pin!(
+            hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .header_read_timeout(None)
+                .max_header_size(config.max_header_bytes)
+                .serve_connection(io, service)
+        );
+        let Some(clock) = &conn.clock else { return };
+        let mut watchdog = Watchdog::new(clock, header_read, response);
+        // The watchdog first, so a request whose response timeout just passed sees it when
+        // hyper polls the request next. Dropping the connection closes it.
+        poll_fn(|cx| {
+            if watchdog.poll_expired(cx).is_ready() {
+                return Poll::Ready(());
+            }
+            connection.as_mut().poll(cx).map(|_| ())
+        })
+        .await;
     }
 }
 
@@ -293,6 +456,12 @@ impl RouteHandle {
     /// A snapshot of this listener's metrics.
     pub fn metrics(&self) -> MetricsSnapshot {
         self.shared.metrics.snapshot()
+    }
+
+    /// Upstream connections opened so far (by all threads); with keep-alive upstreams this
+    /// stays far below the number of requests.
+    pub fn upstream_connections_opened(&self) -> u64 {
+        self.shared.upstream_connects.load(Ordering::Relaxed)
     }
 
     /// Mirror copies dropped so far.

@@ -197,6 +197,48 @@ async fn a_slow_upstream_gets_a_504_after_the_response_timeout() {
     .await;
 }
 
+/// The header-read timeout applies only while a request head is awaited: a response streaming
+/// for longer than it is not cut off, a slow upstream still gets its 504 at the response
+/// timeout, and the client connection stays usable after both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_apply_to_their_own_phase_only() {
+    guard(async {
+        let (v1, _v2, spec) = two_versions("0").await;
+        let config = RouterConfig {
+            header_read_timeout: Duration::from_millis(200),
+            response_timeout: Duration::from_millis(500),
+            ..RouterConfig::default()
+        };
+        let (addr, handle) = start_router(spec, config).await;
+        let client = http1_client();
+        let response = client
+            .request(
+                Request::get(format!("http://{addr}/stream"))
+                    .body(Full::new(Bytes::new()))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let mut body = response.into_body();
+        let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(first, "first|");
+        // Well past the header-read timeout, in the middle of the body.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        v1.release.notify_one();
+        assert_eq!(body.collect().await.unwrap().to_bytes(), "second");
+        // The same keep-alive connection: a hanging upstream gets a 504, the next request works.
+        assert_eq!(
+            get(&client, addr, "/hang", &[]).await.status,
+            StatusCode::GATEWAY_TIMEOUT
+        );
+        assert_eq!(get(&client, addr, "/", &[]).await.body, "v1");
+        let v1_series = handle.metrics();
+        let v1_series = v1_series.get("v1", Traffic::Served).unwrap();
+        assert_eq!((v1_series.requests, v1_series.errors), (3, 1));
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_and_oversized_clients_are_cut_off() {
     guard(async {

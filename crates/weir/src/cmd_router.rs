@@ -83,7 +83,8 @@ pub struct RouterArgs {
     /// Most client connections served at once; further clients wait in the listen backlog.
     #[arg(long, value_name = "N", default_value_t = RouterConfig::default().max_connections)]
     max_connections: usize,
-    /// Worker threads (default: one per CPU).
+    /// Serving threads, each with its own event loop, listening socket (SO_REUSEPORT) and
+    /// upstream connections (default: one per CPU).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
 }
@@ -150,22 +151,20 @@ pub fn router(args: &RouterArgs) -> Result<ExitCode> {
         mirror_concurrency: args.mirror_concurrency,
         ..RouterConfig::default()
     };
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    runtime.enable_all();
-    if let Some(threads) = args.threads {
-        runtime.worker_threads(threads.max(1));
-    }
-    let runtime = runtime.build().context("cannot start the async runtime")?;
-    runtime.block_on(async {
-        let router = Router::bind("default", args.listen, spec, config).await?;
-        let handle = router.handle();
-        let listen = router.local_addr()?;
-        let shutdown = async {
-            // If the signal handler cannot be installed, run until killed.
-            if tokio::signal::ctrl_c().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        };
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    // Thread-per-core: each serving thread has its own runtime, listening socket and upstream
+    // pool (see weir_router::Router::spawn_per_core). This thread only waits for Ctrl-C and
+    // serves the admin endpoint, so scrapes never compete with traffic for a serving thread.
+    let router = Router::spawn_per_core("default", args.listen, spec, config, threads)?;
+    let handle = router.handle();
+    let listen = router.local_addr();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let served = runtime.block_on(async {
         if let Some(admin) = args.admin {
             let listener = tokio::net::TcpListener::bind(admin)
                 .await
@@ -179,7 +178,7 @@ pub fn router(args: &RouterArgs) -> Result<ExitCode> {
         }
         let table = handle.spec();
         eprintln!(
-            "weir router: listening on {listen}: {} {} {}, {} {} {}{}",
+            "weir router: listening on {listen} ({threads} thread(s)): {} {} {}, {} {} {}{}",
             table.primary.version,
             join(&table.primary.upstreams),
             table.canary_weight.complement(),
@@ -192,10 +191,15 @@ pub fn router(args: &RouterArgs) -> Result<ExitCode> {
                 format!(" plus {} match rule(s)", table.matches.len())
             },
         );
-        router.serve(shutdown).await;
-        eprintln!("weir router: stopped");
+        // If the signal handler cannot be installed, run until killed.
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
         anyhow::Ok(())
-    })?;
+    });
+    router.stop();
+    served?;
+    eprintln!("weir router: stopped");
     Ok(ExitCode::SUCCESS)
 }
 

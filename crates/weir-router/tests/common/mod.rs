@@ -272,3 +272,55 @@ pub async fn get(
         .await
         .unwrap()
 }
+
+/// Sends `count` `GET /` requests over one raw HTTP/1.1 connection, pipelined in batches of
+/// `batch`, and returns how many answers had each body (`v1`, `v2`) and the other answers. A
+/// deliberately minimal client: enough for responses with a `Content-Length`, cheap enough that
+/// the router, not the client, is what a load test exercises.
+pub async fn pipelined_gets(addr: SocketAddr, count: u64, batch: u64) -> (u64, u64, Vec<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let request = b"GET / HTTP/1.1\r\nhost: router.test\r\n\r\n";
+    let (mut v1, mut v2, mut other) = (0u64, 0u64, Vec::new());
+    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut sent = 0u64;
+    while sent < count {
+        let n = batch.min(count - sent);
+        stream.write_all(&request.repeat(n as usize)).await.unwrap();
+        sent += n;
+        let mut answered = 0;
+        while answered < n {
+            // Parse as many complete responses as the buffer holds.
+            let Some(head_end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                let mut chunk = [0u8; 16 * 1024];
+                let read = stream.read(&mut chunk).await.unwrap();
+                assert!(read > 0, "router closed the connection");
+                buf.extend_from_slice(&chunk[..read]);
+                continue;
+            };
+            let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .map_or(0, |value| value.trim().parse().unwrap());
+            let total = head_end + 4 + length;
+            if buf.len() < total {
+                let mut chunk = [0u8; 16 * 1024];
+                let read = stream.read(&mut chunk).await.unwrap();
+                assert!(read > 0, "router closed the connection");
+                buf.extend_from_slice(&chunk[..read]);
+                continue;
+            }
+            let body = &buf[head_end + 4..total];
+            match (head.starts_with("http/1.1 200"), body) {
+                (true, b"v1") => v1 += 1,
+                (true, b"v2") => v2 += 1,
+                _ => other.push(format!("{head} {}", String::from_utf8_lossy(body))),
+            }
+            buf.drain(..total);
+            answered += 1;
+        }
+    }
+    (v1, v2, other)
+}

@@ -1,0 +1,165 @@
+//! Upstream connection reuse and the thread-per-core mode, over real loopback sockets.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use http::{Method, Request, StatusCode};
+use http_body_util::Full;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use weir_router::{Backend, RouteSpec, Router, RouterConfig, Traffic, Weight};
+
+/// Sequential exchanges of every body shape (sized, empty, 204, HEAD, streamed echo) reuse one
+/// upstream connection: each goes back to the pool once its response has been read to the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_upstream_connection_serves_sequential_requests() {
+    guard(async {
+        let v1 = TestUpstream::start("v1", Behavior::Normal).await;
+        let v2 = TestUpstream::start("v2", Behavior::Normal).await;
+        let spec = RouteSpec::weighted(v1.backend(), v2.backend(), Weight::ZERO);
+        let (addr, handle) = start_router(spec, RouterConfig::default()).await;
+        let client = http1_client();
+        for round in 0..5 {
+            assert_eq!(get(&client, addr, "/", &[]).await.body, "v1");
+            let no_content = get(&client, addr, "/status/204", &[]).await;
+            assert_eq!(no_content.status, StatusCode::NO_CONTENT);
+            assert_eq!(get(&client, addr, "/status/404", &[]).await.body, "v1");
+            let head = Request::builder()
+                .method(Method::HEAD)
+                .uri(format!("http://{addr}/"))
+                .body(Full::new(Bytes::new()))
+                .unwrap();
+            assert_eq!(send(&client, head).await.unwrap().status, StatusCode::OK);
+            let payload = format!("round {round} ").repeat(1000);
+            let echo = Request::post(format!("http://{addr}/echo"))
+                .body(Full::new(Bytes::from(payload.clone())))
+                .unwrap();
+            assert_eq!(send(&client, echo).await.unwrap().body, payload);
+        }
+        assert_eq!(v1.requests(), 25);
+        assert_eq!(handle.upstream_connections_opened(), 1);
+    })
+    .await;
+}
+
+/// An idle upstream connection older than the idle timeout is not reused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_upstream_connections_expire() {
+    guard(async {
+        let v1 = TestUpstream::start("v1", Behavior::Normal).await;
+        let v2 = TestUpstream::start("v2", Behavior::Normal).await;
+        let spec = RouteSpec::weighted(v1.backend(), v2.backend(), Weight::ZERO);
+        let config = RouterConfig {
+            upstream_idle_timeout: Duration::from_millis(100),
+            ..RouterConfig::default()
+        };
+        let (addr, handle) = start_router(spec, config).await;
+        let client = http1_client();
+        assert_eq!(get(&client, addr, "/", &[]).await.body, "v1");
+        assert_eq!(get(&client, addr, "/", &[]).await.body, "v1");
+        assert_eq!(handle.upstream_connections_opened(), 1);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(get(&client, addr, "/", &[]).await.body, "v1");
+        assert_eq!(handle.upstream_connections_opened(), 2);
+    })
+    .await;
+}
+
+/// An upstream that answers one request per connection and then closes it, although it
+/// announced keep-alive: the router notices the pooled connection is gone and sends the next
+/// request on a new one; no client sees an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_closing_idle_connections_causes_no_errors() {
+    guard(async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let upstream = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nonce";
+                    let _ = stream.write_all(answer).await;
+                    // Dropping the stream closes the connection the router pooled.
+                });
+            }
+        });
+        let once = Backend::new("v1", vec![format!("{upstream}").parse().unwrap()]);
+        let v2 = TestUpstream::start("v2", Behavior::Normal).await;
+        let spec = RouteSpec::weighted(once, v2.backend(), Weight::ZERO);
+        let (addr, handle) = start_router(spec, RouterConfig::default()).await;
+        let client = http1_client();
+        for _ in 0..5 {
+            let answer = get(&client, addr, "/", &[]).await;
+            assert_eq!(
+                (answer.status, answer.body.as_str()),
+                (StatusCode::OK, "once")
+            );
+            // Let the close reach the router before the next request.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let v1 = handle.metrics();
+        let v1 = v1.get("v1", Traffic::Served).unwrap();
+        assert_eq!((v1.requests, v1.errors), (5, 0));
+        assert_eq!(handle.upstream_connections_opened(), 5);
+    })
+    .await;
+}
+
+/// Thread-per-core mode: several threads, one port, one route table and one set of metrics;
+/// route changes reach every thread; `stop` ends the threads.
+#[test]
+fn per_core_router_serves_from_several_threads_and_stops() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (v1, v2) = runtime.block_on(async {
+        (
+            TestUpstream::start("v1", Behavior::Normal).await,
+            TestUpstream::start("v2", Behavior::Normal).await,
+        )
+    });
+    let spec = RouteSpec::weighted(v1.backend(), v2.backend(), Weight::ZERO);
+    let router = Router::spawn_per_core(
+        "cores",
+        "127.0.0.1:0".parse().unwrap(),
+        spec,
+        RouterConfig::default(),
+        3,
+    )
+    .unwrap();
+    let addr = router.local_addr();
+    let handle = router.handle();
+    runtime.block_on(guard(async {
+        // Separate clients mean separate connections, spread over the threads by the kernel.
+        for _ in 0..20 {
+            assert_eq!(get(&http1_client(), addr, "/", &[]).await.body, "v1");
+        }
+        handle.set_canary_weight(Weight::FULL).unwrap();
+        for _ in 0..20 {
+            assert_eq!(get(&http1_client(), addr, "/", &[]).await.body, "v2");
+        }
+        let h2 = http2_client();
+        assert_eq!(get(&h2, addr, "/", &[]).await.body, "v2");
+    }));
+    let metrics = handle.metrics();
+    assert_eq!(metrics.get("v1", Traffic::Served).unwrap().requests, 20);
+    assert_eq!(metrics.get("v2", Traffic::Served).unwrap().requests, 21);
+    router.stop();
+    // Nothing accepts on the port any more.
+    let refused = runtime.block_on(tokio::net::TcpStream::connect(addr));
+    assert!(refused.is_err());
+}
