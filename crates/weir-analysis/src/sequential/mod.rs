@@ -295,7 +295,13 @@ impl SequentialJudge {
         }
     }
 
-    /// The evidence so far, as JSON (see the crate's README of fields in the report).
+    /// The evidence so far, as JSON: counts per version (`canaryRequests`, `canaryErrors`,
+    /// `primaryRequests`, `primaryErrors`), the judge's `eValue`/`logEValue` and `threshold`
+    /// (1/alpha), the error ratio's maximum-likelihood `estimatedRatio` and `ratioInterval`
+    /// (an anytime-valid confidence sequence at level 1 - alpha, see
+    /// [`RatioTest::confidence_sequence`]; null for infinity), `errors` and `latency` (each test's
+    /// own e-value; the latency state, threshold, slow counts, ratio and interval),
+    /// `failedOn` (`errors`, `latency` or null) and a one-line `summary`.
     pub fn evidence(&self) -> serde_json::Value {
         let alpha = self.config.alpha;
         let log_e = self.log_e_value();

@@ -90,7 +90,7 @@ pub fn wald_numerator(alpha: f64, beta: f64) -> f64 {
 /// Wald's lower bound on the expected number of EVENTS (errors of either version) a test that
 /// conditions on error events needs before it rolls back a canary whose error rate is
 /// `p_canary` against the primary's `p_primary`, at canary weight `weight`, with tolerated ratio
-/// `r0`: E[N] >= [`wald_numerator`] / KL(Bernoulli(theta1) || Bernoulli(theta0)), where
+/// `r0`: E(N) >= [`wald_numerator`] / KL(Bernoulli(theta1) || Bernoulli(theta0)), where
 /// theta1 = theta(w, p_canary / p_primary) and theta0 = theta(w, r0) (Wald & Wolfowitz: no
 /// test with the same error probabilities has a smaller expected sample size; the SPRT designed
 /// for the true theta1 attains it up to overshoot). `inf` when the canary is not worse than
@@ -122,13 +122,13 @@ pub fn wald_expected_events(
 /// a test that conditions on error events (it does not know the primary's base rate), with a
 /// constant canary weight.
 ///
-/// Derivation: [`wald_expected_events`] gives E[N] >= A / KL(theta1 || theta0) events, with
+/// Derivation: [`wald_expected_events`] gives E(N) >= A / KL(theta1 || theta0) events, with
 /// A = (1 - beta) ln((1 - beta)/alpha) + beta ln(beta/(1 - alpha)). Every request is an event
 /// with probability q = w p_canary + (1 - w) p_primary, so by Wald's identity the test sees
-/// E[N] / q requests in expectation, of which the share w went to the canary:
-/// E[canary requests] >= w E[N] / q. The expected failed canary requests are
+/// E(N) / q requests in expectation, of which the share w went to the canary:
+/// E[canary requests] >= w E(N) / q. The expected failed canary requests are
 /// p_canary times that. Worked example (reference): w = 0.1, p_canary = 5%, p_primary = 0.5%,
-/// r0 = 1, alpha = beta = 0.01: theta0 = 0.1, theta1 = 0.526, KL = 0.570, E[N] = 7.9 errors,
+/// r0 = 1, alpha = beta = 0.01: theta0 = 0.1, theta1 = 0.526, KL = 0.570, E(N) = 7.9 errors,
 /// q = 0.0095, about 83 canary requests and 4 failed ones. Returns `inf` when the canary is
 /// not worse than tolerated, or the weight is outside (0, 1).
 pub fn wald_expected_samples(
