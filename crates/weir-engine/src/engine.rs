@@ -41,6 +41,8 @@ pub struct EngineOptions {
     pub change_buffer: usize,
     /// Most steps written in one store transaction (group commit).
     pub max_commit_batch: usize,
+    /// How often the judges that watch runs continuously are fed.
+    pub judge_period: Duration,
 }
 
 impl Default for EngineOptions {
@@ -50,6 +52,7 @@ impl Default for EngineOptions {
             request_queue: 1024,
             change_buffer: 4096,
             max_commit_batch: 256,
+            judge_period: Duration::from_secs(1),
         }
     }
 }
@@ -89,6 +92,9 @@ pub struct Engine<S: Store> {
     lateness: Option<LatenessSink>,
     commits: mpsc::Sender<CommitRequest>,
     commit_queue: Option<mpsc::Receiver<CommitRequest>>,
+    /// For the judge task, which sends its verdicts like any other request.
+    verdicts: mpsc::Sender<Request>,
+    watched: crate::judging::Watched,
 }
 
 /// A step waiting for the group commit.
@@ -155,6 +161,10 @@ enum Job {
     Delete {
         reply: oneshot::Sender<Result<(), EngineError>>,
     },
+    Verdict {
+        run: u64,
+        verdict: weir_core::model::JudgeVerdict,
+    },
 }
 
 struct JobDone {
@@ -179,6 +189,7 @@ impl<S: Store> Engine<S> {
         let (request_tx, requests) = mpsc::channel(options.request_queue.max(1));
         let (changes, _) = broadcast::channel(options.change_buffer.max(1));
         let (commits, commit_queue) = mpsc::channel(options.max_commit_batch.max(1) * 4);
+        let request_tx_for_judges = request_tx.clone();
         let handle = EngineHandle {
             requests: request_tx,
             changes: changes.clone(),
@@ -197,6 +208,8 @@ impl<S: Store> Engine<S> {
             lateness: None,
             commits,
             commit_queue: Some(commit_queue),
+            verdicts: request_tx_for_judges,
+            watched: crate::judging::Watched::default(),
         };
         (engine, handle)
     }
@@ -223,6 +236,12 @@ impl<S: Store> Engine<S> {
                 Arc::clone(&self.stats),
             ));
         }
+        let judges = tokio::spawn(crate::judging::judge_loop(
+            self.watched.clone(),
+            self.providers.clone(),
+            self.verdicts.clone(),
+            self.options.judge_period,
+        ));
         for stored in self.store.load_all().await? {
             let key = stored.key.clone();
             let entry = self.entries.entry(key.clone()).or_default();
@@ -252,6 +271,7 @@ impl<S: Store> Engine<S> {
                 break;
             }
         }
+        judges.abort();
         while let Some(done) = self.jobs.join_next().await {
             if let Ok(done) = done {
                 self.finish(done);
@@ -299,6 +319,12 @@ impl<S: Store> Engine<S> {
                     return;
                 }
                 (key, Job::Delete { reply })
+            }
+            Request::Verdict { key, run, verdict } => {
+                if !self.entries.contains_key(&key) {
+                    return;
+                }
+                (key, Job::Verdict { run, verdict })
             }
         };
         let entry = self.entries.entry(key.clone()).or_default();
@@ -380,6 +406,7 @@ impl<S: Store> Engine<S> {
         };
         entry.busy = false;
         entry.needs_reconcile |= done.needs_reconcile;
+        self.watched.update(&key, done.stored.as_ref());
         let gone = done.stored.is_none();
         entry.stored = done.stored;
         if gone && entry.queued.is_empty() {
@@ -451,6 +478,27 @@ impl<S: Store> JobContext<S> {
                 let _ = reply.send(result);
                 done
             }
+            Job::Verdict { run, verdict } => self.verdict(run, verdict).await,
+        }
+    }
+
+    /// A judge's verdict between ticks: acted on at once, if its run is still the current one.
+    async fn verdict(self, run: u64, verdict: weir_core::model::JudgeVerdict) -> JobDone {
+        let Some(stored) = self.stored.clone() else {
+            return self.unchanged(None);
+        };
+        if stored.status.run != run {
+            return self.unchanged(None);
+        }
+        let now = Timestamp::now();
+        match machine::step(
+            &stored.rollout.spec,
+            &stored.status,
+            &Input::Verdict(verdict),
+            now,
+        ) {
+            Ok(transition) => self.commit_and_apply(&stored, transition, now).await,
+            Err(_) => self.unchanged(None),
         }
     }
 
@@ -743,6 +791,7 @@ impl<S: Store> JobContext<S> {
         expected_version: Option<u64>,
     ) -> (JobDone, Result<Applied, EngineError>) {
         let mut errors: Vec<FieldError> = weir_core::validate::rollout(&rollout);
+        errors.extend(crate::judging::validate(&rollout));
         match self.providers.target(&rollout) {
             Some(target) => errors.extend(target.validate(&rollout)),
             None => {

@@ -81,6 +81,12 @@ pub(crate) enum Request {
         key: RolloutKey,
         reply: oneshot::Sender<Result<(), EngineError>>,
     },
+    /// A judge's failing verdict about a run (from the judge task).
+    Verdict {
+        key: RolloutKey,
+        run: u64,
+        verdict: weir_core::model::JudgeVerdict,
+    },
 }
 
 /// A cheap, cloneable handle for talking to a running engine.

@@ -13,6 +13,7 @@ mod engine;
 mod handle;
 pub mod hooks;
 pub mod http;
+pub mod judging;
 pub mod local;
 pub mod providers;
 pub mod synthetic;

@@ -68,6 +68,18 @@ pub trait TargetProvider: Send + Sync + 'static {
 
     /// Releases everything held for a rollout that is gone (listeners, processes).
     fn remove<'a>(&'a self, key: &'a RolloutKey) -> BoxFuture<'a, ()>;
+
+    /// What both versions served since the previous call, for the judges that watch a run
+    /// continuously (about once a second). `slow_above_ms` counts requests slower than that as
+    /// `slow`. `None` when this target cannot tell (the default).
+    fn judge_window<'a>(
+        &'a self,
+        _key: &'a RolloutKey,
+        _rollout: &'a Rollout,
+        _slow_above_ms: Option<f64>,
+    ) -> BoxFuture<'a, Option<weir_analysis::Window>> {
+        Box::pin(async { None })
+    }
 }
 
 /// Evaluates metric checks.

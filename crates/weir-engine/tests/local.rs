@@ -217,11 +217,17 @@ async fn a_faulty_canary_is_rolled_back_with_its_evidence() {
     let stored = running.store.get(&key).await.unwrap().unwrap();
     assert_eq!(stored.status.canary_weight.basis_points(), 0);
     let events = running.store.events(&key, 0, 500).await.unwrap();
+    // The evidence: failed threshold checks, or the sequential judge's verdict (weir's default
+    // judge for local rollouts), whichever came first.
+    let rolled_back = events
+        .iter()
+        .find(|e| e.event.reason == EventReason::RolledBack)
+        .expect("a RolledBack event");
     let failed_checks: Vec<_> = events
         .iter()
         .filter(|e| e.event.reason == EventReason::ChecksFailed)
         .collect();
-    assert!(!failed_checks.is_empty());
+    assert!(rolled_back.event.evidence.verdict.is_some() || !failed_checks.is_empty());
     assert!(failed_checks.iter().all(|e| {
         e.event
             .evidence
@@ -230,6 +236,83 @@ async fn a_faulty_canary_is_rolled_back_with_its_evidence() {
             .any(|c| c.value.is_some_and(|v| v < 95.0))
     }));
     running.stop(&key).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sequential_judge_rolls_back_between_ticks() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_engine(&dir.path().join("weir.db")).await;
+    let (v1, v2) = (sample_app("v1", 0.5).await, sample_app("v2", 20.0).await);
+    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let yaml = format!(
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: judged}}\nspec:\n  target:\n    kind: local\n    listen: \"{listen}\"\n    primary: {{url: \"http://{v1}\", healthCheck: /healthz}}\n    canary: {{url: \"http://{v2}\", healthCheck: /healthz}}\n  plan: {{canary: {{stepWeights: [20, 100]}}}}\n  analysis:\n    interval: 1s\n    threshold: 5\n    noData: hold\n    metrics: [{{name: request-success-rate, thresholdRange: {{min: 50}}}}]\n"
+    );
+    let spec: Rollout = serde_saphyr::from_str(&yaml).unwrap();
+    let key = RolloutKey::of(&spec);
+    running.handle.apply(spec, None).await.unwrap();
+    let (stop_load, load) = load(listen);
+    // The canary's 80% success passes the threshold check (min 50%): only the judge, comparing it
+    // with the primary, can find it worse.
+    assert_eq!(
+        wait_for(&running.store, &key, &[Phase::Succeeded, Phase::Failed]).await,
+        Phase::Failed
+    );
+    let _ = stop_load.send(());
+    let _ = load.await;
+    let events = running.store.events(&key, 0, 500).await.unwrap();
+    let rolled_back = events
+        .iter()
+        .find(|e| e.event.reason == EventReason::RolledBack)
+        .expect("a RolledBack event");
+    let verdict = rolled_back
+        .event
+        .evidence
+        .verdict
+        .as_ref()
+        .expect("the judge's verdict as evidence");
+    assert_eq!(verdict.judge, "sequential");
+    assert!(
+        verdict.evidence["eValue"]
+            .as_f64()
+            .is_some_and(|e| e >= 100.0),
+        "{}",
+        verdict.evidence
+    );
+    assert!(
+        verdict.evidence["canaryErrors"]
+            .as_u64()
+            .is_some_and(|n| n > 0)
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e.event.reason != EventReason::ChecksFailed),
+        "the threshold checks passed"
+    );
+    running.stop(&key).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_judges_are_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_engine(&dir.path().join("weir.db")).await;
+    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let mut spec = rollout(
+        listen,
+        "{url: \"http://127.0.0.1:1\"}",
+        "{url: \"http://127.0.0.1:2\"}",
+        "[50]",
+    );
+    spec.spec.analysis.judges = vec!["oracle".into()];
+    let refused = running.handle.apply(spec, None).await;
+    match refused {
+        Err(weir_engine::EngineError::Invalid(errors)) => {
+            assert_eq!(errors[0].path, "spec.analysis.judges[0]");
+            assert!(errors[0].message.contains("sequential"));
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    running.stop(&RolloutKey::new("default", "shop")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -152,11 +152,16 @@ pub fn format_event(event: &Event) -> String {
         line.push_str(&format!("\n            evidence: {}", failing.join("; ")));
     }
     if let Some(verdict) = &event.evidence.verdict {
+        let detail = match verdict.evidence["summary"].as_str() {
+            Some(summary) => summary.to_string(),
+            None => verdict.evidence.to_string(),
+        };
         line.push_str(&format!(
-            "\n            verdict of {}: {:?} {}",
-            verdict.judge, verdict.outcome, verdict.evidence
+            "\n            evidence ({} judge): {detail}",
+            verdict.judge
         ));
     }
+
     line
 }
 

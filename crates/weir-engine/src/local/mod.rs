@@ -60,6 +60,8 @@ struct LocalRollout {
     /// Counters at the previous observation, and what happened since.
     last_snapshot: Option<MetricsSnapshot>,
     window: Option<MetricsSnapshot>,
+    /// Counters at the previous judge window (the judges read on their own clock).
+    judge_snapshot: Option<MetricsSnapshot>,
 }
 
 fn error(text: impl Into<String>) -> ProviderError {
@@ -462,6 +464,40 @@ impl TargetProvider for LocalTargets {
         })
     }
 
+    fn judge_window<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        _rollout: &'a Rollout,
+        slow_above_ms: Option<f64>,
+    ) -> BoxFuture<'a, Option<weir_analysis::Window>> {
+        Box::pin(async move {
+            let slot = self.slot(key);
+            let mut local = slot.lock().await;
+            let router = local.router.as_ref()?;
+            let now = router.metrics();
+            let before = local.judge_snapshot.replace(now.clone());
+            let window = now.delta(&before?);
+            let primary = local.primary.as_ref()?.revision.clone();
+            let canary = local.canary.as_ref()?.revision.clone();
+            if primary == canary {
+                // After promotion both roles are one version: nothing to compare.
+                return None;
+            }
+            // The weight in force now; a window that straddles a weight change is judged at the
+            // new weight (steps are far apart compared with a one-second window).
+            let weight = local.route.as_ref().map_or(0.0, |route| {
+                f64::from(route.canary_weight.basis_points()) / 10_000.0
+            });
+            Some(weir_analysis::Window {
+                canary_weight: weight,
+                canary: version_counts(&window, &canary, slow_above_ms),
+                primary: version_counts(&window, &primary, slow_above_ms),
+                canary_latencies_ms: Vec::new(),
+                primary_latencies_ms: Vec::new(),
+            })
+        })
+    }
+
     fn remove<'a>(&'a self, key: &'a RolloutKey) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let slot = {
@@ -486,6 +522,28 @@ impl TargetProvider for LocalTargets {
                 }
             }
         })
+    }
+}
+
+/// One version's counts in a window, `slow` meaning slower than `slow_above_ms`.
+fn version_counts(
+    window: &MetricsSnapshot,
+    version: &str,
+    slow_above_ms: Option<f64>,
+) -> weir_analysis::VersionCounts {
+    let Some(series) = window.get(version, Traffic::Served) else {
+        return weir_analysis::VersionCounts::default();
+    };
+    let slow = slow_above_ms.map_or(0, |threshold| {
+        let bound = Duration::from_secs_f64((threshold / 1000.0).max(0.0));
+        series
+            .requests
+            .saturating_sub(series.latency.count_at_most(bound))
+    });
+    weir_analysis::VersionCounts {
+        requests: series.requests,
+        errors: series.errors,
+        slow,
     }
 }
 
