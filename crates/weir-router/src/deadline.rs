@@ -105,6 +105,8 @@ pub(crate) struct Watchdog<'a> {
     sleep: Pin<Box<Sleep>>,
     /// When `sleep` is set to fire.
     armed: Instant,
+    /// `sleep` was armed since it was last polled, so it must be polled to register a wake-up.
+    fresh: bool,
 }
 
 impl<'a> Watchdog<'a> {
@@ -116,12 +118,14 @@ impl<'a> Watchdog<'a> {
             response,
             sleep: Box::pin(tokio::time::sleep_until(armed.into())),
             armed,
+            fresh: true,
         }
     }
 
     fn arm(&mut self, at: Instant) {
         self.sleep.as_mut().reset(at.into());
         self.armed = at;
+        self.fresh = true;
     }
 
     /// Polls the watchdog; `Ready` means: close the connection.
@@ -136,7 +140,14 @@ impl<'a> Watchdog<'a> {
             {
                 self.arm(at);
             }
-            if self.sleep.as_mut().poll(cx).is_pending() {
+            // Once polled, the sleep wakes this task when it fires (the task, and so its waker,
+            // never changes); until then a flag check is enough, and cheaper than a poll.
+            if self.fresh {
+                self.fresh = false;
+                if self.sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+            } else if !self.sleep.is_elapsed() {
                 return Poll::Pending;
             }
             let now = Instant::now();

@@ -20,6 +20,16 @@
 //! - **A slow canary cannot slow the primary.** Mirrored copies run in detached tasks bounded by
 //!   a semaphore; when the bound is reached, or the mirror falls behind reading a body, the copy
 //!   is dropped and counted, never waited for.
+//! - **No hand-offs on the request path.** A request is served start to finish in one task (its
+//!   client connection's on HTTP/1.1, its stream's on HTTP/2): the upstream HTTP/1.1 connection
+//!   is taken from a small idle pool and driven by that same task, while waiting for the response head and while the response body
+//!   streams (`upstream`), instead of in a connection task of its own reached over a channel.
+//!   HTTP/1.1 timeouts cost one timer per connection, not per request (`deadline`).
+//! - **Two ways to run.** [`Router::serve`] runs inside the caller's tokio runtime, whatever its
+//!   flavour - the mode for embedding (the engine). [`Router::spawn_per_core`] runs one thread
+//!   per core, each a single-threaded runtime with its own `SO_REUSEPORT` listening socket and
+//!   its own upstream pool, sharing only the route table and the atomic metrics - the mode of
+//!   the `weir router` command, where there is no work stealing and no cross-thread wake-up.
 //!
 //! It does not depend on `weir-core`: it knows nothing about rollouts, only about routes.
 

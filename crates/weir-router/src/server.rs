@@ -5,8 +5,9 @@
 //! - a connection limit (`max_connections`): when reached, the router stops accepting and the
 //!   kernel backlog absorbs the excess, instead of memory growing without bound;
 //! - a header-read timeout: a client must deliver each request head (and, on HTTP/1.1 keep-alive,
-//!   the next one) within it, so slowloris-style clients are closed; it also bounds how long the
-//!   protocol sniff below waits;
+//!   the next one) within it, so slowloris-style clients are closed (on HTTP/1.1 enforced by the
+//!   connection's watchdog, see `deadline`); it also bounds how long the protocol sniff below
+//!   waits;
 //! - a maximum request-head size (HTTP/1.1 answers 431; HTTP/2 bounds the header list);
 //! - a cap on concurrent HTTP/2 streams per connection.
 //!
@@ -168,7 +169,12 @@ impl Router {
     /// Binds `threads` listening sockets on `addr` (all on the same port, with `SO_REUSEPORT`)
     /// and serves each from its own thread running a single-threaded tokio runtime; see
     /// [`Router`] for why. Returns once every socket is bound; the threads serve until
-    /// [`PerCoreRouter::stop`]. Needs no runtime from the caller.
+    /// [`PerCoreRouter::stop`]. Needs no runtime from the caller. `max_connections` is shared
+    /// by all threads; `max_idle_per_upstream` applies per thread.
+    ///
+    /// With `SO_REUSEPORT` the bind does not fail if another socket with that option (of the
+    /// same user) already holds the port; the kernel would then share connections with it. A
+    /// port held without the option fails the bind as usual.
     pub fn spawn_per_core(
         name: &str,
         addr: SocketAddr,

@@ -18,7 +18,6 @@
 //!
 //! Upstreams are spoken to in HTTP/1.1 only (as before this module existed).
 
-use std::collections::HashMap;
 use std::future::{Future, poll_fn};
 use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -99,7 +98,9 @@ struct Idle {
 /// Upstream connections of one worker (one runtime thread in per-core mode, the whole runtime
 /// otherwise).
 pub(crate) struct Pool {
-    idle: Mutex<HashMap<Authority, Vec<Idle>>>,
+    /// Idle connections per upstream address. A list, not a hash map: a route has a handful of
+    /// upstreams, and comparing a few short strings is cheaper than hashing one.
+    idle: Mutex<Vec<(Authority, Vec<Idle>)>>,
     connect_timeout: Duration,
     idle_timeout: Duration,
     max_idle: usize,
@@ -115,7 +116,7 @@ impl Pool {
         connects: Arc<AtomicU64>,
     ) -> Self {
         Self {
-            idle: Mutex::new(HashMap::new()),
+            idle: Mutex::new(Vec::new()),
             connect_timeout,
             idle_timeout,
             max_idle,
@@ -123,15 +124,25 @@ impl Pool {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Authority, Vec<Idle>>> {
-        // The map is consistent after every statement, so a panic elsewhere cannot corrupt it.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Authority, Vec<Idle>)>> {
+        // The lists are consistent after every statement, so a panic elsewhere cannot corrupt
+        // them.
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn list<'a>(
+        idle: &'a mut [(Authority, Vec<Idle>)],
+        authority: &Authority,
+    ) -> Option<&'a mut Vec<Idle>> {
+        idle.iter_mut()
+            .find(|(key, _)| key.as_str() == authority.as_str())
+            .map(|(_, list)| list)
     }
 
     /// The most recently used idle connection to `authority`, if one is fresh enough.
     fn checkout(&self, authority: &Authority) -> Option<Box<Link>> {
         let mut idle = self.lock();
-        let list = idle.get_mut(authority)?;
+        let list = Self::list(&mut idle, authority)?;
         let newest = list.pop()?;
         if newest.since.elapsed() < self.idle_timeout {
             return Some(newest.link);
@@ -150,9 +161,11 @@ impl Pool {
             return;
         }
         let mut idle = self.lock();
-        let list = match idle.get_mut(authority) {
-            Some(list) => list,
-            None => idle.entry(authority.clone()).or_default(),
+        if Self::list(&mut idle, authority).is_none() {
+            idle.push((authority.clone(), Vec::new()));
+        }
+        let Some(list) = Self::list(&mut idle, authority) else {
+            return; // just added
         };
         if list.len() < self.max_idle {
             list.push(Idle {
@@ -169,7 +182,7 @@ impl Pool {
     fn sweep(&self) {
         let mut idle = self.lock();
         let mut dropped = Vec::new();
-        for list in idle.values_mut() {
+        for (_, list) in idle.iter_mut() {
             let mut index = 0;
             while index < list.len() {
                 let entry = &mut list[index];
@@ -180,7 +193,7 @@ impl Pool {
                 }
             }
         }
-        idle.retain(|_, list| !list.is_empty());
+        idle.retain(|(_, list)| !list.is_empty());
         drop(idle);
         drop(dropped);
     }

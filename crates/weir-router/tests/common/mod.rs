@@ -22,9 +22,12 @@ use weir_router::{Backend, RouteHandle, RouteSpec, Router, RouterConfig, Upstrea
 /// Fails the test instead of hanging it forever if something deadlocks. Not a timing
 /// assertion: the bound is far above any plausible run time.
 pub async fn guard<F: std::future::Future>(f: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(120), f)
-        .await
-        .expect("test hung")
+    guard_for(Duration::from_secs(120), f).await
+}
+
+/// [`guard`] with a custom bound, for tests that do a lot of work on purpose.
+pub async fn guard_for<F: std::future::Future>(limit: Duration, f: F) -> F::Output {
+    tokio::time::timeout(limit, f).await.expect("test hung")
 }
 
 type TestBody = BoxBody<Bytes, BoxError>;
