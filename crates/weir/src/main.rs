@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+mod cmd_bench;
 mod cmd_client;
 mod cmd_core;
 mod cmd_demo;
@@ -132,6 +133,9 @@ enum Command {
     Retry(cmd_client::CommandArgs),
     /// Delete a rollout (reverting its routes first when its spec says revertOnDeletion).
     Delete(cmd_client::NameArgs),
+    /// Benchmarks that need no network: `weir bench blast-radius` simulates faulty and healthy
+    /// canaries under weir and a Flagger-style controller.
+    Bench(cmd_bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -156,6 +160,7 @@ fn main() -> ExitCode {
         Command::Resume(args) => cmd_client::command(Verb::Resume, &args),
         Command::Retry(args) => cmd_client::command(Verb::Retry, &args),
         Command::Delete(args) => cmd_client::delete(&args),
+        Command::Bench(args) => cmd_bench::bench(&args),
     };
     match result {
         Ok(code) => code,
