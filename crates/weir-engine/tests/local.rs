@@ -4,13 +4,13 @@
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::Path;
-use std::sync::Arc;
+
 use std::time::Duration;
 
 use weir_core::machine::Command;
-use weir_core::model::{EventReason, Phase, Rollout, TargetKind};
+use weir_core::model::{EventReason, Phase, Rollout};
 use weir_engine::local::LocalTargets;
-use weir_engine::{Engine, EngineHandle, EngineOptions, Providers};
+use weir_engine::{Engine, EngineHandle, EngineOptions};
 use weir_router::RouterConfig;
 use weir_store::{RolloutKey, SqliteStore, Store};
 use weir_tools::load::{LoadConfig, LoadGenerator};
@@ -45,12 +45,7 @@ struct Running {
 async fn start_engine(db: &Path) -> Running {
     let store = SqliteStore::open(db).await.unwrap();
     let targets = LocalTargets::new(RouterConfig::default());
-    let providers = Providers {
-        targets: vec![(TargetKind::Local, Arc::new(targets.clone()))],
-        metrics: vec![Arc::new(targets.clone())],
-        hooks: Arc::new(weir_engine::hooks::HttpHookRunner::default()),
-        notifier: Arc::new(weir_engine::hooks::LogNotifier),
-    };
+    let providers = targets.providers();
     let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let engine = tokio::spawn(async move {

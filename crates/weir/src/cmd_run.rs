@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -12,7 +11,7 @@ use weir_core::document::{self, Document};
 use weir_core::model::{Phase, Rollout, TargetKind};
 use weir_engine::local::LocalTargets;
 use weir_engine::local::config::LocalTargetConfig;
-use weir_engine::{Engine, EngineHandle, EngineOptions, Providers};
+use weir_engine::{Engine, EngineHandle, EngineOptions};
 use weir_router::RouterConfig;
 use weir_store::{RolloutKey, SqliteStore, Store};
 
@@ -168,12 +167,7 @@ impl Foreground {
             .await
             .with_context(|| format!("cannot open {}", db.display()))?;
         let targets = LocalTargets::new(RouterConfig::default());
-        let providers = Providers {
-            targets: vec![(TargetKind::Local, Arc::new(targets.clone()))],
-            metrics: vec![Arc::new(targets.clone())],
-            hooks: Arc::new(weir_engine::hooks::HttpHookRunner::default()),
-            notifier: Arc::new(weir_engine::hooks::LogNotifier),
-        };
+        let providers = targets.providers();
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let engine = tokio::spawn(async move {

@@ -3,13 +3,11 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use weir_core::model::TargetKind;
 use weir_engine::local::LocalTargets;
-use weir_engine::{Engine, EngineOptions, Providers};
+use weir_engine::{Engine, EngineOptions};
 use weir_router::RouterConfig;
 use weir_store::SqliteStore;
 
@@ -42,13 +40,7 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
         let store = SqliteStore::open(&db)
             .await
             .with_context(|| format!("cannot open {}", db.display()))?;
-        let targets = LocalTargets::new(RouterConfig::default());
-        let providers = Providers {
-            targets: vec![(TargetKind::Local, Arc::new(targets.clone()))],
-            metrics: vec![Arc::new(targets)],
-            hooks: Arc::new(weir_engine::hooks::HttpHookRunner::default()),
-            notifier: Arc::new(weir_engine::hooks::LogNotifier),
-        };
+        let providers = LocalTargets::new(RouterConfig::default()).providers();
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let signal = {

@@ -77,6 +77,17 @@ impl LocalTargets {
         }
     }
 
+    /// The providers of a process that runs local rollouts: these targets (which are also the
+    /// metric source of the builtin checks), HTTP webhooks, and notifications to the log.
+    pub fn providers(&self) -> crate::Providers {
+        crate::Providers {
+            targets: vec![(TargetKind::Local, Arc::new(self.clone()))],
+            metrics: vec![Arc::new(self.clone())],
+            hooks: Arc::new(crate::hooks::HttpHookRunner::default()),
+            notifier: Arc::new(crate::hooks::LogNotifier),
+        }
+    }
+
     fn slot(&self, key: &RolloutKey) -> Arc<AsyncMutex<LocalRollout>> {
         let mut rollouts = match self.rollouts.lock() {
             Ok(guard) => guard,
