@@ -42,8 +42,8 @@ fn escape(text: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// Indices of the points on the Pareto front (lowest y for their x and below every point to
-/// their left), sorted by x.
+/// Indices of the points on the Pareto front (lowest y for their x and more than 1% below
+/// every point to their left), sorted by x.
 fn front(points: &[&SweepPoint]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..points.len()).collect();
     order.sort_by(|&a, &b| {
@@ -59,7 +59,9 @@ fn front(points: &[&SweepPoint]) -> Vec<usize> {
     let mut best = f64::INFINITY;
     let mut out = Vec::new();
     for index in order {
-        if points[index].failed_requests_mean < best {
+        // A setting joins the front only if it cuts failed requests by more than 1%, so ties
+        // within noise do not draw a line across the chart.
+        if points[index].failed_requests_mean < 0.99 * best {
             best = points[index].failed_requests_mean;
             out.push(index);
         }
