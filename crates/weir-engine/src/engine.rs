@@ -226,7 +226,7 @@ impl<S: Store> Engine<S> {
     }
 
     /// Loads every stored rollout, re-applies its desired state, and runs until `shutdown`
-    /// completes (or every handle is dropped). Jobs under way at shutdown are finished first.
+    /// completes. Jobs under way at shutdown are finished first.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), EngineError> {
         if let Some(queue) = self.commit_queue.take() {
             tokio::spawn(group_commit(
@@ -250,25 +250,19 @@ impl<S: Store> Engine<S> {
             self.ready.push_back(key);
         }
         tokio::pin!(shutdown);
-        let mut handles_open = true;
         loop {
             self.start_ready_jobs();
             let next_wake = self.timers.peek().map(|Reverse((at, _))| *at);
             let sleep = sleep_until(next_wake);
             tokio::select! {
                 _ = &mut shutdown => break,
-                request = self.requests.recv(), if handles_open => match request {
-                    Some(request) => self.accept(request),
-                    None => handles_open = false,
-                },
+                // The engine holds a sender itself (for the judge task), so this never closes.
+                Some(request) = self.requests.recv() => self.accept(request),
                 Some(done) = self.jobs.join_next() => match done {
                     Ok(done) => self.finish(done),
                     Err(error) => tracing::error!(%error, "an engine job panicked"),
                 },
                 () = sleep => self.fire_timers(),
-            }
-            if !handles_open && self.jobs.is_empty() && self.timers.is_empty() {
-                break;
             }
         }
         judges.abort();
