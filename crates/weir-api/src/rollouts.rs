@@ -288,10 +288,11 @@ fn rollout_of(bytes: &[u8], format: Format) -> Result<(Rollout, Vec<Warning>), A
     })?;
     match loaded.document {
         Document::Rollout(rollout) => Ok((*rollout, loaded.warnings)),
-        Document::MetricTemplate(_) => Err(ApiError::field(FieldError::with_value(
+        other => Err(ApiError::field(FieldError::with_value(
             "kind",
-            "\"MetricTemplate\"",
-            "this endpoint applies a Rollout (or a Flagger Canary)",
+            format!("{:?}", other.describe()),
+            "this endpoint applies a Rollout (or a Flagger Canary); metric templates, alert \
+             providers and secrets are given to `weir serve --catalog`",
         ))),
     }
 }

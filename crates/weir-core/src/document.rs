@@ -1,8 +1,9 @@
 //! Reading documents: YAML or JSON bytes in, typed weir documents (or every error) out.
 //!
 //! A file may hold several documents (`---`). Each is dispatched on `apiVersion` + `kind`:
-//! weir's own `Rollout` and `MetricTemplate`, or Flagger's `Canary` and `MetricTemplate`, which
-//! are converted (see [`crate::flagger`]). Then [`crate::validate`] checks the result, so a
+//! weir's own `Rollout`, `MetricTemplate` and `AlertProvider`, Flagger's `Canary`,
+//! `MetricTemplate` and `AlertProvider`, which are converted (see [`crate::flagger`]), and
+//! Kubernetes `v1` `Secret`s (credentials of providers). Then [`crate::validate`] checks the result, so a
 //! Flagger manifest is held to exactly the rules of a native one.
 //!
 //! Serde stops at the first structural error. To report every error at once, the offending field
@@ -16,7 +17,10 @@ use serde_json::Value;
 
 use crate::error::{FieldError, Warning};
 use crate::flagger;
-use crate::model::{API_VERSION, METRIC_TEMPLATE_KIND, MetricTemplate, ROLLOUT_KIND, Rollout};
+use crate::model::{
+    ALERT_PROVIDER_KIND, API_VERSION, AlertProvider, METRIC_TEMPLATE_KIND, MetricTemplate,
+    ROLLOUT_KIND, Rollout, SECRET_KIND, Secret,
+};
 use crate::validate;
 
 /// A document weir understands, after conversion and validation.
@@ -26,6 +30,10 @@ pub enum Document {
     Rollout(Box<Rollout>),
     /// A metric template.
     MetricTemplate(Box<MetricTemplate>),
+    /// Where notifications go.
+    AlertProvider(Box<AlertProvider>),
+    /// Credentials of a provider.
+    Secret(Box<Secret>),
 }
 
 impl Document {
@@ -41,6 +49,16 @@ impl Document {
                 "MetricTemplate {}/{}",
                 template.metadata.namespace_or_default(),
                 template.metadata.name
+            ),
+            Document::AlertProvider(provider) => format!(
+                "AlertProvider {}/{}",
+                provider.metadata.namespace_or_default(),
+                provider.metadata.name
+            ),
+            Document::Secret(secret) => format!(
+                "Secret {}/{}",
+                secret.metadata.namespace_or_default(),
+                secret.metadata.name
             ),
         }
     }
@@ -169,6 +187,27 @@ pub fn load_value(value: &Value) -> LoadResult {
                 Vec::new(),
             )
         }
+        ("weir.dev", ALERT_PROVIDER_KIND) => {
+            let provider: AlertProvider = deserialize_collecting(value).map_err(&refuse)?;
+            (
+                Document::AlertProvider(Box::new(provider)),
+                Origin::Weir,
+                Vec::new(),
+            )
+        }
+        ("v1", SECRET_KIND) => {
+            let secret: Secret = deserialize_collecting(value).map_err(&refuse)?;
+            let secret = decode_secret(secret).map_err(|error| refuse(vec![error]))?;
+            (Document::Secret(Box::new(secret)), Origin::Weir, Vec::new())
+        }
+        (flagger::API_GROUP, ALERT_PROVIDER_KIND) => {
+            let converted = flagger::convert_alert_provider(value).map_err(&refuse)?;
+            (
+                Document::AlertProvider(Box::new(converted.value)),
+                Origin::Flagger,
+                converted.warnings,
+            )
+        }
         (flagger::API_GROUP, "Canary") => {
             let converted = flagger::convert_canary(value).map_err(&refuse)?;
             (
@@ -189,8 +228,8 @@ pub fn load_value(value: &Value) -> LoadResult {
             return Err(refuse(vec![FieldError::with_value(
                 "kind",
                 quote_or_empty(other),
-                "weir reads kind Rollout or MetricTemplate (weir.dev/v1alpha1), and Canary or \
-                 MetricTemplate (flagger.app/v1beta1)",
+                "weir reads kind Rollout, MetricTemplate or AlertProvider (weir.dev/v1alpha1), \
+                 and Canary, MetricTemplate or AlertProvider (flagger.app/v1beta1)",
             )]));
         }
         _ => {
@@ -198,7 +237,8 @@ pub fn load_value(value: &Value) -> LoadResult {
                 "apiVersion",
                 quote_or_empty(api_version),
                 format!(
-                    "weir reads {API_VERSION} (Rollout, MetricTemplate) and flagger.app/v1beta1 (Canary, MetricTemplate)"
+                    "weir reads {API_VERSION} (Rollout, MetricTemplate, AlertProvider), \
+                     flagger.app/v1beta1 (Canary, MetricTemplate, AlertProvider) and v1 (Secret)"
                 ),
             )]));
         }
@@ -206,6 +246,8 @@ pub fn load_value(value: &Value) -> LoadResult {
     let errors = match &document {
         Document::Rollout(rollout) => validate::rollout(rollout),
         Document::MetricTemplate(template) => validate::metric_template(template),
+        Document::AlertProvider(provider) => validate::alert_provider(provider),
+        Document::Secret(secret) => validate::secret(secret),
     };
     if errors.is_empty() {
         Ok(Loaded {
@@ -216,6 +258,25 @@ pub fn load_value(value: &Value) -> LoadResult {
     } else {
         Err(refuse(errors))
     }
+}
+
+/// Moves a secret's base64 `data` into `stringData`, so readers see one map of plain values.
+fn decode_secret(mut secret: Secret) -> Result<Secret, FieldError> {
+    use base64::Engine as _;
+    for (key, encoded) in std::mem::take(&mut secret.data) {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .ok_or_else(|| {
+                FieldError::new(
+                    format!("data.{key}"),
+                    "is not base64-encoded UTF-8 text (use stringData for plain values)",
+                )
+            })?;
+        secret.string_data.entry(key).or_insert(decoded);
+    }
+    Ok(secret)
 }
 
 fn subject_of(value: &Value) -> String {

@@ -9,12 +9,14 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod catalog;
 pub mod document;
 pub mod error;
 pub mod flagger;
 pub mod machine;
 pub mod model;
 pub mod plan;
+pub mod query;
 pub mod revision;
 pub mod units;
 pub mod validate;

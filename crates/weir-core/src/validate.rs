@@ -5,8 +5,9 @@ use std::collections::BTreeSet;
 
 use crate::error::{Errors, FieldError};
 use crate::model::{
-    Analysis, CanaryPlan, METRIC_PROVIDER_TYPES, MatchRule, MetricTemplate, ObjectMeta, Plan,
-    REQUEST_DURATION, REQUEST_SUCCESS_RATE, Rollout, SchedulePlan, SessionAffinity, StringMatch,
+    AlertProvider, Analysis, CanaryPlan, METRIC_PROVIDER_TYPES, MatchRule, MetricTemplate,
+    ObjectMeta, Plan, REQUEST_DURATION, REQUEST_SUCCESS_RATE, Rollout, SchedulePlan, Secret,
+    SessionAffinity, StringMatch,
 };
 use crate::units::{GoDuration, Weight};
 
@@ -26,6 +27,34 @@ pub fn rollout(rollout: &Rollout) -> Vec<FieldError> {
     if let Some(affinity) = &rollout.spec.session_affinity {
         session_affinity(affinity, &rollout.spec.plan, &mut errors);
     }
+    errors.into_vec()
+}
+
+/// Every problem with an alert provider.
+pub fn alert_provider(provider: &AlertProvider) -> Vec<FieldError> {
+    let mut errors = Errors::default();
+    metadata(&provider.metadata, &mut errors);
+    match &provider.spec.address {
+        Some(address) if !address.starts_with("http://") && !address.starts_with("https://") => {
+            errors.value(
+                "spec.address",
+                format!("{address:?}"),
+                "an address is the service's http:// or https:// webhook URL",
+            );
+        }
+        None if provider.spec.secret_ref.is_none() => errors.field(
+            "spec.address",
+            "is required unless spec.secretRef names a Secret with an `address` key",
+        ),
+        _ => {}
+    }
+    errors.into_vec()
+}
+
+/// Every problem with a secret.
+pub fn secret(secret: &Secret) -> Vec<FieldError> {
+    let mut errors = Errors::default();
+    metadata(&secret.metadata, &mut errors);
     errors.into_vec()
 }
 

@@ -174,6 +174,8 @@ pub fn convert(args: &ConvertArgs) -> Result<ExitCode> {
         let yaml = match &loaded.document {
             Document::Rollout(rollout) => serde_saphyr::to_string(rollout.as_ref()),
             Document::MetricTemplate(template) => serde_saphyr::to_string(template.as_ref()),
+            Document::AlertProvider(provider) => serde_saphyr::to_string(provider.as_ref()),
+            Document::Secret(secret) => serde_saphyr::to_string(secret.as_ref()),
         }
         .context("cannot write YAML")?;
         if index > 0 {

@@ -14,6 +14,7 @@
 //! and a converted Canary is validated before it is returned, with the paths of validation errors
 //! translated back to the Flagger document.
 
+mod alert;
 mod canary;
 mod kept;
 mod template;
@@ -56,7 +57,15 @@ pub fn convert_metric_template(
     template::convert(document)
 }
 
-// === helpers shared by both conversions ===
+/// Converts a Flagger AlertProvider into a weir AlertProvider, or reports every reason it
+/// cannot (rocket and gchat are not supported).
+pub fn convert_alert_provider(
+    document: &Value,
+) -> Result<Converted<crate::model::AlertProvider>, Vec<FieldError>> {
+    alert::convert(document)
+}
+
+// === helpers shared by the conversions ===
 
 /// The root mapping of a document, or an error saying what it is instead.
 fn root_object<'a>(document: &'a Value, kind: &str) -> Result<&'a Map<String, Value>, FieldError> {

@@ -3,10 +3,12 @@
 //! the same document can later be served as a CRD.
 
 mod event;
+mod provider;
 mod spec;
 mod status;
 
 pub use event::*;
+pub use provider::*;
 pub use spec::*;
 pub use status::*;
 

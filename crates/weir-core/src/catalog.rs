@@ -1,0 +1,302 @@
+//! The documents rollouts refer to by name - metric templates, alert providers and secrets - and
+//! the check that every reference of a rollout resolves, so a typo is refused when the rollout
+//! is applied rather than discovered at the first analysis tick.
+
+use std::collections::BTreeMap;
+
+use crate::document::Document;
+use crate::error::FieldError;
+use crate::model::{AlertProvider, MetricTemplate, Rollout, Secret, TemplateRef};
+
+/// `(namespace, name)`.
+type Key = (String, String);
+
+/// Metric templates, alert providers and secrets, by namespace and name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Catalog {
+    templates: BTreeMap<Key, MetricTemplate>,
+    alert_providers: BTreeMap<Key, AlertProvider>,
+    secrets: BTreeMap<Key, Secret>,
+}
+
+fn key_of(namespace: Option<&str>, name: &str) -> Key {
+    (namespace.unwrap_or("default").to_string(), name.to_string())
+}
+
+fn key_for(reference: &TemplateRef, rollout_namespace: &str) -> Key {
+    (
+        reference
+            .namespace
+            .clone()
+            .unwrap_or_else(|| rollout_namespace.to_string()),
+        reference.name.clone(),
+    )
+}
+
+impl Catalog {
+    /// Adds a document the catalog keeps (replacing one of the same kind and name) and hands
+    /// any other document (a rollout) back.
+    pub fn add(&mut self, document: Document) -> Option<Document> {
+        match document {
+            Document::MetricTemplate(template) => {
+                let key = key_of(
+                    template.metadata.namespace.as_deref(),
+                    &template.metadata.name,
+                );
+                self.templates.insert(key, *template);
+                None
+            }
+            Document::AlertProvider(provider) => {
+                let key = key_of(
+                    provider.metadata.namespace.as_deref(),
+                    &provider.metadata.name,
+                );
+                self.alert_providers.insert(key, *provider);
+                None
+            }
+            Document::Secret(secret) => {
+                let key = key_of(secret.metadata.namespace.as_deref(), &secret.metadata.name);
+                self.secrets.insert(key, *secret);
+                None
+            }
+            other @ Document::Rollout(_) => Some(other),
+        }
+    }
+
+    /// Whether the catalog holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.templates.is_empty() && self.alert_providers.is_empty() && self.secrets.is_empty()
+    }
+
+    /// How many templates, alert providers and secrets it holds.
+    pub fn counts(&self) -> (usize, usize, usize) {
+        (
+            self.templates.len(),
+            self.alert_providers.len(),
+            self.secrets.len(),
+        )
+    }
+
+    /// The metric template `reference` names (its namespace defaults to the rollout's).
+    pub fn metric_template(
+        &self,
+        reference: &TemplateRef,
+        rollout_namespace: &str,
+    ) -> Option<&MetricTemplate> {
+        self.templates.get(&key_for(reference, rollout_namespace))
+    }
+
+    /// The alert provider `reference` names.
+    pub fn alert_provider(
+        &self,
+        reference: &TemplateRef,
+        rollout_namespace: &str,
+    ) -> Option<&AlertProvider> {
+        self.alert_providers
+            .get(&key_for(reference, rollout_namespace))
+    }
+
+    /// The secret `reference` names.
+    pub fn secret(&self, reference: &TemplateRef, rollout_namespace: &str) -> Option<&Secret> {
+        self.secrets.get(&key_for(reference, rollout_namespace))
+    }
+
+    fn known<T>(map: &BTreeMap<Key, T>) -> String {
+        if map.is_empty() {
+            return "none are loaded".into();
+        }
+        let names: Vec<String> = map
+            .keys()
+            .map(|(namespace, name)| format!("{namespace}/{name}"))
+            .collect();
+        format!("loaded: {}", names.join(", "))
+    }
+
+    /// Every reference of `rollout` that does not resolve: metric templates, alert providers,
+    /// and the secrets those refer to.
+    pub fn check_rollout(&self, rollout: &Rollout) -> Vec<FieldError> {
+        let namespace = rollout.metadata.namespace_or_default();
+        let mut errors = Vec::new();
+        for (index, metric) in rollout.spec.analysis.metrics.iter().enumerate() {
+            let Some(reference) = &metric.template_ref else {
+                continue;
+            };
+            let path = format!("spec.analysis.metrics[{index}].templateRef.name");
+            match self.metric_template(reference, namespace) {
+                None => errors.push(FieldError::with_value(
+                    path,
+                    format!("{:?}", reference.name),
+                    format!(
+                        "no MetricTemplate {}/{} ({})",
+                        key_for(reference, namespace).0,
+                        reference.name,
+                        Self::known(&self.templates)
+                    ),
+                )),
+                Some(template) => {
+                    let template_namespace = template.metadata.namespace_or_default();
+                    if let Some(secret) = &template.spec.provider.secret_ref
+                        && self.secret(secret, template_namespace).is_none()
+                    {
+                        errors.push(FieldError::with_value(
+                            path,
+                            format!("{:?}", reference.name),
+                            format!(
+                                "its provider.secretRef names Secret {}/{}, which is not loaded ({})",
+                                key_for(secret, template_namespace).0,
+                                secret.name,
+                                Self::known(&self.secrets)
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        for (index, alert) in rollout.spec.analysis.alerts.iter().enumerate() {
+            let path = format!("spec.analysis.alerts[{index}].providerRef.name");
+            let reference = &alert.provider_ref;
+            match self.alert_provider(reference, namespace) {
+                None => errors.push(FieldError::with_value(
+                    path,
+                    format!("{:?}", reference.name),
+                    format!(
+                        "no AlertProvider {}/{} ({})",
+                        key_for(reference, namespace).0,
+                        reference.name,
+                        Self::known(&self.alert_providers)
+                    ),
+                )),
+                Some(provider) => {
+                    let provider_namespace = provider.metadata.namespace_or_default();
+                    let address = match &provider.spec.secret_ref {
+                        Some(secret) => self
+                            .secret(secret, provider_namespace)
+                            .and_then(|secret| secret.get("address"))
+                            .or(provider.spec.address.as_deref()),
+                        None => provider.spec.address.as_deref(),
+                    };
+                    if address.is_none() {
+                        errors.push(FieldError::with_value(
+                            path,
+                            format!("{:?}", reference.name),
+                            "the AlertProvider has no address: set spec.address, or a secretRef \
+                             to a loaded Secret with an `address` key",
+                        ));
+                    }
+                }
+            }
+        }
+        errors
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::document::load;
+
+    fn catalog_and_rollout(yaml: &str) -> (Catalog, Vec<Rollout>) {
+        let mut catalog = Catalog::default();
+        let mut rollouts = Vec::new();
+        for result in load(yaml.as_bytes()) {
+            let loaded = result.unwrap_or_else(|refused| panic!("{refused:?}"));
+            if let Some(Document::Rollout(rollout)) = catalog.add(loaded.document) {
+                rollouts.push(*rollout);
+            }
+        }
+        (catalog, rollouts)
+    }
+
+    const DOCUMENTS: &str = r#"
+apiVersion: v1
+kind: Secret
+metadata: {name: prom-auth, namespace: shop}
+data: {username: YWRtaW4=}
+stringData: {password: hunter2}
+---
+apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {name: errors, namespace: shop}
+spec:
+  provider: {type: prometheus, address: "http://prom:9090", secretRef: {name: prom-auth}}
+  query: sum(rate(x{ns="{{ namespace }}"}[{{ interval }}]))
+---
+apiVersion: flagger.app/v1beta1
+kind: AlertProvider
+metadata: {name: on-call, namespace: shop}
+spec: {type: slack, channel: deploys, address: "https://hooks.slack.com/services/x", proxy: "http://p"}
+---
+apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {name: web, namespace: shop}
+spec:
+  target: {kind: local}
+  plan: {canary: {stepWeight: 10}}
+  analysis:
+    metrics:
+      - {name: errors, templateRef: {name: errors}, thresholdRange: {max: 1}}
+      - {name: latency, templateRef: {name: latency, namespace: other}, thresholdRange: {max: 500}}
+    alerts:
+      - {name: chat, severity: warn, providerRef: {name: on-call}}
+      - {name: pager, providerRef: {name: pagerduty}}
+"#;
+
+    #[test]
+    fn secrets_are_decoded_and_keep_their_values_out_of_debug_output() {
+        let (catalog, _) = catalog_and_rollout(DOCUMENTS);
+        let reference = TemplateRef {
+            name: "prom-auth".into(),
+            namespace: None,
+        };
+        let secret = catalog.secret(&reference, "shop").unwrap();
+        assert_eq!(secret.get("username"), Some("admin"));
+        assert_eq!(secret.get("password"), Some("hunter2"));
+        let shown = format!("{secret:?}");
+        assert!(
+            shown.contains("password") && !shown.contains("hunter2"),
+            "{shown}"
+        );
+        assert_eq!(catalog.counts(), (1, 1, 1));
+    }
+
+    #[test]
+    fn unresolved_references_name_their_field_and_what_is_loaded() {
+        let (catalog, rollouts) = catalog_and_rollout(DOCUMENTS);
+        let errors = catalog.check_rollout(&rollouts[0]);
+        let paths: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.analysis.metrics[1].templateRef.name",
+                "spec.analysis.alerts[1].providerRef.name"
+            ]
+        );
+        let text = errors[0].to_string();
+        assert!(
+            text.contains("no MetricTemplate other/latency") && text.contains("shop/errors"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn flagger_alert_providers_convert_and_unsupported_types_are_refused() {
+        let results = load(DOCUMENTS.as_bytes());
+        let loaded = results[2].as_ref().unwrap();
+        assert!(
+            loaded.warnings.iter().any(|w| w.path == "spec.proxy"),
+            "{:?}",
+            loaded.warnings
+        );
+        let refused = load(
+            b"apiVersion: flagger.app/v1beta1\nkind: AlertProvider\nmetadata: {name: r}\nspec: {type: rocket, address: \"https://r\"}\n",
+        );
+        let error = refused[0].as_ref().unwrap_err();
+        assert_eq!(error.errors[0].path, "spec.type");
+        assert!(
+            error.errors[0]
+                .to_string()
+                .contains("slack, msteams, discord, generic")
+        );
+    }
+}
