@@ -101,6 +101,11 @@ fn notify(delivery_id: &str) -> Effect {
         severity: Severity::Info,
         message: format!("notification {delivery_id}"),
         delivery_id: delivery_id.to_string(),
+        phase: Default::default(),
+        canary_weight: Default::default(),
+        run: 1,
+        revision: None,
+        evidence: Default::default(),
     })
 }
 

@@ -234,6 +234,21 @@ pub struct Notification {
     pub message: String,
     /// An id receivers can de-duplicate on.
     pub delivery_id: String,
+    /// The phase after the step that sent it.
+    #[serde(default)]
+    pub phase: Phase,
+    /// The canary's weight after that step.
+    #[serde(default)]
+    pub canary_weight: Weight,
+    /// The run it is about.
+    #[serde(default)]
+    pub run: u64,
+    /// The canary's revision, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// Why: the checks, hooks or verdict behind it.
+    #[serde(default, skip_serializing_if = "Evidence::is_empty")]
+    pub evidence: Evidence,
 }
 
 /// The result of one step.
@@ -449,12 +464,17 @@ impl Machine<'_> {
         }));
     }
 
-    fn notify(&mut self, severity: Severity, message: String) {
+    fn notify(&mut self, severity: Severity, message: String, evidence: &Evidence) {
         let delivery_id = self.delivery_id("notify");
         self.effects.push(Effect::Notify(Notification {
             severity,
             message,
             delivery_id,
+            phase: self.status.phase,
+            canary_weight: self.status.canary_weight,
+            run: self.status.run,
+            revision: self.status.canary_revision.clone(),
+            evidence: evidence.clone(),
         }));
     }
 
@@ -1043,7 +1063,7 @@ impl Machine<'_> {
                 self.set_phase(Phase::Failed);
                 self.run_hooks(HookType::PostRollout);
                 let message = "the primary did not become ready after promotion: the canary serves all traffic".to_string();
-                self.notify(Severity::Error, message.clone());
+                self.notify(Severity::Error, message.clone(), &Evidence::default());
                 self.event(EventReason::RolledBack, message, Evidence::default());
             } else {
                 self.note(
@@ -1098,7 +1118,7 @@ impl Machine<'_> {
             "run {} succeeded: revision {revision} promoted",
             self.status.run
         );
-        self.notify(Severity::Info, message.clone());
+        self.notify(Severity::Info, message.clone(), &Evidence::default());
         self.event(EventReason::Succeeded, message, Evidence::default());
     }
 
@@ -1136,7 +1156,7 @@ impl Machine<'_> {
                 "{message}; holding the canary at {} (onFailure: hold): `weir resume`, `weir promote` or `weir abort` decides",
                 self.status.canary_weight
             );
-            self.notify(Severity::Warn, message.clone());
+            self.notify(Severity::Warn, message.clone(), &evidence);
             self.event(EventReason::Held, message, evidence);
             return;
         }
@@ -1152,7 +1172,7 @@ impl Machine<'_> {
         self.set_phase(Phase::Failed);
         self.run_hooks(HookType::PostRollout);
         let message = format!("run {} rolled back: {message}", self.status.run);
-        self.notify(Severity::Error, message.clone());
+        self.notify(Severity::Error, message.clone(), &evidence);
         self.event(EventReason::RolledBack, message, evidence);
     }
 
