@@ -10,8 +10,8 @@ use jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
 use weir_core::document::{Document, load_value};
-use weir_core::machine::Command;
-use weir_core::model::Rollout;
+use weir_core::machine::{Command, GateRef};
+use weir_core::model::{HookType, Rollout};
 use weir_core::{FieldError, Warning};
 use weir_store::{ApplyOutcome, DEFAULT_PAGE, ListQuery, MAX_PAGE, RolloutKey, Store};
 use weir_store::{StoredEvent, StoredRollout};
@@ -311,6 +311,7 @@ pub(crate) async fn delete<S: Store>(
 // === commands ===
 
 /// `POST /api/v1/rollouts/{namespace}/{name}/commands` with `{"command": "pause", "actor": "..."}`
+/// (or `{"command": "open-gate", "gate": {"type": "confirm-promotion", "hook": "approval"}}`).
 pub(crate) async fn command<S: Store>(
     State(state): State<ApiState<S>>,
     RolloutPath(key): RolloutPath,
@@ -329,16 +330,19 @@ pub(crate) async fn command<S: Store>(
     ))
 }
 
-const COMMANDS: [Command; 6] = [
-    Command::Promote,
-    Command::Abort,
-    Command::Pause,
-    Command::Resume,
-    Command::Retry,
-    Command::SkipAnalysis,
-];
+/// The commands that take a `gate`.
+const GATE_COMMANDS: [&str; 2] = ["open-gate", "close-gate"];
 
-/// Reads `{"command": ..., "actor"?: ...}`, naming every problem.
+/// Every command name, for messages.
+fn command_names() -> Vec<&'static str> {
+    Command::SIMPLE
+        .iter()
+        .map(Command::as_str)
+        .chain(GATE_COMMANDS)
+        .collect()
+}
+
+/// Reads `{"command": ..., "actor"?: ..., "gate"?: {"type"?, "hook"?}}`, naming every problem.
 fn command_of(bytes: &[u8]) -> Result<(Command, Option<String>), ApiError> {
     let value: Value = serde_json::from_slice(bytes).map_err(|error| {
         ApiError::field(FieldError::new(
@@ -355,35 +359,30 @@ fn command_of(bytes: &[u8]) -> Result<(Command, Option<String>), ApiError> {
             ),
         )));
     };
-    let names: Vec<&str> = COMMANDS.iter().map(|command| command.as_str()).collect();
+    let names = command_names().join(", ");
     let mut errors = Vec::new();
-    let command = match map.get("command") {
+    let name = match map.get("command") {
         None => {
-            errors.push(FieldError::missing(
-                "command",
-                format!("one of {}", names.join(", ")),
-            ));
+            errors.push(FieldError::missing("command", format!("one of {names}")));
             None
         }
         Some(Value::String(name)) => {
-            let found = COMMANDS
-                .iter()
-                .copied()
-                .find(|command| command.as_str() == name);
-            if found.is_none() {
+            if command_names().contains(&name.as_str()) {
+                Some(name.as_str())
+            } else {
                 errors.push(FieldError::with_value(
                     "command",
                     format!("{name:?}"),
-                    format!("one of {}", names.join(", ")),
+                    format!("one of {names}"),
                 ));
+                None
             }
-            found
         }
         Some(other) => {
             errors.push(FieldError::with_value(
                 "command",
                 other,
-                format!("a string, one of {}", names.join(", ")),
+                format!("a string, one of {names}"),
             ));
             None
         }
@@ -396,18 +395,129 @@ fn command_of(bytes: &[u8]) -> Result<(Command, Option<String>), ApiError> {
             None
         }
     };
+    let takes_gate = name.is_some_and(|name| GATE_COMMANDS.contains(&name));
+    let gate = match map.get("gate") {
+        None | Some(Value::Null) if takes_gate => {
+            errors.push(FieldError::missing(
+                "gate",
+                "{\"type\": a gate type, \"hook\": a hook's name} (either or both)",
+            ));
+            None
+        }
+        None | Some(Value::Null) => None,
+        Some(_) if name.is_some() && !takes_gate => {
+            errors.push(FieldError::new(
+                "gate",
+                format!("only {} take a gate", GATE_COMMANDS.join(" and ")),
+            ));
+            None
+        }
+        Some(gate) => gate_of(gate, &mut errors),
+    };
     for field in map.keys() {
-        if field != "command" && field != "actor" {
+        if !["command", "actor", "gate"].contains(&field.as_str()) {
             errors.push(FieldError::new(
                 field.clone(),
-                "unknown field; a command has command and actor",
+                "unknown field; a command has command, actor and (for open-gate and close-gate) gate",
             ));
         }
     }
-    match command {
-        Some(command) if errors.is_empty() => Ok((command, actor)),
-        _ => Err(ApiError::invalid(errors)),
+    if !errors.is_empty() {
+        return Err(ApiError::invalid(errors));
     }
+    let command = match (name, gate) {
+        (Some("open-gate"), Some(gate)) => Command::OpenGate(gate),
+        (Some("close-gate"), Some(gate)) => Command::CloseGate(gate),
+        (Some(name), _) => match Command::SIMPLE
+            .iter()
+            .find(|command| command.as_str() == name)
+        {
+            Some(command) => command.clone(),
+            None => {
+                return Err(ApiError::field(FieldError::with_value(
+                    "command",
+                    format!("{name:?}"),
+                    format!("one of {names}"),
+                )));
+            }
+        },
+        (None, _) => {
+            return Err(ApiError::field(FieldError::missing(
+                "command",
+                format!("one of {names}"),
+            )));
+        }
+    };
+    Ok((command, actor))
+}
+
+/// Reads a command's `gate`: `{"type"?: a gate type, "hook"?: a hook's name}`, at least one.
+fn gate_of(value: &Value, errors: &mut Vec<FieldError>) -> Option<GateRef> {
+    let types = HookType::GATES.map(HookType::as_str).join(", ");
+    let Value::Object(map) = value else {
+        errors.push(FieldError::with_value(
+            "gate",
+            value,
+            "an object: {\"type\": a gate type, \"hook\": a hook's name}",
+        ));
+        return None;
+    };
+    let before = errors.len();
+    let hook_type = match map.get("type") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(name)) => {
+            let found = HookType::GATES
+                .into_iter()
+                .find(|hook_type| hook_type.as_str() == name);
+            if found.is_none() {
+                errors.push(FieldError::with_value(
+                    "gate.type",
+                    format!("{name:?}"),
+                    format!("one of {types}"),
+                ));
+            }
+            found
+        }
+        Some(other) => {
+            errors.push(FieldError::with_value(
+                "gate.type",
+                other,
+                format!("a string, one of {types}"),
+            ));
+            None
+        }
+    };
+    let hook = match map.get("hook") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(hook)) if !hook.trim().is_empty() => Some(hook.clone()),
+        Some(other) => {
+            errors.push(FieldError::with_value(
+                "gate.hook",
+                other,
+                "a webhook's name (a non-empty string)",
+            ));
+            None
+        }
+    };
+    for field in map.keys() {
+        if field != "type" && field != "hook" {
+            errors.push(FieldError::new(
+                format!("gate.{field}"),
+                "unknown field; a gate has type and hook",
+            ));
+        }
+    }
+    if errors.len() > before {
+        return None;
+    }
+    if hook_type.is_none() && hook.is_none() {
+        errors.push(FieldError::missing(
+            "gate",
+            format!("a type ({types}), a hook's name, or both"),
+        ));
+        return None;
+    }
+    Some(GateRef { hook_type, hook })
 }
 
 // === events ===

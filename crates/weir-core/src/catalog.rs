@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::document::Document;
 use crate::error::FieldError;
-use crate::model::{AlertProvider, MetricTemplate, Rollout, Secret, TemplateRef};
+use crate::model::{AlertProvider, HMAC_SECRET_KEY, MetricTemplate, Rollout, Secret, TemplateRef};
 
 /// `(namespace, name)`.
 type Key = (String, String);
@@ -113,7 +113,8 @@ impl Catalog {
     }
 
     /// Every reference of `rollout` that does not resolve: metric templates, alert providers,
-    /// and the secrets those refer to.
+    /// the secrets those refer to, and webhooks' signing secrets (which must hold the key
+    /// `hmacSecret`).
     pub fn check_rollout(&self, rollout: &Rollout) -> Vec<FieldError> {
         let namespace = rollout.metadata.namespace_or_default();
         let mut errors = Vec::new();
@@ -184,6 +185,39 @@ impl Catalog {
                         ));
                     }
                 }
+            }
+        }
+        for (index, hook) in rollout.spec.analysis.webhooks.iter().enumerate() {
+            let Some(reference) = &hook.secret_ref else {
+                continue;
+            };
+            let path = format!("spec.analysis.webhooks[{index}].secretRef.name");
+            match self.secret(reference, namespace) {
+                None => errors.push(FieldError::with_value(
+                    path,
+                    format!("{:?}", reference.name),
+                    format!(
+                        "no Secret {}/{} to sign webhook {} with ({})",
+                        key_for(reference, namespace).0,
+                        reference.name,
+                        hook.name,
+                        Self::known(&self.secrets)
+                    ),
+                )),
+                Some(secret) if secret.get(HMAC_SECRET_KEY).is_none_or(str::is_empty) => {
+                    let keys: Vec<&str> = secret.string_data.keys().map(String::as_str).collect();
+                    errors.push(FieldError::with_value(
+                        path,
+                        format!("{:?}", reference.name),
+                        format!(
+                            "Secret {}/{} has no `{HMAC_SECRET_KEY}` key, which holds the webhook's signing key (its keys: {})",
+                            key_for(reference, namespace).0,
+                            reference.name,
+                            if keys.is_empty() { "none".to_string() } else { keys.join(", ") }
+                        ),
+                    ));
+                }
+                Some(_) => {}
             }
         }
         errors
@@ -277,6 +311,60 @@ spec:
             text.contains("no MetricTemplate other/latency") && text.contains("shop/errors"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn webhook_signing_secrets_must_resolve_and_hold_the_hmac_key() {
+        let (catalog, rollouts) = catalog_and_rollout(
+            r#"
+apiVersion: v1
+kind: Secret
+metadata: {name: signing, namespace: shop}
+stringData: {hmacSecret: s3cret}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: prom-auth, namespace: shop}
+stringData: {password: hunter2}
+---
+apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {name: web, namespace: shop}
+spec:
+  target: {kind: local}
+  plan: {canary: {stepWeight: 10}}
+  analysis:
+    webhooks:
+      - {name: signed, url: "http://t/", secretRef: {name: signing}}
+      - {name: missing, url: "http://t/", secretRef: {name: nowhere}}
+      - {name: keyless, url: "http://t/", secretRef: {name: prom-auth}}
+      - {name: elsewhere, url: "http://t/", secretRef: {name: signing, namespace: other}}
+      - {name: plain, url: "http://t/"}
+"#,
+        );
+        let errors = catalog.check_rollout(&rollouts[0]);
+        let paths: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.analysis.webhooks[1].secretRef.name",
+                "spec.analysis.webhooks[2].secretRef.name",
+                "spec.analysis.webhooks[3].secretRef.name",
+            ]
+        );
+        let texts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert!(
+            texts[0].contains("no Secret shop/nowhere") && texts[0].contains("shop/signing"),
+            "{}",
+            texts[0]
+        );
+        assert!(
+            texts[1].contains("no `hmacSecret` key") && texts[1].contains("password"),
+            "{}",
+            texts[1]
+        );
+        assert!(!texts[1].contains("hunter2"), "{}", texts[1]);
+        assert!(texts[2].contains("no Secret other/signing"), "{}", texts[2]);
     }
 
     #[test]

@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 
 use crate::error::{Errors, FieldError};
 use crate::model::{
-    AlertProvider, Analysis, CanaryPlan, METRIC_PROVIDER_TYPES, MatchRule, MetricTemplate,
-    ObjectMeta, Plan, REQUEST_DURATION, REQUEST_SUCCESS_RATE, Rollout, SchedulePlan, Secret,
-    SessionAffinity, StringMatch,
+    AlertProvider, Analysis, CanaryPlan, MAX_WEBHOOK_RETRIES, METRIC_PROVIDER_TYPES, MatchRule,
+    MetricTemplate, ObjectMeta, Plan, REQUEST_DURATION, REQUEST_SUCCESS_RATE, Rollout,
+    SchedulePlan, Secret, SessionAffinity, StringMatch,
 };
 use crate::units::{GoDuration, Weight};
 
@@ -548,6 +548,25 @@ fn analysis(analysis: &Analysis, errors: &mut Errors) {
                 &format!("{path}.timeout"),
                 timeout,
                 "a timeout is more than 0s",
+            );
+        }
+        if let Some(retries) = hook.retries
+            && retries > MAX_WEBHOOK_RETRIES
+        {
+            errors.value(
+                &format!("{path}.retries"),
+                retries,
+                format!(
+                    "a webhook is retried at most {MAX_WEBHOOK_RETRIES} times (each attempt may take its whole timeout)"
+                ),
+            );
+        }
+        if let Some(secret) = &hook.secret_ref
+            && secret.name.is_empty()
+        {
+            errors.field(
+                &format!("{path}.secretRef.name"),
+                "is required: the Secret whose `hmacSecret` key signs the calls",
             );
         }
     }

@@ -6,8 +6,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use proptest::prelude::*;
 use weir_core::machine::{
-    self, Command, CommandInput, Effect, Input, Observations, Transition, canary_steps, max_weight,
-    schedule_entries,
+    self, Command, CommandInput, Effect, GateRef, Input, Observations, Transition, canary_steps,
+    max_weight, schedule_entries,
 };
 use weir_core::model::{
     AbTestPlan, Analysis, CanaryPlan, CanaryStep, CheckOutcome, CheckResult, FailureAction,
@@ -177,7 +177,8 @@ fn spec_strategy() -> impl Strategy<Value = RolloutSpec> {
                             timeout: None,
                             retries: None,
                             metadata: Default::default(),
-                            mute_alert: false,
+                            mute_alert: index % 3 == 0,
+                            secret_ref: None,
                         })
                         .collect(),
                     ..Analysis::default()
@@ -216,7 +217,7 @@ fn action_strategy() -> impl Strategy<Value = (u64, Action)> {
     let action = prop_oneof![
         8 => ((any::<bool>(), any::<bool>()), 0u8..8, proptest::collection::vec(0u8..4, 2), proptest::collection::vec(any::<bool>(), 8))
             .prop_map(|(ready, revision, outcomes, hooks)| Action::Tick { ready: (ready.0 || ready.1, ready.1 || !ready.0), revision, outcomes, hooks }),
-        1 => (0u8..6).prop_map(Action::Command),
+        2 => (0u8..16).prop_map(Action::Command),
         1 => (0u8..3).prop_map(Action::Verdict),
         1 => (0u8..4).prop_map(Action::NewRevision),
     ];
@@ -276,14 +277,7 @@ fn to_input(spec: &RolloutSpec, action: &Action) -> Input {
             })
         }
         Action::Command(choice) => Input::Command(CommandInput {
-            command: [
-                Command::Promote,
-                Command::Abort,
-                Command::Pause,
-                Command::Resume,
-                Command::Retry,
-                Command::SkipAnalysis,
-            ][*choice as usize % 6],
+            command: command(*choice),
             actor: "prop".into(),
         }),
         Action::Verdict(choice) => Input::Verdict(JudgeVerdict {
@@ -296,6 +290,39 @@ fn to_input(spec: &RolloutSpec, action: &Action) -> Input {
             evidence: serde_json::Value::Null,
         }),
         Action::NewRevision(choice) => Input::NewRevision(revision(*choice)),
+    }
+}
+
+/// The simple commands, then a person opening and closing each gate type, then opening and
+/// closing the hooks that are gates when the spec has them (`hook-3`: confirm-traffic-increase,
+/// `hook-4`: confirm-promotion).
+fn command(choice: u8) -> Command {
+    let choice = choice as usize;
+    if let Some(simple) = Command::SIMPLE.get(choice) {
+        return simple.clone();
+    }
+    let (gate, open) = if choice < 12 {
+        let gate = GateRef {
+            hook_type: Some(HookType::GATES[(choice - 6) % 3]),
+            hook: None,
+        };
+        (gate, choice < 9)
+    } else {
+        let name = if choice.is_multiple_of(2) {
+            "hook-3"
+        } else {
+            "hook-4"
+        };
+        let gate = GateRef {
+            hook_type: None,
+            hook: Some(name.into()),
+        };
+        (gate, choice < 14)
+    };
+    if open {
+        Command::OpenGate(gate)
+    } else {
+        Command::CloseGate(gate)
     }
 }
 
@@ -333,6 +360,26 @@ fn check_transition(
         }
     }
     let after = &transition.status;
+    if after.run != before.run {
+        prop_assert!(
+            after.gates.is_empty() && after.alerted_hooks.is_empty(),
+            "a new run starts without a person's gate decisions or alerts: {:?}",
+            after
+        );
+    }
+    for effect in &transition.effects {
+        if let Effect::Notify(notification) = effect
+            && let Some((_, hook)) = notification.delivery_id.split_once("/alert/")
+        {
+            prop_assert!(
+                after.run != before.run || !before.alerted_hooks.iter().any(|h| h == hook),
+                "hook {} alerted twice in run {}",
+                hook,
+                after.run
+            );
+            prop_assert!(after.alerted_hooks.iter().any(|h| h == hook));
+        }
+    }
     if matches!(
         after.phase,
         Phase::Waiting | Phase::Progressing | Phase::WaitingPromotion | Phase::Held

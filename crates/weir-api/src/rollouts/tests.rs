@@ -42,6 +42,59 @@ fn bad_commands_name_every_field() {
 }
 
 #[test]
+fn gate_commands_carry_their_gate() {
+    use weir_core::machine::GateRef;
+    use weir_core::model::HookType;
+    let (command, actor) = command_of(
+        br#"{"command": "open-gate", "gate": {"type": "confirm-promotion", "hook": "approval"}, "actor": "ana"}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        command,
+        Command::OpenGate(GateRef {
+            hook_type: Some(HookType::ConfirmPromotion),
+            hook: Some("approval".into()),
+        })
+    );
+    assert_eq!(actor.as_deref(), Some("ana"));
+    let (command, _) =
+        command_of(br#"{"command": "close-gate", "gate": {"hook": "more"}}"#).unwrap();
+    assert_eq!(
+        command,
+        Command::CloseGate(GateRef {
+            hook_type: None,
+            hook: Some("more".into()),
+        })
+    );
+}
+
+#[test]
+fn bad_gate_commands_name_every_field() {
+    assert_eq!(
+        paths(&command_of(br#"{"command": "open-gate"}"#).unwrap_err()),
+        ["gate"]
+    );
+    assert_eq!(
+        paths(&command_of(br#"{"command": "open-gate", "gate": {}}"#).unwrap_err()),
+        ["gate"]
+    );
+    assert_eq!(
+        paths(&command_of(br#"{"command": "pause", "gate": {"hook": "x"}}"#).unwrap_err()),
+        ["gate"]
+    );
+    let error = command_of(
+        br#"{"command": "close-gate", "gate": {"type": "rollout", "hook": 3, "why": "x"}}"#,
+    )
+    .unwrap_err();
+    assert_eq!(paths(&error), ["gate.type", "gate.hook", "gate.why"]);
+    let text = format!("{error:?}");
+    assert!(
+        text.contains("confirm-rollout, confirm-traffic-increase, confirm-promotion"),
+        "{text}"
+    );
+}
+
+#[test]
 fn server_fields_are_ignored_on_apply() {
     let with_extras = format!("{ROLLOUT}version: 9\ngeneration: 2\nstatus: {{phase: Failed}}\n");
     let (rollout, warnings) = rollout_of(with_extras.as_bytes(), Format::Yaml).unwrap();

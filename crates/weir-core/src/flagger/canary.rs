@@ -916,6 +916,8 @@ impl Converter<'_> {
                 retries,
                 metadata,
                 mute_alert: hook.mute_alert.unwrap_or(false),
+                // Flagger has no signing secret.
+                secret_ref: None,
             });
         }
         converted

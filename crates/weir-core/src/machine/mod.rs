@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{
     CheckOutcome, CheckResult, Event, EventReason, Evidence, FailureAction, FailureCounting,
-    HookResult, HookType, JudgeVerdict, MatchRule, NoDataPolicy, Phase, Plan, RolloutSpec,
-    RolloutStatus, SessionAffinity, Severity, VerdictOutcome,
+    GateDecision, HookResult, HookType, JudgeVerdict, MatchRule, NoDataPolicy, Phase, Plan,
+    RolloutSpec, RolloutStatus, SessionAffinity, Severity, VerdictOutcome,
 };
 use crate::units::Weight;
 
@@ -123,7 +123,7 @@ pub struct CommandInput {
 }
 
 /// Commands a person can give.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Command {
     /// Promote the canary now (also opens a confirm-promotion gate).
@@ -139,11 +139,27 @@ pub enum Command {
     Retry,
     /// Promote without analysis at the next tick (this run, or the next one if none is running).
     SkipAnalysis,
+    /// Open a gate for the current run: it passes whatever its hooks answer, until closed again
+    /// or the run ends.
+    OpenGate(GateRef),
+    /// Close a gate for the current run: it holds whatever its hooks answer, until opened again
+    /// or the run ends.
+    CloseGate(GateRef),
 }
 
 impl Command {
+    /// The names of the commands without a payload, as the command line and the API spell them.
+    pub const SIMPLE: [Command; 6] = [
+        Command::Promote,
+        Command::Abort,
+        Command::Pause,
+        Command::Resume,
+        Command::Retry,
+        Command::SkipAnalysis,
+    ];
+
     /// The name used on the command line and in the API.
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &'static str {
         match self {
             Command::Promote => "promote",
             Command::Abort => "abort",
@@ -151,7 +167,44 @@ impl Command {
             Command::Resume => "resume",
             Command::Retry => "retry",
             Command::SkipAnalysis => "skip-analysis",
+            Command::OpenGate(_) => "open-gate",
+            Command::CloseGate(_) => "close-gate",
         }
+    }
+}
+
+/// Which gate a person opens or closes: a hook by name, or every hook of a gate type.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GateRef {
+    /// The gate type: confirm-rollout, confirm-traffic-increase or confirm-promotion. May be
+    /// left out when `hook` names a hook; then it is that hook's type.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub hook_type: Option<HookType>,
+    /// One hook, by name; absent: every hook of the type (and the type itself when it has
+    /// none, so a person can hold a run at a gate no hook guards).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<String>,
+}
+
+impl std::fmt::Display for GateRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.hook_type, &self.hook) {
+            (Some(hook_type), Some(hook)) => write!(f, "the {hook_type} gate {hook}"),
+            (Some(hook_type), None) => write!(f, "the {hook_type} gate"),
+            (None, Some(hook)) => write!(f, "the gate {hook}"),
+            (None, None) => f.write_str("a gate"),
+        }
+    }
+}
+
+/// The Flagger event type (`Normal` or `Warning`) of an event-hook delivery: the machine marks
+/// the delivery id of the `RunHooks` effect it emits for `event` hooks with it.
+pub fn event_hook_type(delivery_id: &str) -> &'static str {
+    if delivery_id.ends_with("/event-warning") {
+        "Warning"
+    } else {
+        "Normal"
     }
 }
 
@@ -301,6 +354,7 @@ pub fn step(
         status: status.clone(),
         effects: Vec::new(),
         events: Vec::new(),
+        wake_now: false,
     };
     match input {
         Input::Tick(observations) => machine.tick(observations),
@@ -345,7 +399,51 @@ pub fn needs(spec: &RolloutSpec, status: &RolloutStatus, observed_revision: Opti
         }
     }
     hooks.retain(|hook_type| spec.analysis.has_hooks(*hook_type));
+    // A gate whose every hook a person decided in this run needs no call (outside a run the
+    // decisions are stale: the next run starts without them).
+    if status.phase.in_run() {
+        hooks.retain(|hook_type| {
+            !hook_type.is_gate()
+                || spec
+                    .analysis
+                    .hooks_of(*hook_type)
+                    .any(|hook| person_decision(status, *hook_type, Some(&hook.name)).is_none())
+        });
+    }
     Needs { hooks, metrics }
+}
+
+/// A person's decision in this run about one hook of a gate type (`Some(name)`: about that
+/// hook, or else about the whole type) or about the type itself (`None`).
+fn person_decision<'s>(
+    status: &'s RolloutStatus,
+    hook_type: HookType,
+    hook: Option<&str>,
+) -> Option<&'s GateDecision> {
+    let of_type = || {
+        status
+            .gates
+            .iter()
+            .filter(move |decision| decision.hook_type == hook_type)
+    };
+    hook.and_then(|name| of_type().find(|decision| decision.hook.as_deref() == Some(name)))
+        .or_else(|| of_type().find(|decision| decision.hook.is_none()))
+}
+
+/// Whether an event reason is a warning (Flagger's `Warning` event type) rather than progress.
+fn is_warning(reason: EventReason) -> bool {
+    matches!(
+        reason,
+        EventReason::WaitingForApproval
+            | EventReason::GateClosed
+            | EventReason::GateShut
+            | EventReason::ChecksFailed
+            | EventReason::NoData
+            | EventReason::CanaryNotReady
+            | EventReason::WaitingPromotion
+            | EventReason::RolledBack
+            | EventReason::Held
+    )
 }
 
 /// Whether seeing `revision` while idle starts a run.
@@ -362,6 +460,18 @@ struct Machine<'a> {
     status: RolloutStatus,
     effects: Vec<Effect>,
     events: Vec<Event>,
+    /// Ask for a tick at once (a person opened the gate the run waits at).
+    wake_now: bool,
+}
+
+/// How a gate answered in one tick.
+struct GateAnswer {
+    open: bool,
+    /// The answers considered (a person's decisions appear as hook results with their actor).
+    evidence: Evidence,
+    /// The hooks (not persons) that kept it closed, for alerts; a hook without an answer is
+    /// among them.
+    refusals: Vec<HookResult>,
 }
 
 /// Why a run fails, and whether `onFailure: hold` may keep it instead.
@@ -373,8 +483,28 @@ enum Failure {
 }
 
 impl Machine<'_> {
-    fn finish(self) -> Transition {
-        let wake_at = self.wake_at();
+    fn finish(mut self) -> Transition {
+        // Event hooks hear of every step that recorded something, as Flagger's hear of every
+        // Kubernetes event; the payload carries the status message (the last event's).
+        if let Some(last) = self.events.last()
+            && self.spec.analysis.has_hooks(HookType::Event)
+        {
+            let what = if is_warning(last.reason) {
+                "event-warning"
+            } else {
+                "event-normal"
+            };
+            let delivery_id = self.delivery_id(what);
+            self.effects.push(Effect::RunHooks {
+                hook_type: HookType::Event,
+                delivery_id,
+            });
+        }
+        let wake_at = if self.wake_now && self.status.phase != Phase::Terminated {
+            Some(self.now)
+        } else {
+            self.wake_at()
+        };
         Transition {
             status: self.status,
             effects: self.effects,
@@ -465,7 +595,12 @@ impl Machine<'_> {
     }
 
     fn notify(&mut self, severity: Severity, message: String, evidence: &Evidence) {
-        let delivery_id = self.delivery_id("notify");
+        self.notify_as("notify", severity, message, evidence);
+    }
+
+    /// A notification whose delivery id ends in `what` (unique within the step).
+    fn notify_as(&mut self, what: &str, severity: Severity, message: String, evidence: &Evidence) {
+        let delivery_id = self.delivery_id(what);
         self.effects.push(Effect::Notify(Notification {
             severity,
             message,
@@ -557,6 +692,8 @@ impl Machine<'_> {
         status.paused = false;
         status.waiting_for_resume = false;
         status.pause_until = None;
+        status.gates.clear();
+        status.alerted_hooks.clear();
         status.run_started_at = Some(self.now);
         status.last_progress_at = Some(self.now);
     }
@@ -564,14 +701,17 @@ impl Machine<'_> {
     fn start_run(&mut self, revision: String, hooks: &[HookResult]) {
         self.reset_run(revision);
         if self.spec.analysis.has_hooks(HookType::ConfirmRollout) {
-            let (open, evidence) = self.gate(HookType::ConfirmRollout, hooks);
-            if !open {
+            let answer = self.gate(HookType::ConfirmRollout, hooks);
+            if !answer.open {
                 self.set_phase(Phase::Waiting);
+                self.alert_closed_gate(&answer.refusals);
                 let revision = self.status.canary_revision.clone().unwrap_or_default();
                 self.event(
                     EventReason::WaitingForApproval,
-                    format!("revision {revision} waits for confirm-rollout (or `weir resume`)"),
-                    evidence,
+                    format!(
+                        "revision {revision} waits for confirm-rollout (or `weir gate open`, `weir resume`)"
+                    ),
+                    answer.evidence,
                 );
                 return;
             }
@@ -592,23 +732,104 @@ impl Machine<'_> {
         );
     }
 
-    /// Whether all hooks of a gate type said yes (a type with no hooks is open).
-    fn gate(&self, hook_type: HookType, hooks: &[HookResult]) -> (bool, Evidence) {
-        let mut evidence = Evidence::default();
-        let mut open = true;
+    /// Whether all hooks of a gate type said yes (a type with no hooks is open). A person's
+    /// decision in this run about a hook (or its whole type) replaces that hook's answer; a
+    /// decision about a type without hooks is the gate's answer.
+    fn gate(&self, hook_type: HookType, hooks: &[HookResult]) -> GateAnswer {
+        let mut answer = GateAnswer {
+            open: true,
+            evidence: Evidence::default(),
+            refusals: Vec::new(),
+        };
+        let mut configured = false;
         for hook in self.spec.analysis.hooks_of(hook_type) {
+            configured = true;
+            if let Some(decision) = person_decision(&self.status, hook_type, Some(&hook.name)) {
+                answer.open &= decision.open;
+                answer.evidence.hooks.push(decision.as_result(&hook.name));
+                answer.evidence.actor = Some(decision.actor.clone());
+                continue;
+            }
             match hooks
                 .iter()
                 .find(|result| result.hook_type == hook_type && result.name == hook.name)
             {
                 Some(result) => {
-                    open &= result.success;
-                    evidence.hooks.push(result.clone());
+                    answer.open &= result.success;
+                    answer.evidence.hooks.push(result.clone());
+                    if !result.success {
+                        answer.refusals.push(result.clone());
+                    }
                 }
-                None => open = false,
+                None => {
+                    answer.open = false;
+                    answer.refusals.push(HookResult {
+                        name: hook.name.clone(),
+                        hook_type,
+                        success: false,
+                        message: "no result".into(),
+                    });
+                }
             }
         }
-        (open, evidence)
+        if !configured && let Some(decision) = person_decision(&self.status, hook_type, None) {
+            answer.open = decision.open;
+            answer.evidence.actor = Some(decision.actor.clone());
+        }
+        answer
+    }
+
+    /// Warns, once per run per hook, about hooks that failed or keep a gate closed (unless the
+    /// hook says `muteAlert: true`). The notification's evidence is the hook's result.
+    fn alert_hooks(&mut self, results: &[HookResult], describe: impl Fn(&HookResult) -> String) {
+        for result in results {
+            let muted = self
+                .spec
+                .analysis
+                .webhooks
+                .iter()
+                .find(|hook| hook.name == result.name && hook.hook_type == result.hook_type)
+                .is_none_or(|hook| hook.mute_alert);
+            if muted || self.status.alerted_hooks.contains(&result.name) {
+                continue;
+            }
+            self.status.alerted_hooks.push(result.name.clone());
+            let evidence = Evidence {
+                hooks: vec![result.clone()],
+                ..Evidence::default()
+            };
+            let message = describe(result);
+            self.notify_as(
+                &format!("alert/{}", result.name),
+                Severity::Warn,
+                message,
+                &evidence,
+            );
+        }
+    }
+
+    /// Alerts for the hooks that keep a gate closed (see [`Machine::alert_hooks`]).
+    fn alert_closed_gate(&mut self, refusals: &[HookResult]) {
+        let run = self.status.run;
+        let weight = self.status.canary_weight;
+        let revision = self.status.canary_revision.clone().unwrap_or_default();
+        self.alert_hooks(refusals, |result| {
+            let answered = answer_of(result);
+            match result.hook_type {
+                HookType::ConfirmRollout => format!(
+                    "revision {revision} waits for approval: confirm-rollout gate {} answered {answered} (`weir gate open` starts the run)",
+                    result.name
+                ),
+                HookType::ConfirmTrafficIncrease => format!(
+                    "run {run} holds the canary at {weight}: confirm-traffic-increase gate {} answered {answered} (`weir gate open` lets the weight move)",
+                    result.name
+                ),
+                _ => format!(
+                    "run {run} waits for promotion approval: {} gate {} answered {answered} (`weir gate open` or `weir promote` promotes)",
+                    result.hook_type, result.name
+                ),
+            }
+        });
     }
 
     fn waiting_tick(&mut self, observations: &Observations) {
@@ -617,9 +838,11 @@ impl Machine<'_> {
         {
             self.status.canary_revision = Some(revision.clone());
         }
-        let (open, evidence) = self.gate(HookType::ConfirmRollout, &observations.hooks);
-        if open {
-            self.begin_progressing(evidence);
+        let answer = self.gate(HookType::ConfirmRollout, &observations.hooks);
+        if answer.open {
+            self.begin_progressing(answer.evidence);
+        } else {
+            self.alert_closed_gate(&answer.refusals);
         }
     }
 
@@ -633,11 +856,11 @@ impl Machine<'_> {
         }
         if !observations.canary_ready {
             if self.stalled() {
-                self.fail(
-                    Failure::Forced,
-                    "the canary did not become ready before the progress deadline".into(),
-                    Evidence::default(),
+                let message = format!(
+                    "the canary did not become ready within the progress deadline ({})",
+                    self.spec.analysis.progress_deadline
                 );
+                self.fail(Failure::Forced, message, Evidence::default());
             } else {
                 self.note(
                     EventReason::CanaryNotReady,
@@ -688,7 +911,8 @@ impl Machine<'_> {
             self.fail(Failure::Analysis, message, Evidence::default());
             return;
         }
-        if self.stalled() {
+        // A person holding the weight at a gate is not a stall, as a pause is not.
+        if self.stalled() && !self.traffic_held_by_person() {
             let message = format!(
                 "no progress for longer than the progress deadline ({})",
                 self.spec.analysis.progress_deadline
@@ -699,9 +923,16 @@ impl Machine<'_> {
         if !self.status.pre_rollout_passed {
             // First tick of the run: pre-rollout hooks, then the first step; metrics start at
             // the next tick, as in Flagger.
-            let (passed, evidence) = self.gate(HookType::PreRollout, &observations.hooks);
-            if !passed {
-                self.count_failure("pre-rollout hooks failed".into(), evidence);
+            let answer = self.gate(HookType::PreRollout, &observations.hooks);
+            if !answer.open {
+                self.alert_hooks(&answer.refusals, |result| {
+                    format!(
+                        "pre-rollout webhook {} failed: {} (a failed check; the run does not advance until it passes)",
+                        result.name,
+                        answer_of(result)
+                    )
+                });
+                self.count_failure("pre-rollout hooks failed".into(), answer.evidence);
                 return;
             }
             self.status.pre_rollout_passed = true;
@@ -718,6 +949,7 @@ impl Machine<'_> {
     fn analyse(&mut self, observations: &Observations) -> bool {
         let mut evidence = Evidence::default();
         let mut failures = Vec::new();
+        let mut failed_hooks = Vec::new();
         for hook in self.spec.analysis.hooks_of(HookType::Rollout) {
             let result = observations
                 .hooks
@@ -732,9 +964,17 @@ impl Machine<'_> {
                 });
             if !result.success {
                 failures.push(format!("webhook {} failed", hook.name));
+                failed_hooks.push(result.clone());
             }
             evidence.hooks.push(result);
         }
+        self.alert_hooks(&failed_hooks, |result| {
+            format!(
+                "rollout webhook {} failed: {} (counted as a failed check)",
+                result.name,
+                answer_of(result)
+            )
+        });
         let mut no_data = Vec::new();
         for metric in &self.spec.analysis.metrics {
             let result = observations
@@ -818,6 +1058,22 @@ impl Machine<'_> {
         let deadline = self.spec.analysis.progress_deadline.get();
         let elapsed = self.now.duration_since(reference);
         elapsed > SignedDuration::try_from(deadline).unwrap_or(SignedDuration::MAX)
+    }
+
+    /// Whether a person closed the confirm-traffic-increase gate that the plan's next move
+    /// waits for: waiting on a person, like a pause, not a stall.
+    fn traffic_held_by_person(&self) -> bool {
+        if !steps::next_move_raises_weight(self.spec, &self.status) {
+            return false;
+        }
+        let hook_type = HookType::ConfirmTrafficIncrease;
+        let mut hooks = self.spec.analysis.hooks_of(hook_type).peekable();
+        if hooks.peek().is_none() {
+            return person_decision(&self.status, hook_type, None).is_some_and(|d| !d.open);
+        }
+        hooks.any(|hook| {
+            person_decision(&self.status, hook_type, Some(&hook.name)).is_some_and(|d| !d.open)
+        })
     }
 
     fn restart_run(&mut self, revision: String) {
@@ -986,28 +1242,34 @@ impl Machine<'_> {
     }
 
     fn traffic_increase_allowed(&mut self, hooks: &[HookResult]) -> bool {
-        let (open, evidence) = self.gate(HookType::ConfirmTrafficIncrease, hooks);
-        if !open {
+        let answer = self.gate(HookType::ConfirmTrafficIncrease, hooks);
+        if !answer.open {
+            self.alert_closed_gate(&answer.refusals);
             self.note(
                 EventReason::GateClosed,
                 format!(
                     "confirm-traffic-increase holds the weight at {}",
                     self.status.canary_weight
                 ),
-                evidence,
+                answer.evidence,
             );
         }
-        open
+        answer.open
     }
 
     fn at_end_of_plan(&mut self, hooks: &[HookResult]) {
-        let (open, evidence) = self.gate(HookType::ConfirmPromotion, hooks);
+        let GateAnswer {
+            open,
+            evidence,
+            refusals,
+        } = self.gate(HookType::ConfirmPromotion, hooks);
         if !open {
+            self.alert_closed_gate(&refusals);
             if self.status.phase != Phase::WaitingPromotion {
                 self.set_phase(Phase::WaitingPromotion);
                 self.event(
                     EventReason::WaitingPromotion,
-                    "waiting for confirm-promotion (or `weir promote`)",
+                    "waiting for confirm-promotion (or `weir gate open`, `weir promote`)",
                     evidence,
                 );
             }
@@ -1050,8 +1312,9 @@ impl Machine<'_> {
 
     fn promoting_tick(&mut self, observations: &Observations) {
         if !observations.primary_ready {
-            let deadline = SignedDuration::try_from(self.spec.analysis.progress_deadline.get())
-                .unwrap_or(SignedDuration::MAX);
+            let progress_deadline = self.spec.analysis.progress_deadline;
+            let deadline =
+                SignedDuration::try_from(progress_deadline.get()).unwrap_or(SignedDuration::MAX);
             let since = self.status.last_progress_at.unwrap_or(self.now);
             if self.now.duration_since(since) > deadline {
                 // The primary now runs the new revision but is unhealthy: serve from the canary,
@@ -1062,7 +1325,9 @@ impl Machine<'_> {
                 self.apply_route();
                 self.set_phase(Phase::Failed);
                 self.run_hooks(HookType::PostRollout);
-                let message = "the primary did not become ready after promotion: the canary serves all traffic".to_string();
+                let message = format!(
+                    "the promoted primary did not become ready within the progress deadline ({progress_deadline}): the canary serves all traffic"
+                );
                 self.notify(Severity::Error, message.clone(), &Evidence::default());
                 self.event(EventReason::RolledBack, message, Evidence::default());
             } else {
@@ -1189,7 +1454,7 @@ impl Machine<'_> {
             actor: Some(input.actor.clone()),
             ..Evidence::default()
         };
-        match input.command {
+        match &input.command {
             Command::Promote => match phase {
                 Phase::Waiting | Phase::Progressing | Phase::WaitingPromotion | Phase::Held => {
                     if phase == Phase::Waiting {
@@ -1263,6 +1528,12 @@ impl Machine<'_> {
                 }
                 _ => return Err(reject("only a failed run can be retried")),
             },
+            Command::OpenGate(gate) => self
+                .gate_command(gate, true, &input.actor, &actor)
+                .map_err(|reason| reject(&reason))?,
+            Command::CloseGate(gate) => self
+                .gate_command(gate, false, &input.actor, &actor)
+                .map_err(|reason| reject(&reason))?,
             Command::SkipAnalysis => match phase {
                 Phase::Terminated => {
                     return Err(reject("the rollout is deleted"));
@@ -1284,6 +1555,143 @@ impl Machine<'_> {
             },
         }
         Ok(())
+    }
+
+    /// Records a person's decision about a gate for this run (see [`Command::OpenGate`]).
+    fn gate_command(
+        &mut self,
+        gate: &GateRef,
+        open: bool,
+        actor: &str,
+        evidence: &Evidence,
+    ) -> Result<(), String> {
+        let phase = self.status.phase;
+        match phase {
+            Phase::Waiting | Phase::Progressing | Phase::WaitingPromotion | Phase::Held => {}
+            Phase::Promoting | Phase::Finalising => {
+                return Err("the run is promoting: its gates are behind it".into());
+            }
+            Phase::Terminated => return Err("the rollout is deleted".into()),
+            _ => {
+                return Err(
+                    "no run is under way, and a person's gate decision holds for one run".into(),
+                );
+            }
+        }
+        let (hook_type, hook) = self.resolve_gate(gate)?;
+        if hook_type == HookType::ConfirmRollout && phase != Phase::Waiting {
+            return Err(
+                "confirm-rollout gates the start of a run, and this run has started".into(),
+            );
+        }
+        match &hook {
+            Some(name) => self.status.gates.retain(|decision| {
+                decision.hook_type != hook_type || decision.hook.as_ref() != Some(name)
+            }),
+            None => self
+                .status
+                .gates
+                .retain(|decision| decision.hook_type != hook_type),
+        }
+        self.status.gates.push(GateDecision {
+            hook_type,
+            hook: hook.clone(),
+            open,
+            actor: actor.to_string(),
+            at: self.now,
+        });
+        let which = match &hook {
+            Some(name) => format!("the {hook_type} gate {name}"),
+            None => format!("every {hook_type} gate"),
+        };
+        let run = self.status.run;
+        if open {
+            // A person's decision moves the run on, as a resume does.
+            self.progressed();
+            // The run waits at exactly this gate: tick now rather than an interval later.
+            self.wake_now = matches!(
+                (phase, hook_type),
+                (Phase::Waiting, HookType::ConfirmRollout)
+                    | (Phase::WaitingPromotion, HookType::ConfirmPromotion)
+            );
+            self.event(
+                EventReason::GateOpened,
+                format!(
+                    "{actor} opened {which} for run {run}: it passes whatever its hooks answer"
+                ),
+                evidence.clone(),
+            );
+        } else {
+            self.event(
+                EventReason::GateShut,
+                format!("{actor} closed {which} for run {run}: it holds whatever its hooks answer"),
+                evidence.clone(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The gate type and hook a [`GateRef`] names, or why it names none.
+    fn resolve_gate(&self, gate: &GateRef) -> Result<(HookType, Option<String>), String> {
+        let types = HookType::GATES.map(HookType::as_str).join(", ");
+        if let Some(hook_type) = gate.hook_type
+            && !hook_type.is_gate()
+        {
+            return Err(format!(
+                "{hook_type} is not a gate; a person opens or closes {types}"
+            ));
+        }
+        let Some(name) = &gate.hook else {
+            return match gate.hook_type {
+                Some(hook_type) => Ok((hook_type, None)),
+                None => Err(format!(
+                    "name the gate: a type ({types}) or one of its hooks ({})",
+                    self.gate_hooks()
+                )),
+            };
+        };
+        let Some(hook) = self
+            .spec
+            .analysis
+            .webhooks
+            .iter()
+            .find(|hook| &hook.name == name)
+        else {
+            return Err(format!(
+                "the rollout has no webhook named {name:?} (its gate hooks: {})",
+                self.gate_hooks()
+            ));
+        };
+        if !hook.hook_type.is_gate() {
+            return Err(format!(
+                "webhook {name:?} is a {} hook, not a gate ({types})",
+                hook.hook_type
+            ));
+        }
+        match gate.hook_type {
+            Some(hook_type) if hook_type != hook.hook_type => Err(format!(
+                "webhook {name:?} is a {} gate, not {hook_type}",
+                hook.hook_type
+            )),
+            _ => Ok((hook.hook_type, Some(name.clone()))),
+        }
+    }
+
+    /// The rollout's gate hooks, for messages.
+    fn gate_hooks(&self) -> String {
+        let hooks: Vec<String> = self
+            .spec
+            .analysis
+            .webhooks
+            .iter()
+            .filter(|hook| hook.hook_type.is_gate())
+            .map(|hook| format!("{} ({})", hook.name, hook.hook_type))
+            .collect();
+        if hooks.is_empty() {
+            "none".into()
+        } else {
+            hooks.join(", ")
+        }
     }
 
     fn verdict(&mut self, verdict: &JudgeVerdict) {
@@ -1354,6 +1762,15 @@ impl Machine<'_> {
             "deleted: routes left as they are"
         };
         self.event(EventReason::Deleted, message, Evidence::default());
+    }
+}
+
+/// A hook's answer in words, for alerts.
+fn answer_of(result: &HookResult) -> String {
+    if result.message.is_empty() {
+        "no".into()
+    } else {
+        result.message.clone()
     }
 }
 

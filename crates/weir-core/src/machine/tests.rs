@@ -762,7 +762,7 @@ fn commands_that_do_not_apply_are_rejected_and_change_nothing() {
         Command::Resume,
         Command::Retry,
     ] {
-        let rejected = harness.command(command);
+        let rejected = harness.command(command.clone());
         assert!(
             rejected.is_err(),
             "{command:?} should be rejected in Initialized"
@@ -993,4 +993,484 @@ fn a_finished_schedule_with_an_unready_canary_fails_at_the_deadline() {
         harness.tick(|obs| obs.canary_ready = false);
     }
     assert_eq!(harness.status.phase, Phase::Failed);
+}
+
+// === gates opened or closed by a person ===
+
+fn open_gate(hook_type: Option<HookType>, hook: Option<&str>) -> Command {
+    Command::OpenGate(GateRef {
+        hook_type,
+        hook: hook.map(String::from),
+    })
+}
+
+fn close_gate(hook_type: Option<HookType>, hook: Option<&str>) -> Command {
+    Command::CloseGate(GateRef {
+        hook_type,
+        hook: hook.map(String::from),
+    })
+}
+
+fn notifications(transition: &Transition) -> Vec<&Notification> {
+    transition
+        .effects
+        .iter()
+        .filter_map(|effect| match effect {
+            Effect::Notify(notification) => Some(notification),
+            _ => None,
+        })
+        .collect()
+}
+
+const GATED: &str = "  plan: {canary: {stepWeight: 50}}\n  analysis: {webhooks: [{name: approve, type: confirm-rollout, url: 'http://gate/'}, {name: more, type: confirm-traffic-increase, url: 'http://gate/'}, {name: ship, type: confirm-promotion, url: 'http://gate/'}]}\n";
+
+#[test]
+fn a_person_opening_the_confirm_rollout_gate_starts_the_run() {
+    let mut harness = Harness::new(spec(GATED));
+    harness.tick(|obs| hook(obs, "approve", false));
+    assert_eq!(harness.status.phase, Phase::Waiting);
+    let opened = harness
+        .command(open_gate(Some(HookType::ConfirmRollout), None))
+        .unwrap_or_else(|rejected| panic!("{rejected}"));
+    assert_eq!(harness.last_reason(), Some(EventReason::GateOpened));
+    // The run waits at exactly this gate: the engine is asked for a tick at once.
+    assert_eq!(opened.wake_at, Some(harness.now));
+    // The hook still says no; the person's yes wins.
+    harness.input(Input::Tick({
+        let mut observations = Observations::healthy(&harness.spec, Some("v2".into()));
+        hook(&mut observations, "approve", false);
+        observations
+    }));
+    assert_eq!(harness.status.phase, Phase::Progressing);
+    assert!(harness.effects().contains(&Effect::ScaleCanary(Scale::Up)));
+    let started = harness.events.last().map(|event| event.evidence.clone());
+    assert_eq!(
+        started
+            .as_ref()
+            .and_then(|evidence| evidence.actor.as_deref()),
+        Some("alice")
+    );
+    assert_eq!(
+        started.map(|evidence| evidence.hooks[0].message.clone()),
+        Some("opened by alice".into())
+    );
+}
+
+#[test]
+fn a_person_opening_the_confirm_traffic_increase_gate_lets_the_weight_move() {
+    let mut harness = Harness::running(GATED);
+    harness.healthy();
+    assert_eq!(harness.weight(), 50);
+    harness.tick(|obs| hook(obs, "more", false));
+    assert_eq!(harness.weight(), 50);
+    assert_eq!(harness.last_reason(), Some(EventReason::GateClosed));
+    // By name; the type follows from the hook.
+    let opened = harness
+        .command(open_gate(None, Some("more")))
+        .unwrap_or_else(|rejected| panic!("{rejected}"));
+    // Mid-plan, the weight moves at the next regular tick (a step keeps its whole interval).
+    assert_eq!(
+        opened.wake_at,
+        harness.now.checked_add(SignedDuration::from_mins(1)).ok()
+    );
+    assert_eq!(harness.status.gates.len(), 1);
+    harness.tick(|obs| hook(obs, "more", false));
+    assert_eq!(harness.weight(), 100);
+}
+
+#[test]
+fn a_gate_closed_by_a_person_stays_closed_despite_a_yes() {
+    let mut harness = Harness::running(GATED);
+    harness
+        .command(close_gate(Some(HookType::ConfirmPromotion), Some("ship")))
+        .unwrap_or_else(|rejected| panic!("{rejected}"));
+    assert_eq!(harness.last_reason(), Some(EventReason::GateShut));
+    for _ in 0..4 {
+        // Every hook answers yes.
+        harness.healthy();
+    }
+    assert_eq!(
+        (harness.status.phase, harness.weight()),
+        (Phase::WaitingPromotion, 100)
+    );
+    // The person's no needs no call to the hook.
+    assert!(
+        !needs(&harness.spec, &harness.status, Some("v2"))
+            .hooks
+            .contains(&HookType::ConfirmPromotion)
+    );
+    // No alert: the person knows why it is closed.
+    assert!(
+        !harness
+            .effects()
+            .iter()
+            .any(|effect| matches!(effect, Effect::Notify(_)))
+    );
+    let opened = harness
+        .command(open_gate(Some(HookType::ConfirmPromotion), None))
+        .unwrap_or_else(|rejected| panic!("{rejected}"));
+    assert_eq!(opened.wake_at, Some(harness.now));
+    harness.tick(|obs| hook(obs, "ship", false));
+    assert_eq!(harness.status.phase, Phase::Promoting);
+    assert_eq!(
+        harness
+            .events
+            .last()
+            .and_then(|event| event.evidence.actor.clone())
+            .as_deref(),
+        Some("alice"),
+        "the promotion records who opened the gate"
+    );
+}
+
+#[test]
+fn a_person_can_hold_a_gate_no_hook_guards_without_the_run_counting_as_stalled() {
+    let body =
+        "  plan: {canary: {stepWeight: 25}}\n  analysis: {interval: 1m, progressDeadline: 2m}\n";
+    let mut harness = Harness::running(body);
+    harness.healthy();
+    assert_eq!(harness.weight(), 25);
+    harness
+        .command(close_gate(Some(HookType::ConfirmTrafficIncrease), None))
+        .unwrap_or_else(|rejected| panic!("{rejected}"));
+    for _ in 0..6 {
+        harness.healthy();
+        assert_eq!(
+            (harness.status.phase, harness.weight()),
+            (Phase::Progressing, 25),
+            "a person holding the weight is not a stall"
+        );
+    }
+    harness
+        .command(open_gate(Some(HookType::ConfirmTrafficIncrease), None))
+        .unwrap_or_else(|rejected| panic!("{rejected}"));
+    harness.healthy();
+    assert_eq!(
+        (harness.status.phase, harness.weight()),
+        (Phase::Progressing, 50),
+        "opening the gate counts as progress"
+    );
+}
+
+#[test]
+fn gate_decisions_reset_when_a_new_run_starts() {
+    let mut harness = Harness::running(GATED);
+    harness
+        .command(open_gate(Some(HookType::ConfirmPromotion), None))
+        .unwrap_or_else(|rejected| panic!("{rejected}"));
+    assert_eq!(harness.status.gates.len(), 1);
+    harness.tick(|obs| obs.canary_revision = Some("v3".into()));
+    assert_eq!(harness.status.run, 2);
+    assert!(harness.status.gates.is_empty());
+    let v3 = |obs: &mut Observations| {
+        obs.canary_revision = Some("v3".into());
+        hook(obs, "ship", false);
+    };
+    harness.tick(v3);
+    harness.tick(v3);
+    harness.tick(v3);
+    assert_eq!(harness.status.phase, Phase::WaitingPromotion);
+}
+
+#[test]
+fn who_opened_or_closed_a_gate_is_recorded_in_the_history() {
+    let mut harness = Harness::running(GATED);
+    harness
+        .command(close_gate(None, Some("more")))
+        .unwrap_or_else(|rejected| panic!("{rejected}"));
+    let input = Input::Command(CommandInput {
+        command: open_gate(None, Some("more")),
+        actor: "bob".into(),
+    });
+    harness.input(input);
+    let decisions: Vec<(EventReason, Option<String>, String)> = harness
+        .events
+        .iter()
+        .filter(|event| {
+            matches!(
+                event.reason,
+                EventReason::GateOpened | EventReason::GateShut
+            )
+        })
+        .map(|event| {
+            (
+                event.reason,
+                event.evidence.actor.clone(),
+                event.message.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(decisions.len(), 2);
+    assert_eq!(
+        (decisions[0].0, decisions[0].1.as_deref()),
+        (EventReason::GateShut, Some("alice"))
+    );
+    assert_eq!(
+        (decisions[1].0, decisions[1].1.as_deref()),
+        (EventReason::GateOpened, Some("bob"))
+    );
+    assert!(
+        decisions[1]
+            .2
+            .contains("bob opened the confirm-traffic-increase gate more for run 1"),
+        "{}",
+        decisions[1].2
+    );
+    // The latest decision about a hook replaces the earlier one.
+    assert_eq!(harness.status.gates.len(), 1);
+    assert!(harness.status.gates[0].open);
+}
+
+#[test]
+fn gate_commands_that_name_no_gate_or_come_at_the_wrong_time_are_rejected() {
+    let mut harness = Harness::new(spec(GATED));
+    let idle = harness.command(open_gate(Some(HookType::ConfirmPromotion), None));
+    assert!(
+        idle.as_ref()
+            .is_err_and(|rejected| rejected.reason.contains("no run is under way")),
+        "{idle:?}"
+    );
+    harness.healthy();
+    assert_eq!(harness.status.phase, Phase::Progressing);
+    let before = harness.status.clone();
+    for (command, expected) in [
+        (open_gate(None, Some("nope")), "no webhook named \"nope\""),
+        (
+            open_gate(Some(HookType::Rollout), None),
+            "rollout is not a gate",
+        ),
+        (
+            open_gate(Some(HookType::ConfirmPromotion), Some("more")),
+            "is a confirm-traffic-increase gate, not confirm-promotion",
+        ),
+        (open_gate(None, None), "name the gate"),
+        (
+            open_gate(Some(HookType::ConfirmRollout), None),
+            "this run has started",
+        ),
+    ] {
+        let result = harness.command(command);
+        assert!(
+            result
+                .as_ref()
+                .is_err_and(|rejected| rejected.reason.contains(expected)),
+            "{expected}: {result:?}"
+        );
+        assert_eq!(harness.status, before, "a rejected command changes nothing");
+    }
+    let rejected = harness
+        .command(open_gate(None, Some("nope")))
+        .err()
+        .map(|rejected| rejected.to_string())
+        .unwrap_or_default();
+    assert!(
+        rejected.contains(
+            "approve (confirm-rollout), more (confirm-traffic-increase), ship (confirm-promotion)"
+        ),
+        "the refusal lists the gates: {rejected}"
+    );
+}
+
+// === alerts ===
+
+#[test]
+fn a_failing_rollout_hook_alerts_once_per_run_with_its_result() {
+    let body = "  plan: {canary: {stepWeight: 10}}\n  analysis: {threshold: 9, webhooks: [{name: load, url: 'http://t/'}, {name: quiet, url: 'http://t/', muteAlert: true}]}\n";
+    let mut harness = Harness::running(body);
+    harness.healthy();
+    let first = harness
+        .tick(|obs| {
+            hook(obs, "load", false);
+            hook(obs, "quiet", false);
+            for result in &mut obs.hooks {
+                result.message = "500 Internal Server Error boom".into();
+            }
+        })
+        .clone();
+    let alerts = notifications(&first);
+    assert_eq!(alerts.len(), 1, "muteAlert silences quiet: {alerts:?}");
+    assert_eq!(alerts[0].severity, Severity::Warn);
+    assert!(
+        alerts[0]
+            .message
+            .contains("rollout webhook load failed: 500 Internal Server Error boom"),
+        "{}",
+        alerts[0].message
+    );
+    assert_eq!(alerts[0].evidence.hooks.len(), 1);
+    assert_eq!(alerts[0].evidence.hooks[0].name, "load");
+    assert!(!alerts[0].evidence.hooks[0].success);
+    assert!(alerts[0].delivery_id.ends_with("/alert/load"));
+    // The same failure next tick is not alerted again.
+    let second = harness.tick(|obs| hook(obs, "load", false)).clone();
+    assert!(notifications(&second).is_empty());
+    assert_eq!(harness.status.failed_checks, 2);
+    // A new run alerts again.
+    harness.tick(|obs| obs.canary_revision = Some("v3".into()));
+    assert!(harness.status.alerted_hooks.is_empty());
+}
+
+#[test]
+fn a_failing_pre_rollout_hook_alerts() {
+    let body = "  plan: {canary: {stepWeight: 50}}\n  analysis: {threshold: 3, webhooks: [{name: smoke, type: pre-rollout, url: 'http://t/'}]}\n";
+    let mut harness = Harness::running(body);
+    let transition = harness.tick(|obs| obs.hooks.clear()).clone();
+    let alerts = notifications(&transition);
+    assert_eq!(alerts.len(), 1);
+    assert!(
+        alerts[0]
+            .message
+            .contains("pre-rollout webhook smoke failed: no result"),
+        "{}",
+        alerts[0].message
+    );
+    assert_eq!(alerts[0].evidence.hooks[0].hook_type, HookType::PreRollout);
+}
+
+#[test]
+fn a_closed_gate_alerts_the_first_time_in_a_run_unless_muted() {
+    let body = "  plan: {canary: {stepWeight: 50}}\n  analysis: {webhooks: [{name: more, type: confirm-traffic-increase, url: 'http://g/'}, {name: ship, type: confirm-promotion, url: 'http://g/', muteAlert: true}]}\n";
+    let mut harness = Harness::running(body);
+    harness.healthy();
+    let closed = harness.tick(|obs| hook(obs, "more", false)).clone();
+    let alerts = notifications(&closed);
+    assert_eq!(alerts.len(), 1);
+    assert_eq!(alerts[0].severity, Severity::Warn);
+    assert!(
+        alerts[0]
+            .message
+            .contains("confirm-traffic-increase gate more answered no"),
+        "{}",
+        alerts[0].message
+    );
+    assert_eq!(alerts[0].evidence.hooks[0].name, "more");
+    let still = harness.tick(|obs| hook(obs, "more", false)).clone();
+    assert!(notifications(&still).is_empty(), "once per run");
+    harness.healthy();
+    assert_eq!(harness.weight(), 100);
+    let waiting = harness.tick(|obs| hook(obs, "ship", false)).clone();
+    assert_eq!(harness.status.phase, Phase::WaitingPromotion);
+    assert!(notifications(&waiting).is_empty(), "muteAlert: true");
+}
+
+#[test]
+fn a_closed_confirm_rollout_gate_alerts_once() {
+    let body = "  plan: {canary: {stepWeight: 50}}\n  analysis: {webhooks: [{name: approve, type: confirm-rollout, url: 'http://gate/'}]}\n";
+    let mut harness = Harness::new(spec(body));
+    let waiting = harness.tick(|obs| hook(obs, "approve", false)).clone();
+    let alerts = notifications(&waiting);
+    assert_eq!(alerts.len(), 1);
+    assert_eq!(alerts[0].phase, Phase::Waiting);
+    assert!(alerts[0].message.contains("revision v2 waits for approval"));
+    let again = harness.tick(|obs| hook(obs, "approve", false)).clone();
+    assert!(notifications(&again).is_empty());
+}
+
+#[test]
+fn progress_deadline_failures_notify_at_error_naming_the_deadline() {
+    // No progress (no data held).
+    let body = "  plan: {canary: {stepWeight: 20}}\n  analysis: {noData: hold, progressDeadline: 5m, metrics: [{name: request-success-rate, thresholdRange: {min: 99}}]}\n";
+    let mut harness = Harness::running(body);
+    harness.healthy();
+    let mut last = None;
+    for _ in 0..6 {
+        last = Some(harness.tick(|obs| obs.checks.clear()).clone());
+    }
+    assert_eq!(harness.status.phase, Phase::Failed);
+    let failed = last.unwrap_or_else(|| panic!("no transition"));
+    let alerts = notifications(&failed);
+    assert_eq!(alerts.len(), 1);
+    assert_eq!(alerts[0].severity, Severity::Error);
+    assert!(
+        alerts[0]
+            .message
+            .contains("no progress for longer than the progress deadline (5m)"),
+        "{}",
+        alerts[0].message
+    );
+
+    // A canary that never becomes ready.
+    let body =
+        "  plan: {canary: {stepWeight: 10}}\n  analysis: {interval: 1m, progressDeadline: 3m}\n";
+    let mut harness = Harness::running(body);
+    let mut last = None;
+    for _ in 0..4 {
+        last = Some(harness.tick(|obs| obs.canary_ready = false).clone());
+    }
+    assert_eq!(harness.status.phase, Phase::Failed);
+    let failed = last.unwrap_or_else(|| panic!("no transition"));
+    let alerts = notifications(&failed);
+    assert_eq!(alerts[0].severity, Severity::Error);
+    assert!(
+        alerts[0]
+            .message
+            .contains("did not become ready within the progress deadline (3m)"),
+        "{}",
+        alerts[0].message
+    );
+
+    // A promoted primary that never becomes ready.
+    let body = "  plan: {canary: {stepWeight: 100}}\n  analysis: {progressDeadline: 2m}\n";
+    let mut harness = Harness::running(body);
+    harness.healthy();
+    harness.healthy();
+    let mut last = None;
+    for _ in 0..3 {
+        last = Some(harness.tick(|obs| obs.primary_ready = false).clone());
+    }
+    assert_eq!(harness.status.phase, Phase::Failed);
+    let failed = last.unwrap_or_else(|| panic!("no transition"));
+    let alerts = notifications(&failed);
+    assert_eq!(alerts[0].severity, Severity::Error);
+    assert!(
+        alerts[0]
+            .message
+            .contains("promoted primary did not become ready within the progress deadline (2m)"),
+        "{}",
+        alerts[0].message
+    );
+}
+
+// === event hooks ===
+
+#[test]
+fn event_hooks_hear_of_every_step_that_records_an_event() {
+    let body = "  plan: {canary: {stepWeight: 50}}\n  analysis: {threshold: 5, metrics: [{name: request-success-rate, thresholdRange: {min: 99}}], webhooks: [{name: feed, type: event, url: 'http://e/'}]}\n";
+    let mut harness = Harness::running(body);
+    let event_hooks = |transition: &Transition| -> Vec<String> {
+        transition
+            .effects
+            .iter()
+            .filter_map(|effect| match effect {
+                Effect::RunHooks {
+                    hook_type: HookType::Event,
+                    delivery_id,
+                } => Some(delivery_id.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let advanced = harness.healthy().clone();
+    let ids = event_hooks(&advanced);
+    assert_eq!(ids.len(), 1);
+    assert_eq!(event_hook_type(&ids[0]), "Normal");
+    let failed = harness.tick(failing_metric).clone();
+    let ids = event_hooks(&failed);
+    assert_eq!(ids.len(), 1);
+    assert_eq!(event_hook_type(&ids[0]), "Warning");
+    // A tick that records nothing calls nothing.
+    harness.tick(|obs| obs.canary_ready = false);
+    let quiet = harness.tick(|obs| obs.canary_ready = false).clone();
+    assert!(quiet.events.is_empty());
+    assert!(event_hooks(&quiet).is_empty());
+}
+
+#[test]
+fn old_statuses_without_gate_fields_still_load() {
+    let json = r#"{"phase":"Progressing","run":1,"canaryWeight":2000,"preRolloutPassed":true}"#;
+    let status: RolloutStatus =
+        serde_json::from_str(json).unwrap_or_else(|error| panic!("{error}"));
+    assert!(status.gates.is_empty() && status.alerted_hooks.is_empty());
+    let written = serde_json::to_string(&status).unwrap_or_default();
+    assert!(!written.contains("gates") && !written.contains("alertedHooks"));
 }

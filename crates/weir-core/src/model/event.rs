@@ -43,6 +43,11 @@ pub enum EventReason {
     Advanced,
     /// A gate held the weight.
     GateClosed,
+    /// A person opened a gate for the run (`weir gate open`).
+    GateOpened,
+    /// A person closed a gate for the run (`weir gate close`): it holds whatever its hooks
+    /// answer.
+    GateShut,
     /// Checks failed this tick.
     ChecksFailed,
     /// Checks returned no data and the policy held the weight.

@@ -516,19 +516,32 @@ pub struct Webhook {
     pub hook_type: HookType,
     /// Where the payload is POSTed.
     pub url: String,
-    /// Request timeout (default 10s).
+    /// Timeout of each attempt (default 10s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<GoDuration>,
-    /// Retries on failure.
+    /// How many times a failed call is tried again (default 0, as in Flagger; at most
+    /// [`MAX_WEBHOOK_RETRIES`]): after a connection error, a timeout, 429 or a 5xx other than
+    /// 501, with backoff (0.5s doubling, at most 5s between attempts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retries: Option<u32>,
     /// Passed through in the payload.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub metadata: BTreeMap<String, String>,
-    /// Do not alert when this hook fails.
+    /// Do not alert when this hook fails (or, for a gate, stays closed).
     #[serde(default, skip_serializing_if = "is_false")]
     pub mute_alert: bool,
+    /// A Secret whose key `hmacSecret` ([`HMAC_SECRET_KEY`]) signs every call: the header
+    /// `X-Weir-Signature: sha256=<hex HMAC-SHA256 of the body>`. weir's own field (Flagger has
+    /// none); its namespace defaults to the rollout's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<TemplateRef>,
 }
+
+/// The key of a webhook's Secret that holds the HMAC-SHA256 signing key.
+pub const HMAC_SECRET_KEY: &str = "hmacSecret";
+
+/// The most retries a webhook may ask for (each attempt can take its whole timeout).
+pub const MAX_WEBHOOK_RETRIES: u32 = 10;
 
 /// Webhook types (Flagger's).
 #[derive(
@@ -567,6 +580,19 @@ impl HookType {
         HookType::PostRollout,
         HookType::Event,
     ];
+
+    /// The gate types: their hooks' answers open or close a gate, and a person may open or
+    /// close them too (`weir gate`).
+    pub const GATES: [HookType; 3] = [
+        HookType::ConfirmRollout,
+        HookType::ConfirmTrafficIncrease,
+        HookType::ConfirmPromotion,
+    ];
+
+    /// Whether hooks of this type are gates.
+    pub fn is_gate(self) -> bool {
+        HookType::GATES.contains(&self)
+    }
 
     /// The name used in documents.
     pub fn as_str(self) -> &'static str {

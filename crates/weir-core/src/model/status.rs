@@ -4,6 +4,7 @@
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use super::HookType;
 use crate::units::Weight;
 
 /// The observed state of a rollout.
@@ -69,9 +70,54 @@ pub struct RolloutStatus {
     /// When the phase last changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_at: Option<Timestamp>,
+    /// Gates a person opened or closed in this run (`weir gate`); they override the hooks'
+    /// answers until changed again or the next run starts. The latest decision about a hook
+    /// wins; a decision about a whole type replaces earlier ones about its hooks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<GateDecision>,
+    /// Hooks whose failure (or closed gate) has been alerted in this run, so each alerts once
+    /// per run, not every tick.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alerted_hooks: Vec<String>,
     /// Why the rollout is where it is, in words.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+}
+
+/// A person's decision about a gate for the current run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GateDecision {
+    /// The gate type (confirm-rollout, confirm-traffic-increase or confirm-promotion).
+    #[serde(rename = "type")]
+    pub hook_type: HookType,
+    /// The hook it is about; `None`: every hook of the type (and the type itself when it has no
+    /// hooks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<String>,
+    /// Opened (the gate passes whatever its hook answers) or closed (it holds whatever its hook
+    /// answers).
+    pub open: bool,
+    /// Who decided.
+    pub actor: String,
+    /// When.
+    pub at: Timestamp,
+}
+
+impl GateDecision {
+    /// What the decision answers in place of `hook`, for the evidence.
+    pub fn as_result(&self, hook: &str) -> super::HookResult {
+        super::HookResult {
+            name: hook.to_string(),
+            hook_type: self.hook_type,
+            success: self.open,
+            message: format!(
+                "{} by {}",
+                if self.open { "opened" } else { "closed" },
+                self.actor
+            ),
+        }
+    }
 }
 
 /// Lifecycle phases; Flagger's names, plus `Held` and `Terminated`.

@@ -186,3 +186,16 @@ fn metric_templates_name_their_provider_types() {
         matches!(load(good.as_bytes()).first(), Some(Ok(loaded)) if matches!(loaded.document, Document::MetricTemplate(_)))
     );
 }
+
+#[test]
+fn webhook_retries_are_bounded_and_a_secret_ref_names_its_secret() {
+    assert_eq!(
+        error_paths(
+            "  plan: {canary: {stepWeight: 10}}\n  analysis:\n    webhooks:\n      - {name: a, url: 'http://x', retries: 11}\n      - {name: b, url: 'http://x', retries: 10, secretRef: {name: ''}}\n      - {name: c, url: 'http://x', secretRef: {name: signing, namespace: shop}}\n"
+        ),
+        vec![
+            "spec.analysis.webhooks[0].retries",
+            "spec.analysis.webhooks[1].secretRef.name"
+        ]
+    );
+}
