@@ -355,6 +355,7 @@ pub fn step(
         effects: Vec::new(),
         events: Vec::new(),
         wake_now: false,
+        passed: Evidence::default(),
     };
     match input {
         Input::Tick(observations) => machine.tick(observations),
@@ -462,6 +463,8 @@ struct Machine<'a> {
     events: Vec<Event>,
     /// Ask for a tick at once (a person opened the gate the run waits at).
     wake_now: bool,
+    /// The checks and hooks of this tick's passing analysis: the evidence a step is taken on.
+    passed: Evidence,
 }
 
 /// How a gate answered in one tick.
@@ -536,8 +539,13 @@ impl Machine<'_> {
 
     // --- recording ---
 
-    fn event(&mut self, reason: EventReason, message: impl Into<String>, evidence: Evidence) {
+    fn event(&mut self, reason: EventReason, message: impl Into<String>, mut evidence: Evidence) {
         let message = message.into();
+        // A step or a promotion taken on passing checks records them, so the history shows the
+        // values each decision rested on.
+        if matches!(reason, EventReason::Advanced | EventReason::Promoting) && evidence.is_empty() {
+            evidence = std::mem::take(&mut self.passed);
+        }
         self.status.message = message.clone();
         self.events.push(Event {
             at: self.now,
@@ -1016,6 +1024,7 @@ impl Machine<'_> {
             );
             return false;
         }
+        self.passed = evidence;
         true
     }
 

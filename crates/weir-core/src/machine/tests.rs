@@ -1474,3 +1474,20 @@ fn old_statuses_without_gate_fields_still_load() {
     let written = serde_json::to_string(&status).unwrap_or_default();
     assert!(!written.contains("gates") && !written.contains("alertedHooks"));
 }
+
+#[test]
+fn a_step_taken_on_passing_checks_records_them_as_its_evidence() {
+    let mut harness = Harness::running(CANARY);
+    harness.healthy(); // the first step: no metrics evaluated yet
+    harness.tick(|observations| {
+        observations.checks[0].value = Some(99.7);
+        observations.checks[0].message = "prometheus: 99.7".into();
+    });
+    assert_eq!(harness.last_reason(), Some(EventReason::Advanced));
+    let Some(event) = harness.events.last() else {
+        panic!("no event");
+    };
+    assert_eq!(event.evidence.checks.len(), 1, "{event:?}");
+    assert_eq!(event.evidence.checks[0].value, Some(99.7));
+    assert_eq!(event.evidence.checks[0].outcome, CheckOutcome::Pass);
+}
