@@ -7,6 +7,7 @@
 //! | route | what |
 //! |---|---|
 //! | `GET /healthz` | liveness |
+//! | `GET /metrics` | weir's own metrics, OpenMetrics text (docs/METRICS.md) |
 //! | `GET /api/v1/openapi.json` | the OpenAPI 3 document |
 //! | `GET /api/v1/rollouts?namespace=&phase=&limit=&cursor=` | a page of rollouts |
 //! | `POST /api/v1/rollouts` | apply (create or update) a Rollout or a Flagger Canary |
@@ -25,6 +26,7 @@
 
 mod error;
 mod input;
+mod metrics;
 mod openapi;
 mod rollouts;
 mod watch;
@@ -39,6 +41,7 @@ use weir_engine::EngineHandle;
 use weir_store::Store;
 
 pub use error::{ApiError, ErrorCode};
+pub use metrics::{OPENMETRICS_CONTENT_TYPE, metrics_router};
 pub use openapi::OPENAPI_JSON;
 
 /// The largest request body accepted (the size limit of a document); larger bodies get 413.
@@ -93,6 +96,7 @@ where
 fn build<S: Store>(state: ApiState<S>) -> Router {
     Router::new()
         .route("/healthz", get(health))
+        .route("/metrics", get(serve_metrics::<S>))
         .route("/api/v1/openapi.json", get(openapi::serve))
         .route(
             "/api/v1/rollouts",
@@ -117,6 +121,13 @@ fn build<S: Store>(state: ApiState<S>) -> Router {
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
+}
+
+/// `GET /metrics`
+async fn serve_metrics<S: Store>(
+    axum::extract::State(state): axum::extract::State<ApiState<S>>,
+) -> axum::response::Response {
+    metrics::answer(state.engine.telemetry())
 }
 
 async fn health() -> axum::Json<serde_json::Value> {

@@ -86,6 +86,7 @@ async fn start_with(watch_shutdown: Option<oneshot::Receiver<()>>) -> Server {
         metrics: vec![Arc::new(SyntheticMetrics)],
         hooks: Arc::new(HttpHookRunner::default()),
         notifier: Arc::new(LogNotifier),
+        catalog: Default::default(),
     };
     let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
     let (stop, stopped) = oneshot::channel::<()>();
@@ -752,6 +753,92 @@ async fn commands_and_the_history() {
     let bad_after = server.get(&format!("{path}/events?after=-1")).await;
     assert_eq!(bad_after.status, StatusCode::BAD_REQUEST);
     assert_eq!(bad_after.error_paths(), ["after"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gates_are_opened_and_closed_by_people_with_their_names_in_the_history() {
+    let server = start().await;
+    let path = rollout_path("team", "gated");
+    let reply = server
+        .put_yaml(&path, &held_at_half("team", "gated", "r1"), &[])
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    server
+        .wait_for("team", "gated", "the pause at 50%", |rollout| {
+            rollout["status"]["waitingForResume"] == true
+        })
+        .await;
+
+    // No hook guards promotion, but a person can hold it.
+    let closed = server
+        .command(
+            "team",
+            "gated",
+            json!({"command": "close-gate", "gate": {"type": "confirm-promotion"}, "actor": "ana"}),
+        )
+        .await;
+    assert_eq!(closed.status, StatusCode::OK, "{:#}", closed.body);
+    assert_eq!(closed.body["status"]["gates"][0]["open"], false);
+    assert_eq!(closed.body["status"]["gates"][0]["actor"], "ana");
+    server
+        .command("team", "gated", json!({"command": "resume"}))
+        .await;
+    server
+        .wait_for_phase("team", "gated", "WaitingPromotion")
+        .await;
+
+    // Gates are named by type or hook; a hook the rollout lacks is refused with the reason.
+    let unknown = server
+        .command(
+            "team",
+            "gated",
+            json!({"command": "open-gate", "gate": {"hook": "nobody"}}),
+        )
+        .await;
+    assert_eq!(unknown.status, StatusCode::CONFLICT, "{:#}", unknown.body);
+    assert!(
+        unknown.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no webhook named \"nobody\""),
+        "{:#}",
+        unknown.body
+    );
+    let malformed = server
+        .command(
+            "team",
+            "gated",
+            json!({"command": "open-gate", "gate": {"type": "rollout"}}),
+        )
+        .await;
+    assert_eq!(malformed.status, StatusCode::BAD_REQUEST);
+    assert_eq!(malformed.error_paths(), ["gate.type"]);
+
+    // Opened by another person (from the header): the run promotes at once.
+    let opened = server
+        .command(
+            "team",
+            "gated",
+            json!({"command": "open-gate", "gate": {"type": "confirm-promotion"}}),
+        )
+        .await;
+    assert_eq!(opened.status, StatusCode::OK, "{:#}", opened.body);
+    server.wait_for_phase("team", "gated", "Succeeded").await;
+
+    let history = server.get(&format!("{path}/events?limit=100")).await;
+    let decisions: Vec<(&str, &str)> = history.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| matches!(event["reason"].as_str(), Some("GateOpened" | "GateShut")))
+        .map(|event| {
+            (
+                event["reason"].as_str().unwrap(),
+                event["evidence"]["actor"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(decisions, [("GateShut", "ana"), ("GateOpened", "tester")]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -65,6 +65,7 @@ async fn main() {
         metrics: vec![Arc::new(SyntheticMetrics)],
         hooks: Arc::new(weir_engine::hooks::HttpHookRunner::default()),
         notifier: Arc::new(weir_engine::hooks::LogNotifier),
+        catalog: Default::default(),
     };
     let samples: Arc<Mutex<Vec<(Instant, u64)>>> = Arc::default();
     let sink = {

@@ -29,6 +29,7 @@ use weir_store::{CommitItem, RolloutKey, Store, StoreError, StoredEvent, StoredR
 
 use crate::handle::{Applied, EngineError, EngineHandle, Request, StatusChange};
 use crate::providers::{Providers, TargetObservation};
+use crate::telemetry::Telemetry;
 
 /// Tuning knobs.
 #[derive(Debug, Clone)]
@@ -43,6 +44,9 @@ pub struct EngineOptions {
     pub max_commit_batch: usize,
     /// How often the judges that watch runs continuously are fed.
     pub judge_period: Duration,
+    /// Where the engine's own metrics go (`None`: a fresh [`Telemetry`]); the engine handle
+    /// exposes it either way. Give one to share a registry with other parts of a process.
+    pub telemetry: Option<Telemetry>,
 }
 
 impl Default for EngineOptions {
@@ -53,6 +57,7 @@ impl Default for EngineOptions {
             change_buffer: 4096,
             max_commit_batch: 256,
             judge_period: Duration::from_secs(1),
+            telemetry: None,
         }
     }
 }
@@ -95,6 +100,7 @@ pub struct Engine<S: Store> {
     /// For the judge task, which sends its verdicts like any other request.
     verdicts: mpsc::Sender<Request>,
     watched: crate::judging::Watched,
+    telemetry: Telemetry,
 }
 
 /// A step waiting for the group commit.
@@ -110,6 +116,7 @@ async fn group_commit<S: Store>(
     mut queue: mpsc::Receiver<CommitRequest>,
     max_batch: usize,
     stats: Arc<EngineStats>,
+    telemetry: Telemetry,
 ) {
     while let Some(first) = queue.recv().await {
         let mut batch = vec![first];
@@ -124,7 +131,9 @@ async fn group_commit<S: Store>(
             .map(|request| (request.item, request.reply))
             .unzip();
         stats.commit_batches.fetch_add(1, Ordering::Relaxed);
+        let started = std::time::Instant::now();
         let results = store.commit_batch(items).await;
+        telemetry.record_commit(started.elapsed());
         for (reply, result) in replies.into_iter().zip(results) {
             // The job may have gone away; nothing to tell then.
             let _ = reply.send(result);
@@ -190,9 +199,14 @@ impl<S: Store> Engine<S> {
         let (changes, _) = broadcast::channel(options.change_buffer.max(1));
         let (commits, commit_queue) = mpsc::channel(options.max_commit_batch.max(1) * 4);
         let request_tx_for_judges = request_tx.clone();
+        let telemetry = options.telemetry.clone().unwrap_or_default();
+        for (_, target) in &providers.targets {
+            target.register_metrics(&telemetry);
+        }
         let handle = EngineHandle {
             requests: request_tx,
             changes: changes.clone(),
+            telemetry: telemetry.clone(),
         };
         let engine = Engine {
             store,
@@ -210,6 +224,7 @@ impl<S: Store> Engine<S> {
             commit_queue: Some(commit_queue),
             verdicts: request_tx_for_judges,
             watched: crate::judging::Watched::default(),
+            telemetry,
         };
         (engine, handle)
     }
@@ -217,6 +232,11 @@ impl<S: Store> Engine<S> {
     /// The engine's counters.
     pub fn stats(&self) -> Arc<EngineStats> {
         Arc::clone(&self.stats)
+    }
+
+    /// The engine's own metrics.
+    pub fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
     }
 
     /// Reports every tick's lateness to `sink`.
@@ -234,6 +254,7 @@ impl<S: Store> Engine<S> {
                 queue,
                 self.options.max_commit_batch.max(1),
                 Arc::clone(&self.stats),
+                self.telemetry.clone(),
             ));
         }
         let judges = tokio::spawn(crate::judging::judge_loop(
@@ -241,9 +262,12 @@ impl<S: Store> Engine<S> {
             self.providers.clone(),
             self.verdicts.clone(),
             self.options.judge_period,
+            self.telemetry.clone(),
         ));
         for stored in self.store.load_all().await? {
             let key = stored.key.clone();
+            // Restored rollouts change nothing until their next step; show them from the start.
+            self.telemetry.record_status(&key, &stored.status);
             let entry = self.entries.entry(key.clone()).or_default();
             entry.stored = Some(stored);
             entry.queued.push_back(Job::Restore);
@@ -381,6 +405,7 @@ impl<S: Store> Engine<S> {
                 providers: self.providers.clone(),
                 stats: Arc::clone(&self.stats),
                 lateness: self.lateness.clone(),
+                telemetry: self.telemetry.clone(),
                 key: key.clone(),
                 stored: entry.stored.clone(),
                 needs_reconcile,
@@ -391,6 +416,8 @@ impl<S: Store> Engine<S> {
 
     fn finish(&mut self, done: JobDone) {
         if let Some(change) = done.change {
+            // Every committed change passes here, in commit order per rollout.
+            self.telemetry.record_change(&change);
             // Nobody listening is fine.
             let _ = self.changes.send(change);
         }
@@ -439,6 +466,7 @@ struct JobContext<S: Store> {
     providers: Providers,
     stats: Arc<EngineStats>,
     lateness: Option<LatenessSink>,
+    telemetry: Telemetry,
     key: RolloutKey,
     stored: Option<StoredRollout>,
     needs_reconcile: bool,
@@ -508,6 +536,7 @@ impl<S: Store> JobContext<S> {
 
     fn provider_error(&self, what: &str, error: impl std::fmt::Display) {
         self.stats.provider_errors.fetch_add(1, Ordering::Relaxed);
+        self.telemetry.record_provider_error();
         tracing::warn!(rollout = %self.key, "{what}: {error}");
     }
 
@@ -553,6 +582,7 @@ impl<S: Store> JobContext<S> {
         self.stats.ticks.fetch_add(1, Ordering::Relaxed);
         let late = Duration::try_from(started.duration_since(due)).unwrap_or_default();
         record_lateness(&self.stats, self.lateness.as_ref(), late);
+        self.telemetry.record_tick(late);
 
         let rollout = &stored.rollout;
         let Some(target) = self.providers.target(rollout).cloned() else {
@@ -763,7 +793,7 @@ impl<S: Store> JobContext<S> {
                 Effect::Notify(notification) => match self
                     .providers
                     .notifier
-                    .notify(&self.key, notification)
+                    .notify(&self.key, &stored.rollout, notification)
                     .await
                 {
                     Ok(()) => delivered.push(id.to_string()),
@@ -786,6 +816,10 @@ impl<S: Store> JobContext<S> {
     ) -> (JobDone, Result<Applied, EngineError>) {
         let mut errors: Vec<FieldError> = weir_core::validate::rollout(&rollout);
         errors.extend(crate::judging::validate(&rollout));
+        errors.extend(self.providers.catalog.check_rollout(&rollout));
+        for source in &self.providers.metrics {
+            errors.extend(source.validate(&rollout));
+        }
         match self.providers.target(&rollout) {
             Some(target) => errors.extend(target.validate(&rollout)),
             None => {

@@ -94,6 +94,7 @@ pub(crate) enum Request {
 pub struct EngineHandle {
     pub(crate) requests: mpsc::Sender<Request>,
     pub(crate) changes: broadcast::Sender<StatusChange>,
+    pub(crate) telemetry: crate::Telemetry,
 }
 
 impl EngineHandle {
@@ -143,6 +144,11 @@ impl EngineHandle {
     /// (and is told so by `RecvError::Lagged`); the store has the full history.
     pub fn subscribe(&self) -> broadcast::Receiver<StatusChange> {
         self.changes.subscribe()
+    }
+
+    /// The engine's own metrics (what `/metrics` serves).
+    pub fn telemetry(&self) -> &crate::Telemetry {
+        &self.telemetry
     }
 
     async fn send(&self, request: Request) -> Result<(), EngineError> {

@@ -1,20 +1,275 @@
-//! Webhooks with Flagger's payload and success rule, and a notifier that logs.
+//! Webhooks with Flagger's payload and success rule, retries, idempotency keys and signatures;
+//! and a notifier that logs.
+//!
+//! What a receiver gets (docs/WEBHOOKS.md has the whole contract):
+//!
+//! - `POST` with `Content-Type: application/json` and Flagger's payload, byte for byte as
+//!   Flagger's Go encoder writes it: `{"name","namespace","phase","checksum","metadata"}` in that
+//!   order, `metadata` left out when empty, `<`, `>` and `&` escaped as `\u003c`, `\u003e`,
+//!   `\u0026`;
+//! - `X-Weir-Delivery` and `Idempotency-Key`: the delivery id, the same on every retry of one
+//!   delivery, different for every delivery;
+//! - with a signing secret (`secretRef`), `X-Weir-Signature: sha256=<hex>`: the HMAC-SHA256 of
+//!   the exact body bytes under the Secret's `hmacSecret`.
+//!
+//! Any status up to 202 is success, as in Flagger. A connection error, a timeout, 429 or a 5xx
+//! other than 501 is tried again `retries` times (default 0, as in Flagger) after 0.5s, 1s, 2s,
+//! 4s, 5s, 5s, ... (deterministic, no jitter); any other answer is final. Each attempt has the
+//! hook's whole timeout (default 10s), as each of Flagger's does.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
-use weir_core::machine::Notification;
-use weir_core::model::{HookResult, RolloutStatus, Webhook};
+use hmac::{Hmac, KeyInit, Mac};
+use serde::Serialize;
+use sha2::Sha256;
+use weir_core::catalog::Catalog;
+use weir_core::machine::{Notification, event_hook_type};
+use weir_core::model::{
+    HMAC_SECRET_KEY, HookResult, HookType, MAX_WEBHOOK_RETRIES, Phase, RolloutStatus, Webhook,
+};
 use weir_store::RolloutKey;
 
-use crate::http::HttpClient;
+use crate::http::{Answer, HttpClient};
 use crate::providers::{BoxFuture, HookRunner, Notifier, ProviderError};
 
-/// Calls webhooks over HTTP: POSTs `{name, namespace, phase, checksum, metadata}` and counts any
-/// status up to 202 as success, as Flagger does, so existing Flagger receivers work unchanged.
-#[derive(Clone, Default)]
+/// The timeout of one attempt when the hook sets none (Flagger's default).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The header carrying the delivery id.
+pub const DELIVERY_HEADER: &str = "x-weir-delivery";
+/// The header carrying the delivery id for receivers that de-duplicate on `Idempotency-Key`.
+pub const IDEMPOTENCY_HEADER: &str = "idempotency-key";
+/// The header carrying `sha256=<hex HMAC-SHA256 of the body>` when the hook has a secret.
+pub const SIGNATURE_HEADER: &str = "x-weir-signature";
+
+/// How much of a failing answer's body is kept in the hook's result (and so in the history).
+const MAX_MESSAGE_CHARS: usize = 300;
+
+/// The waits between attempts: `first`, then doubling, never more than `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The wait before the first retry.
+    pub first: Duration,
+    /// The longest wait.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    /// 0.5s doubling, at most 5s.
+    fn default() -> Self {
+        Backoff {
+            first: Duration::from_millis(500),
+            max: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Backoff {
+    /// The wait before retry number `retry` (0 for the first).
+    pub fn delay(&self, retry: u32) -> Duration {
+        let factor = 1u32.checked_shl(retry).unwrap_or(u32::MAX);
+        self.first.saturating_mul(factor).min(self.max)
+    }
+}
+
+/// Calls webhooks over HTTP: POSTs Flagger's payload and counts any status up to 202 as
+/// success, as Flagger does, so existing Flagger receivers (load testers, gates) work unchanged.
+/// Retries, idempotency keys and signatures are described in the module documentation.
+#[derive(Clone)]
 pub struct HttpHookRunner {
     client: HttpClient,
+    catalog: Arc<Catalog>,
+    backoff: Backoff,
+}
+
+impl Default for HttpHookRunner {
+    /// A runner without secrets: hooks with a `secretRef` fail (apply-time validation refuses
+    /// them where a catalog is known).
+    fn default() -> Self {
+        HttpHookRunner::new(Arc::default())
+    }
+}
+
+impl HttpHookRunner {
+    /// A runner that signs with the secrets of `catalog` (a hook's `secretRef` names one; its
+    /// namespace defaults to the rollout's).
+    pub fn new(catalog: Arc<Catalog>) -> Self {
+        HttpHookRunner {
+            client: HttpClient::default(),
+            catalog,
+            backoff: Backoff::default(),
+        }
+    }
+
+    /// The same runner with other waits between attempts (tests use short ones).
+    pub fn with_backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// The signing key of `hook`, when it has a `secretRef`; an error names what is missing.
+    fn signing_key(&self, key: &RolloutKey, hook: &Webhook) -> Result<Option<&str>, String> {
+        let Some(reference) = &hook.secret_ref else {
+            return Ok(None);
+        };
+        let namespace = reference.namespace.as_deref().unwrap_or(&key.namespace);
+        let secret = self
+            .catalog
+            .secret(reference, &key.namespace)
+            .ok_or_else(|| {
+                format!(
+                    "not called: its secretRef names Secret {namespace}/{}, which is not loaded",
+                    reference.name
+                )
+            })?;
+        match secret.get(HMAC_SECRET_KEY) {
+            Some(value) if !value.is_empty() => Ok(Some(value)),
+            _ => Err(format!(
+                "not called: Secret {namespace}/{} has no `{HMAC_SECRET_KEY}` key",
+                reference.name
+            )),
+        }
+    }
+}
+
+/// Flagger's `CanaryWebhookPayload`, fields in its order.
+#[derive(Serialize)]
+struct Payload<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    phase: Phase,
+    checksum: &'a str,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    metadata: Cow<'a, BTreeMap<String, String>>,
+}
+
+/// The phase Flagger sends to a hook of this type: `Progressing` for the hooks it calls during
+/// the analysis, the canary's phase for the others.
+fn payload_phase(hook_type: HookType, status: &RolloutStatus) -> Phase {
+    match hook_type {
+        HookType::PreRollout | HookType::Rollout | HookType::ConfirmTrafficIncrease => {
+            Phase::Progressing
+        }
+        _ => status.phase,
+    }
+}
+
+/// The body of one call, as Flagger's Go encoder would write it.
+///
+/// Event hooks get Flagger's event metadata (`eventMessage`: the status message, `eventType`:
+/// `Normal` or `Warning`, `timestamp`: milliseconds since the epoch), with the hook's own
+/// metadata added where it does not clash, as Flagger does.
+pub fn payload(
+    key: &RolloutKey,
+    status: &RolloutStatus,
+    hook: &Webhook,
+    delivery_id: &str,
+    now_ms: i64,
+) -> Vec<u8> {
+    let metadata = if hook.hook_type == HookType::Event {
+        let mut metadata = BTreeMap::from([
+            ("eventMessage".to_string(), status.message.clone()),
+            (
+                "eventType".to_string(),
+                event_hook_type(delivery_id).to_string(),
+            ),
+            ("timestamp".to_string(), now_ms.to_string()),
+        ]);
+        for (name, value) in &hook.metadata {
+            metadata
+                .entry(name.clone())
+                .or_insert_with(|| value.clone());
+        }
+        Cow::Owned(metadata)
+    } else {
+        Cow::Borrowed(&hook.metadata)
+    };
+    let payload = Payload {
+        name: &key.name,
+        namespace: &key.namespace,
+        phase: payload_phase(hook.hook_type, status),
+        checksum: status.canary_revision.as_deref().unwrap_or_default(),
+        metadata,
+    };
+    // Serializing strings and a string map cannot fail.
+    let json = serde_json::to_string(&payload).unwrap_or_default();
+    go_html_escape(&json).into_bytes()
+}
+
+/// Escapes what Go's `encoding/json` escapes and serde_json does not (`<`, `>`, `&`, U+2028,
+/// U+2029). Only string contents can hold these characters, so replacing them anywhere in a
+/// JSON text keeps it valid and equal in meaning.
+fn go_html_escape(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            '\u{2028}' => out.push_str("\\u2028"),
+            '\u{2029}' => out.push_str("\\u2029"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// `sha256=<lowercase hex HMAC-SHA256 of body under key>`, the value of `X-Weir-Signature`.
+pub fn signature(key: &[u8], body: &[u8]) -> String {
+    let Ok(mut mac) = <Hmac<Sha256> as KeyInit>::new_from_slice(key) else {
+        // HMAC takes keys of any length; this branch is never taken.
+        return String::new();
+    };
+    mac.update(body);
+    let digest = mac.finalize().into_bytes();
+    let mut hex = String::with_capacity(7 + digest.len() * 2);
+    hex.push_str("sha256=");
+    for byte in digest.iter() {
+        hex.push(char::from(b"0123456789abcdef"[usize::from(byte >> 4)]));
+        hex.push(char::from(b"0123456789abcdef"[usize::from(byte & 0x0f)]));
+    }
+    hex
+}
+
+/// What one attempt came to.
+enum Attempt {
+    Success(String),
+    /// A failure worth another attempt (transport, timeout, 429, 5xx but 501).
+    Transient(String),
+    /// A final answer.
+    Refused(String),
+}
+
+fn classify(outcome: Result<Answer, String>) -> Attempt {
+    match outcome {
+        Ok(answer) if answer.status.as_u16() <= 202 => Attempt::Success(answer.status.to_string()),
+        Ok(answer) => {
+            let code = answer.status.as_u16();
+            let body = String::from_utf8_lossy(&answer.body);
+            let body = body.trim();
+            let message = if body.is_empty() {
+                answer.status.to_string()
+            } else {
+                format!("{}: {}", answer.status, truncate(body))
+            };
+            if code == 429 || (answer.status.is_server_error() && code != 501) {
+                Attempt::Transient(message)
+            } else {
+                Attempt::Refused(message)
+            }
+        }
+        Err(error) => Attempt::Transient(error),
+    }
+}
+
+fn truncate(text: &str) -> Cow<'_, str> {
+    match text.char_indices().nth(MAX_MESSAGE_CHARS) {
+        Some((end, _)) => Cow::Owned(format!("{}...", &text[..end])),
+        None => Cow::Borrowed(text),
+    }
 }
 
 impl HookRunner for HttpHookRunner {
@@ -26,39 +281,52 @@ impl HookRunner for HttpHookRunner {
         delivery_id: &'a str,
     ) -> BoxFuture<'a, HookResult> {
         Box::pin(async move {
-            let payload = json!({
-                "name": key.name,
-                "namespace": key.namespace,
-                "phase": status.phase,
-                "checksum": status.canary_revision.clone().unwrap_or_default(),
-                "metadata": hook.metadata,
-            });
-            let timeout = hook
-                .timeout
-                .map_or(Duration::from_secs(10), |timeout| timeout.get());
-            let body = payload.to_string().into_bytes();
-            let headers = vec![("x-weir-delivery", delivery_id.to_string())];
-            let (success, message) = match self
-                .client
-                .post_json(&hook.url, headers, body, timeout)
-                .await
-            {
-                Ok(answer) if answer.status.as_u16() <= 202 => (true, format!("{}", answer.status)),
-                Ok(answer) => (
-                    false,
-                    format!(
-                        "{} {}",
-                        answer.status,
-                        String::from_utf8_lossy(&answer.body).trim()
-                    ),
-                ),
-                Err(error) => (false, error),
-            };
-            HookResult {
+            let result = |success: bool, message: String| HookResult {
                 name: hook.name.clone(),
                 hook_type: hook.hook_type,
                 success,
                 message,
+            };
+            let now_ms = jiff::Timestamp::now().as_millisecond();
+            let body = payload(key, status, hook, delivery_id, now_ms);
+            let mut headers = vec![
+                (DELIVERY_HEADER, delivery_id.to_string()),
+                (IDEMPOTENCY_HEADER, delivery_id.to_string()),
+            ];
+            match self.signing_key(key, hook) {
+                Ok(Some(secret)) => {
+                    headers.push((SIGNATURE_HEADER, signature(secret.as_bytes(), &body)));
+                }
+                Ok(None) => {}
+                Err(message) => return result(false, message),
+            }
+            let timeout = hook
+                .timeout
+                .map_or(DEFAULT_TIMEOUT, |timeout| timeout.get());
+            let attempts = hook.retries.unwrap_or(0).min(MAX_WEBHOOK_RETRIES) + 1;
+            let mut attempt = 1;
+            loop {
+                let outcome = self
+                    .client
+                    .post_json(&hook.url, headers.clone(), body.clone(), timeout)
+                    .await;
+                let tries = if attempt > 1 {
+                    format!(" (attempt {attempt} of {attempts})")
+                } else {
+                    String::new()
+                };
+                match classify(outcome) {
+                    Attempt::Success(message) => return result(true, message + &tries),
+                    Attempt::Refused(message) => return result(false, message + &tries),
+                    Attempt::Transient(message) if attempt >= attempts => {
+                        return result(false, message + &tries);
+                    }
+                    Attempt::Transient(message) => {
+                        tracing::debug!(hook = %hook.name, id = %delivery_id, "attempt {attempt} of {attempts} failed: {message}");
+                    }
+                }
+                tokio::time::sleep(self.backoff.delay(attempt - 1)).await;
+                attempt += 1;
             }
         })
     }
@@ -72,11 +340,87 @@ impl Notifier for LogNotifier {
     fn notify<'a>(
         &'a self,
         key: &'a RolloutKey,
+        _rollout: &'a weir_core::model::Rollout,
         notification: &'a Notification,
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
             tracing::info!(rollout = %key, severity = ?notification.severity, id = %notification.delivery_id, "{}", notification.message);
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_half_a_second_up_to_five() {
+        let backoff = Backoff::default();
+        let delays: Vec<u128> = (0..6).map(|n| backoff.delay(n).as_millis()).collect();
+        assert_eq!(delays, [500, 1000, 2000, 4000, 5000, 5000]);
+        assert_eq!(backoff.delay(u32::MAX), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn payloads_are_flaggers_byte_for_byte() {
+        let key = RolloutKey::new("shop", "checkout");
+        let status = RolloutStatus {
+            phase: Phase::WaitingPromotion,
+            canary_revision: Some("abc123".into()),
+            ..RolloutStatus::default()
+        };
+        let mut hook: Webhook = serde_json::from_str(
+            r#"{"name": "load", "url": "http://t/", "metadata": {"type": "bash", "cmd": "curl -s 'http://app/?a=1&b=<2>'"}}"#,
+        )
+        .unwrap();
+        let body = payload(&key, &status, &hook, "id", 0);
+        assert_eq!(
+            String::from_utf8(body).unwrap(),
+            r#"{"name":"checkout","namespace":"shop","phase":"Progressing","checksum":"abc123","metadata":{"cmd":"curl -s 'http://app/?a=1\u0026b=\u003c2\u003e'","type":"bash"}}"#
+        );
+        hook.metadata.clear();
+        hook.hook_type = HookType::ConfirmPromotion;
+        let body = payload(&key, &status, &hook, "id", 0);
+        assert_eq!(
+            String::from_utf8(body).unwrap(),
+            r#"{"name":"checkout","namespace":"shop","phase":"WaitingPromotion","checksum":"abc123"}"#
+        );
+    }
+
+    #[test]
+    fn event_payloads_carry_flaggers_event_metadata() {
+        let key = RolloutKey::new("shop", "checkout");
+        let status = RolloutStatus {
+            phase: Phase::Progressing,
+            message: "canary weight 10% (step 1 of 5)".into(),
+            ..RolloutStatus::default()
+        };
+        let hook: Webhook = serde_json::from_str(
+            r#"{"name": "feed", "type": "event", "url": "http://t/", "metadata": {"team": "a", "eventType": "mine"}}"#,
+        )
+        .unwrap();
+        let body = payload(
+            &key,
+            &status,
+            &hook,
+            "run-1/Progressing/5/event-warning",
+            42,
+        );
+        let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            value["metadata"],
+            serde_json::json!({"eventMessage": "canary weight 10% (step 1 of 5)", "eventType": "Warning", "timestamp": "42", "team": "a"})
+        );
+    }
+
+    #[test]
+    fn signatures_are_hmac_sha256_in_hex() {
+        // RFC 4231, test case 2.
+        assert_eq!(
+            signature(b"Jefe", b"what do ya want for nothing?"),
+            "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
     }
 }

@@ -68,7 +68,7 @@ const MAX_BODY: usize = 64 * 1024;
 impl HttpClient {
     /// `GET url` with a timeout.
     pub async fn get(&self, url: &str, timeout: Duration) -> Result<Answer, String> {
-        self.request(Method::GET, url, Vec::new(), Bytes::new(), timeout)
+        self.request::<&str>(Method::GET, url, Vec::new(), Bytes::new(), timeout)
             .await
     }
 
@@ -90,17 +90,17 @@ impl HttpClient {
     }
 
     /// Any request: method, URL, headers, body, with a timeout.
-    pub async fn request(
+    pub async fn request<Name: AsRef<str>>(
         &self,
         method: Method,
         url: &str,
-        headers: Vec<(&'static str, String)>,
+        headers: Vec<(Name, String)>,
         body: Bytes,
         timeout: Duration,
     ) -> Result<Answer, String> {
         let mut request = Request::builder().method(method).uri(url);
         for (name, value) in headers {
-            request = request.header(name, value);
+            request = request.header(name.as_ref(), value);
         }
         let request = request
             .body(Full::new(body))

@@ -117,13 +117,33 @@ struct RunJudges {
     reported: bool,
 }
 
-/// Feeds every watched run's judges once per `period` and reports the first failing verdict of a
-/// run to the engine.
+/// What both versions served since the previous window: from the first metric source that
+/// counts requests for this rollout (Prometheus, when it judges it), else from the target.
+async fn window_of(
+    providers: &Providers,
+    key: &RolloutKey,
+    rollout: &Rollout,
+    run: u64,
+) -> Option<weir_analysis::Window> {
+    for source in &providers.metrics {
+        if let Some(window) = source.judge_window(key, rollout, run).await {
+            return Some(window);
+        }
+    }
+    providers
+        .target(rollout)?
+        .judge_window(key, rollout, latency_threshold(rollout))
+        .await
+}
+
+/// Feeds every watched run's judges once per `period`, publishes each judge's e-value to
+/// `telemetry`, and reports the first failing verdict of a run to the engine.
 pub(crate) async fn judge_loop(
     watched: Watched,
     providers: Providers,
     requests: mpsc::Sender<Request>,
     period: Duration,
+    telemetry: crate::Telemetry,
 ) {
     let mut runs: HashMap<RolloutKey, RunJudges> = HashMap::new();
     let mut ticker = tokio::time::interval(period);
@@ -131,7 +151,14 @@ pub(crate) async fn judge_loop(
     loop {
         ticker.tick().await;
         let current = watched.snapshot();
-        runs.retain(|key, _| current.iter().any(|(watched, _, _)| watched == key));
+        runs.retain(|key, _| {
+            let judged = current.iter().any(|(watched, _, _)| watched == key);
+            if !judged {
+                // The run ended (or the rollout is gone): its e-value means nothing any more.
+                telemetry.remove_judges(key);
+            }
+            judged
+        });
         for (key, rollout, run) in current {
             let state = runs.entry(key.clone()).or_insert_with(|| RunJudges {
                 run: u64::MAX,
@@ -140,6 +167,7 @@ pub(crate) async fn judge_loop(
             });
             if state.run != run {
                 // A new run: fresh judges (and a fresh baseline for the windows).
+                telemetry.remove_judges(&key);
                 *state = RunJudges {
                     run,
                     judges: judges_of(&rollout)
@@ -152,17 +180,19 @@ pub(crate) async fn judge_loop(
             if state.reported {
                 continue;
             }
-            let Some(target) = providers.target(&rollout) else {
-                continue;
-            };
-            let Some(window) = target
-                .judge_window(&key, &rollout, latency_threshold(&rollout))
-                .await
-            else {
+            let Some(window) = window_of(&providers, &key, &rollout, run).await else {
                 continue;
             };
             for (name, judge) in &mut state.judges {
                 let verdict = judge.observe(&window);
+                // Judges report their evidence as JSON; `logEValue` is null when not finite.
+                if let Some(log_e_value) = verdict
+                    .evidence
+                    .get("logEValue")
+                    .and_then(serde_json::Value::as_f64)
+                {
+                    telemetry.set_judge_log_evalue(&key, name, log_e_value);
+                }
                 if verdict.outcome == VerdictOutcome::Fail {
                     state.reported = true;
                     let verdict = verdict.into_judge_verdict(name);

@@ -15,12 +15,16 @@ pub mod hooks;
 pub mod http;
 pub mod judging;
 pub mod local;
+pub mod notify;
+pub mod prometheus;
 pub mod providers;
 pub mod synthetic;
+pub mod telemetry;
 
 pub use engine::{Engine, EngineOptions, EngineStats, LatenessSink};
 pub use handle::{Applied, EngineError, EngineHandle, StatusChange};
+pub use telemetry::Telemetry;
 pub use providers::{
-    BoxFuture, HookRunner, MetricSource, Notifier, ProviderError, Providers, TargetObservation,
+    BoxFuture, HookRunner, Integrations, MetricSource, Notifier, ProviderError, Providers, TargetObservation,
     TargetProvider,
 };

@@ -80,12 +80,22 @@ pub trait TargetProvider: Send + Sync + 'static {
     ) -> BoxFuture<'a, Option<weir_analysis::Window>> {
         Box::pin(async { None })
     }
+
+    /// Adds what this target measures itself to the engine's metrics (the embedded router's
+    /// traffic, for local targets). Called once per engine, when it is built.
+    fn register_metrics(&self, _telemetry: &crate::Telemetry) {}
 }
 
 /// Evaluates metric checks.
 pub trait MetricSource: Send + Sync + 'static {
     /// Whether this source evaluates `metric` of `rollout`.
     fn handles(&self, rollout: &Rollout, metric: &Metric) -> bool;
+
+    /// Problems with the metrics this source would evaluate (a query that cannot be rendered,
+    /// a provider it cannot reach), reported when the rollout is applied.
+    fn validate(&self, _rollout: &Rollout) -> Vec<FieldError> {
+        Vec::new()
+    }
 
     /// The check's result for the tick starting now.
     fn check<'a>(
@@ -94,6 +104,18 @@ pub trait MetricSource: Send + Sync + 'static {
         rollout: &'a Rollout,
         metric: &'a Metric,
     ) -> BoxFuture<'a, CheckResult>;
+
+    /// What both versions served since the previous call in run `run`, for the continuous
+    /// judges, when this source can count requests (`None` otherwise, the default). Asked
+    /// before the target's own [`TargetProvider::judge_window`].
+    fn judge_window<'a>(
+        &'a self,
+        _key: &'a RolloutKey,
+        _rollout: &'a Rollout,
+        _run: u64,
+    ) -> BoxFuture<'a, Option<weir_analysis::Window>> {
+        Box::pin(async { None })
+    }
 }
 
 /// Calls webhooks.
@@ -110,12 +132,25 @@ pub trait HookRunner: Send + Sync + 'static {
 
 /// Tells people.
 pub trait Notifier: Send + Sync + 'static {
-    /// Sends one notification (at least once; receivers de-duplicate on its delivery id).
+    /// Sends one notification to the rollout's alert providers (at least once; receivers
+    /// de-duplicate on its delivery id).
     fn notify<'a>(
         &'a self,
         key: &'a RolloutKey,
+        rollout: &'a Rollout,
         notification: &'a Notification,
     ) -> BoxFuture<'a, Result<(), ProviderError>>;
+}
+
+/// How a process reaches the world beyond its targets: the documents rollouts refer to by name,
+/// and the Prometheus that builtin checks and inline queries go to.
+#[derive(Debug, Clone, Default)]
+pub struct Integrations {
+    /// Metric templates, alert providers and secrets.
+    pub catalog: Arc<weir_core::catalog::Catalog>,
+    /// The Prometheus for builtin checks and inline queries (Flagger's `-metrics-server`);
+    /// `None`: local rollouts read their router's counters directly.
+    pub metrics_server: Option<String>,
 }
 
 /// The providers an engine runs with.
@@ -129,6 +164,8 @@ pub struct Providers {
     pub hooks: Arc<dyn HookRunner>,
     /// The notifier.
     pub notifier: Arc<dyn Notifier>,
+    /// Metric templates, alert providers and secrets that rollouts refer to by name.
+    pub catalog: Arc<weir_core::catalog::Catalog>,
 }
 
 impl Providers {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use weir_core::machine::Command;
 use weir_core::model::{EventReason, Phase, Rollout};
 use weir_engine::local::LocalTargets;
-use weir_engine::{Engine, EngineHandle, EngineOptions};
+use weir_engine::{Engine, EngineHandle, EngineOptions, Integrations};
 use weir_router::RouterConfig;
 use weir_store::{RolloutKey, SqliteStore, Store};
 use weir_tools::load::{LoadConfig, LoadGenerator};
@@ -45,7 +45,7 @@ struct Running {
 async fn start_engine(db: &Path) -> Running {
     let store = SqliteStore::open(db).await.unwrap();
     let targets = LocalTargets::new(RouterConfig::default());
-    let providers = targets.providers();
+    let providers = targets.providers(&Integrations::default());
     let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let engine = tokio::spawn(async move {

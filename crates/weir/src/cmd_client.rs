@@ -1,11 +1,12 @@
-//! Client verbs against a running `weir serve`: apply, get, status, history, the commands, delete.
+//! Client verbs against a running `weir serve`: apply, get, status, history, the commands, gates,
+//! delete.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use clap::Args;
+use clap::{Args, Subcommand};
 use http::Method;
 use serde_json::{Value, json};
 use weir_core::machine::Command;
@@ -93,8 +94,64 @@ pub struct CommandArgs {
     #[command(flatten)]
     name: NameArgs,
     /// Who gives the command, for the history (default: $USER).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, visible_alias = "as", value_name = "NAME")]
     actor: Option<String>,
+}
+
+impl CommandArgs {
+    fn actor(&self) -> String {
+        self.actor
+            .clone()
+            .filter(|actor| !actor.trim().is_empty())
+            .or_else(|| std::env::var("USER").ok())
+            .unwrap_or_else(|| "cli".into())
+    }
+}
+
+const GATE_HELP: &str = "\
+Examples:
+  weir gate open checkout --type confirm-promotion      # promote when the plan ends
+  weir gate close shop/checkout --hook load-approval --as ana
+  weir gate open checkout --hook load-approval          # overrides that; `weir history` shows both
+
+More: docs/WEBHOOKS.md";
+
+/// Arguments of `weir gate`.
+#[derive(Debug, Args)]
+#[command(after_long_help = GATE_HELP)]
+pub struct GateArgs {
+    #[command(subcommand)]
+    action: GateAction,
+}
+
+/// Open or close.
+#[derive(Debug, Subcommand)]
+enum GateAction {
+    /// Let the gate pass whatever its hooks answer, for the rest of the run.
+    ///
+    /// A run waiting at the gate moves on at once (confirm-rollout, confirm-promotion) or at its
+    /// next tick (confirm-traffic-increase).
+    Open(GateTarget),
+    /// Hold the gate whatever its hooks answer, for the rest of the run (until `weir gate open`).
+    ///
+    /// Also works on a gate no hook guards: `weir gate close NAME --type confirm-promotion`
+    /// keeps the run in WaitingPromotion at the end of its plan. Holding the weight this way is
+    /// waiting on a person, like `weir pause`: the progress deadline does not fail the run.
+    Close(GateTarget),
+}
+
+/// Which gate, of which rollout.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("which").required(true).multiple(true).args(["gate_type", "hook"])))]
+struct GateTarget {
+    #[command(flatten)]
+    command: CommandArgs,
+    /// Every hook of this gate type (and the type itself when no hook guards it).
+    #[arg(long = "type", value_name = "TYPE", value_parser = ["confirm-rollout", "confirm-traffic-increase", "confirm-promotion"])]
+    gate_type: Option<String>,
+    /// One webhook, by its name in spec.analysis.webhooks (its type is the gate's).
+    #[arg(long, value_name = "HOOK")]
+    hook: Option<String>,
 }
 
 struct Client {
@@ -442,14 +499,31 @@ pub fn status(args: &NameArgs) -> Result<ExitCode> {
 
 /// `weir promote|abort|pause|resume|retry NAME`.
 pub fn command(command: Command, args: &CommandArgs) -> Result<ExitCode> {
+    let body = json!({"command": command.as_str(), "actor": args.actor()});
+    send_command(args, body)
+}
+
+/// `weir gate open|close NAME --type TYPE --hook HOOK`.
+pub fn gate(args: &GateArgs) -> Result<ExitCode> {
+    let (name, target) = match &args.action {
+        GateAction::Open(target) => ("open-gate", target),
+        GateAction::Close(target) => ("close-gate", target),
+    };
+    let mut gate = serde_json::Map::new();
+    if let Some(gate_type) = &target.gate_type {
+        gate.insert("type".into(), json!(gate_type));
+    }
+    if let Some(hook) = &target.hook {
+        gate.insert("hook".into(), json!(hook));
+    }
+    let body = json!({"command": name, "gate": gate, "actor": target.command.actor()});
+    send_command(&target.command, body)
+}
+
+/// Posts a command and prints where the rollout stands after it.
+fn send_command(args: &CommandArgs, body: Value) -> Result<ExitCode> {
     let client = Client::new(&args.name.server);
-    let actor = args
-        .actor
-        .clone()
-        .or_else(|| std::env::var("USER").ok())
-        .unwrap_or_else(|| "cli".into());
     runtime()?.block_on(async {
-        let body = json!({"command": command.as_str(), "actor": actor});
         match client
             .call(
                 Method::POST,

@@ -32,6 +32,13 @@ pub struct RunArgs {
     /// `text`: a live progress line; `json`: one JSON event per line.
     #[arg(long, short, value_enum, default_value_t = OutputFormat::Text)]
     output: OutputFormat,
+    /// Serve weir's own metrics (OpenMetrics text, for Prometheus) at http://ADDR/metrics while
+    /// the rollout runs: its phase, weight and checks, and the router's traffic per version
+    /// (docs/METRICS.md). Off by default.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    integrations: crate::integrations::IntegrationArgs,
 }
 
 /// The default state directory.
@@ -49,9 +56,16 @@ pub fn state_dir() -> PathBuf {
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
     let bytes = std::fs::read(&args.file)
         .with_context(|| format!("cannot read {}", args.file.display()))?;
-    let rollout = match single_rollout(&args.file, &bytes) {
-        Some(rollout) => rollout,
+    let (rollout, beside) = match single_rollout(&args.file, &bytes) {
+        Some(found) => found,
         None => return Ok(ExitCode::from(2)),
+    };
+    let integrations = match args.integrations.integrations(beside) {
+        Ok(integrations) => integrations,
+        Err(error) => {
+            eprintln!("{error:#}");
+            return Ok(ExitCode::from(2));
+        }
     };
     if rollout.spec.target.kind != TargetKind::Local {
         eprintln!(
@@ -82,7 +96,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         .enable_all()
         .build()?;
     let outcome = runtime.block_on(async {
-        let foreground = Foreground::start(&db).await?;
+        let foreground = Foreground::start(&db, &integrations).await?;
+        if let Some(address) = args.metrics_listen {
+            serve_metrics(address, &foreground).await?;
+        }
         let outcome = foreground
             .drive(rollout, args.output == OutputFormat::Json, None)
             .await;
@@ -92,9 +109,27 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     Ok(outcome.exit_code())
 }
 
-/// Reads exactly one valid Rollout from a file, printing every problem otherwise.
-pub fn single_rollout(file: &Path, bytes: &[u8]) -> Option<Rollout> {
+/// Serves `/metrics` for as long as the runtime lives (the whole `weir run`).
+async fn serve_metrics(address: std::net::SocketAddr, foreground: &Foreground) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen on {address} for --metrics-listen"))?;
+    let bound = listener.local_addr().unwrap_or(address);
+    let app = weir_api::metrics_router(foreground.handle.telemetry().clone());
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            eprintln!("the metrics server stopped: {error}");
+        }
+    });
+    eprintln!("metrics at http://{bound}/metrics");
+    Ok(())
+}
+
+/// Reads exactly one valid Rollout from a file, and the catalog documents beside it (metric
+/// templates, alert providers, secrets), printing every problem otherwise.
+pub fn single_rollout(file: &Path, bytes: &[u8]) -> Option<(Rollout, Vec<Document>)> {
     let mut rollouts = Vec::new();
+    let mut beside = Vec::new();
     let mut ok = true;
     for result in document::load(bytes) {
         match result {
@@ -102,8 +137,9 @@ pub fn single_rollout(file: &Path, bytes: &[u8]) -> Option<Rollout> {
                 for warning in &loaded.warnings {
                     eprintln!("warning: {warning}");
                 }
-                if let Document::Rollout(rollout) = loaded.document {
-                    rollouts.push(*rollout);
+                match loaded.document {
+                    Document::Rollout(rollout) => rollouts.push(*rollout),
+                    other => beside.push(other),
                 }
             }
             Err(refused) => {
@@ -131,7 +167,7 @@ pub fn single_rollout(file: &Path, bytes: &[u8]) -> Option<Rollout> {
         );
         return None;
     }
-    rollouts.pop()
+    rollouts.pop().map(|rollout| (rollout, beside))
 }
 
 /// How a foreground run ended.
@@ -162,12 +198,12 @@ pub struct Foreground {
 }
 
 impl Foreground {
-    pub async fn start(db: &Path) -> Result<Foreground> {
+    pub async fn start(db: &Path, integrations: &weir_engine::Integrations) -> Result<Foreground> {
         let store = SqliteStore::open(db)
             .await
             .with_context(|| format!("cannot open {}", db.display()))?;
         let targets = LocalTargets::new(RouterConfig::default());
-        let providers = targets.providers();
+        let providers = targets.providers(integrations);
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let engine = tokio::spawn(async move {

@@ -25,6 +25,8 @@ pub struct ServeArgs {
     /// OpenAPI document at /api/v1/openapi.json).
     #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN, env = "WEIR_LISTEN")]
     listen: SocketAddr,
+    #[command(flatten)]
+    integrations: crate::integrations::IntegrationArgs,
 }
 
 /// `weir serve`.
@@ -40,7 +42,8 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
         let store = SqliteStore::open(&db)
             .await
             .with_context(|| format!("cannot open {}", db.display()))?;
-        let providers = LocalTargets::new(RouterConfig::default()).providers();
+        let integrations = args.integrations.integrations(Vec::new())?;
+        let providers = LocalTargets::new(RouterConfig::default()).providers(&integrations);
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let signal = {

@@ -10,6 +10,7 @@ mod cmd_router;
 mod cmd_run;
 mod cmd_serve;
 mod cmd_tools;
+mod integrations;
 mod progress;
 
 use std::process::ExitCode;
@@ -131,6 +132,22 @@ enum Command {
     Resume(cmd_client::CommandArgs),
     /// Run the failed revision again as it is, without editing anything.
     Retry(cmd_client::CommandArgs),
+    /// Open or close a gate of the current run by hand: `weir gate open NAME --type TYPE`.
+    ///
+    /// A gate is where a run waits for a yes: before it starts (confirm-rollout), before each
+    /// weight increase (confirm-traffic-increase), before promotion (confirm-promotion).
+    /// Webhooks of those types answer at every tick; a person can answer instead. `open` makes
+    /// the gate pass whatever its hooks say, `close` makes it hold whatever they say, until
+    /// changed again or the run ends (a new run starts with the hooks answering). Name the gate
+    /// by --type (every hook of that type) or --hook (one webhook by name). The history records
+    /// who decided (--as, default $USER).
+    ///
+    /// `weir promote` still promotes at once, gate or not; `weir resume` still opens a waiting
+    /// confirm-rollout gate.
+    ///
+    /// Exit status: 0 when the server accepted it, 1 when it was refused (the reason is
+    /// printed: no such gate, no run under way, ...), 2 when the server cannot be reached.
+    Gate(cmd_client::GateArgs),
     /// Delete a rollout (reverting its routes first when its spec says revertOnDeletion).
     Delete(cmd_client::NameArgs),
     /// Benchmarks that need no network: `weir bench blast-radius` simulates faulty and healthy
@@ -159,6 +176,7 @@ fn main() -> ExitCode {
         Command::Pause(args) => cmd_client::command(Verb::Pause, &args),
         Command::Resume(args) => cmd_client::command(Verb::Resume, &args),
         Command::Retry(args) => cmd_client::command(Verb::Retry, &args),
+        Command::Gate(args) => cmd_client::gate(&args),
         Command::Delete(args) => cmd_client::delete(&args),
         Command::Bench(args) => cmd_bench::bench(&args),
     };

@@ -148,7 +148,7 @@ pub enum Command {
 }
 
 impl Command {
-    /// The names of the commands without a payload, as the command line and the API spell them.
+    /// The commands without a payload (those the command line and the API name with a word).
     pub const SIMPLE: [Command; 6] = [
         Command::Promote,
         Command::Abort,

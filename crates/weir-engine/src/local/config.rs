@@ -9,6 +9,7 @@
 //!     command: ["./app", "--port", "{port}"]   # weir picks the port
 //!     healthCheck: /healthz                      # default /
 //!     startTimeout: 30s                          # default 30s
+//!   metricsServer: http://127.0.0.1:9090  # optional: judge with PromQL over weir's /metrics
 //! ```
 
 use std::collections::BTreeMap;
@@ -32,6 +33,10 @@ pub struct LocalTargetConfig {
     pub primary: VersionSpec,
     /// The new version.
     pub canary: VersionSpec,
+    /// The Prometheus that judges this rollout (overrides `weir serve --prometheus`); it must
+    /// scrape weir's `/metrics`. Unset: checks read the router's counters directly.
+    #[serde(default)]
+    pub metrics_server: Option<String>,
 }
 
 /// One version: a URL already serving, or a command weir starts.

@@ -31,6 +31,7 @@ use self::config::{LocalTargetConfig, VersionSpec};
 use self::process::VersionProcess;
 use crate::http::HttpClient;
 use crate::providers::{BoxFuture, MetricSource, ProviderError, TargetObservation, TargetProvider};
+use crate::telemetry::{LocalRouters, RouterEntry};
 
 /// Local targets for every local rollout of this process.
 #[derive(Clone, Default)]
@@ -38,6 +39,8 @@ pub struct LocalTargets {
     rollouts: Arc<Mutex<HashMap<RolloutKey, Arc<AsyncMutex<LocalRollout>>>>>,
     client: HttpClient,
     router_config: RouterConfig,
+    /// Each rollout's router and roles, readable without the async locks (for `/metrics`).
+    routers: LocalRouters,
 }
 
 /// One running version.
@@ -77,14 +80,24 @@ impl LocalTargets {
         }
     }
 
-    /// The providers of a process that runs local rollouts: these targets (which are also the
-    /// metric source of the builtin checks), HTTP webhooks, and notifications to the log.
-    pub fn providers(&self) -> crate::Providers {
+    /// The providers of a process that runs local rollouts: these targets, Prometheus (for
+    /// templates, inline queries, and builtin checks when a metrics server is set), the
+    /// targets' own router counters for builtin checks otherwise, HTTP webhooks, and
+    /// notifications.
+    pub fn providers(&self, integrations: &crate::Integrations) -> crate::Providers {
         crate::Providers {
             targets: vec![(TargetKind::Local, Arc::new(self.clone()))],
-            metrics: vec![Arc::new(self.clone())],
+            // Asked in order: Prometheus first, so a metrics server takes over the builtins.
+            metrics: vec![
+                Arc::new(crate::prometheus::PrometheusSource::new(
+                    Arc::clone(&integrations.catalog),
+                    integrations.metrics_server.clone(),
+                )),
+                Arc::new(self.clone()),
+            ],
             hooks: Arc::new(crate::hooks::HttpHookRunner::default()),
             notifier: Arc::new(crate::hooks::LogNotifier),
+            catalog: Arc::clone(&integrations.catalog),
         }
     }
 
@@ -213,6 +226,18 @@ impl LocalTargets {
         let Some(primary) = local.primary.as_ref() else {
             return Err(error("the primary is not running"));
         };
+        // Roles follow the rollout's versions - the primary that runs, the canary's definition -
+        // and are recorded before the table is installed: a promoted revision is the primary
+        // even if the router keeps its previous table, and a rolled-back canary's counters stay
+        // `canary` after its process is stopped.
+        let roles = |handle: &RouteHandle| RouterEntry {
+            handle: handle.clone(),
+            primary: primary.revision.clone(),
+            canary: config.canary.revision(),
+        };
+        if let Some(router) = &local.router {
+            self.routers.set(key, roles(router));
+        }
         let primary_backend =
             Backend::new(primary.revision.clone(), vec![primary.upstream.clone()]);
         let canary_backend = match &local.canary {
@@ -234,6 +259,7 @@ impl LocalTargets {
                 .await
                 .map_err(|reason| error(reason.to_string()))?;
                 let handle = router.handle();
+                self.routers.set(key, roles(&handle));
                 let (stop_router, stopped) = oneshot::channel::<()>();
                 tokio::spawn(router.serve(async move {
                     let _ = stopped.await;
@@ -509,6 +535,10 @@ impl TargetProvider for LocalTargets {
         })
     }
 
+    fn register_metrics(&self, telemetry: &crate::Telemetry) {
+        telemetry.add_routers(&self.routers);
+    }
+
     fn remove<'a>(&'a self, key: &'a RolloutKey) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let slot = {
@@ -532,6 +562,8 @@ impl TargetProvider for LocalTargets {
                     }
                 }
             }
+            // After the slot's lock: a route installed meanwhile cannot bring the entry back.
+            self.routers.remove(key);
         })
     }
 }

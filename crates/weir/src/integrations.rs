@@ -1,0 +1,105 @@
+//! The flags that connect weir to the world beyond its targets, shared by `weir serve` and
+//! `weir run`: the default Prometheus and the files of metric templates, alert providers and
+//! secrets that rollouts refer to by name.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use weir_core::catalog::Catalog;
+use weir_core::document::{self, Document};
+use weir_engine::Integrations;
+
+/// `--prometheus` and `--catalog`.
+#[derive(Debug, Clone, Args)]
+pub struct IntegrationArgs {
+    /// The Prometheus that builtin checks (request-success-rate, request-duration) and inline
+    /// queries go to, e.g. http://127.0.0.1:9090 (credentials as http://user:password@host).
+    /// It must scrape weir's /metrics for local rollouts. A rollout's `target.metricsServer`
+    /// and a template's `provider.address` take precedence. Unset: local rollouts are judged
+    /// from their router's counters directly.
+    #[arg(long, value_name = "URL", env = "WEIR_PROMETHEUS")]
+    pub prometheus: Option<String>,
+    /// A YAML or JSON file (or a directory of them) holding MetricTemplates, AlertProviders and
+    /// Secrets - weir's or Flagger's - that rollouts refer to by name. Repeatable.
+    #[arg(long = "catalog", value_name = "PATH")]
+    pub catalog: Vec<PathBuf>,
+}
+
+impl IntegrationArgs {
+    /// The integrations: the catalog files' documents plus `extra` (e.g. those beside a
+    /// rollout in its own file). Any invalid document is an error naming the file.
+    pub fn integrations(&self, extra: Vec<Document>) -> Result<Integrations> {
+        if let Some(url) = &self.prometheus
+            && !url.starts_with("http://")
+            && !url.starts_with("https://")
+        {
+            bail!("--prometheus {url:?}: give the server's http:// or https:// URL");
+        }
+        let mut catalog = Catalog::default();
+        for path in &self.catalog {
+            for document in catalog_documents(path)? {
+                if let Some(other) = catalog.add(document) {
+                    bail!(
+                        "{}: {} is not a catalog document (MetricTemplate, AlertProvider or Secret)",
+                        path.display(),
+                        other.describe()
+                    );
+                }
+            }
+        }
+        for document in extra {
+            catalog.add(document);
+        }
+        Ok(Integrations {
+            catalog: Arc::new(catalog),
+            metrics_server: self.prometheus.clone(),
+        })
+    }
+}
+
+/// Every document of a file, or of the `.yaml`, `.yml` and `.json` files of a directory.
+fn catalog_documents(path: &Path) -> Result<Vec<Document>> {
+    let files = if path.is_dir() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+            .with_context(|| format!("cannot read {}", path.display()))?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|file| {
+                matches!(
+                    file.extension().and_then(|ext| ext.to_str()),
+                    Some("yaml" | "yml" | "json")
+                )
+            })
+            .collect();
+        files.sort();
+        files
+    } else {
+        vec![path.to_path_buf()]
+    };
+    let mut documents = Vec::new();
+    for file in files {
+        let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+        for result in document::load(&bytes) {
+            match result {
+                Ok(loaded) => {
+                    for warning in &loaded.warnings {
+                        eprintln!("warning: {}: {warning}", file.display());
+                    }
+                    documents.push(loaded.document);
+                }
+                Err(refused) => {
+                    let errors: Vec<String> =
+                        refused.errors.iter().map(|error| format!("  - {error}")).collect();
+                    bail!(
+                        "{}: {} is invalid:\n{}",
+                        file.display(),
+                        refused.subject,
+                        errors.join("\n")
+                    );
+                }
+            }
+        }
+    }
+    Ok(documents)
+}
