@@ -23,8 +23,8 @@ pub mod telemetry;
 
 pub use engine::{Engine, EngineOptions, EngineStats, LatenessSink};
 pub use handle::{Applied, EngineError, EngineHandle, StatusChange};
-pub use telemetry::Telemetry;
 pub use providers::{
-    BoxFuture, HookRunner, Integrations, MetricSource, Notifier, ProviderError, Providers, TargetObservation,
-    TargetProvider,
+    BoxFuture, HookRunner, Integrations, MetricSource, Notifier, ProviderError, Providers,
+    TargetObservation, TargetProvider,
 };
+pub use telemetry::Telemetry;

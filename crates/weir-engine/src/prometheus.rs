@@ -427,8 +427,14 @@ impl PrometheusSource {
                 })?;
             let mut endpoint = Endpoint::from_url(&address);
             if let Some(secret) = secret {
-                match (secret.get("username"), secret.get("password"), secret.get("token")) {
-                    (Some(user), Some(password), _) => endpoint.headers.push(basic_auth(user, password)),
+                match (
+                    secret.get("username"),
+                    secret.get("password"),
+                    secret.get("token"),
+                ) {
+                    (Some(user), Some(password), _) => {
+                        endpoint.headers.push(basic_auth(user, password))
+                    }
                     (_, _, Some(token)) => endpoint
                         .headers
                         .push(("authorization".into(), format!("Bearer {token}"))),
@@ -473,7 +479,12 @@ impl PrometheusSource {
     /// Prometheus, or a mesh without counters here); an empty window for the first read of a
     /// run (the baseline) or when Prometheus cannot be read, so the judges never mix these
     /// counts with another source's.
-    async fn counters_window(&self, key: &RolloutKey, rollout: &Rollout, run: u64) -> Option<Window> {
+    async fn counters_window(
+        &self,
+        key: &RolloutKey,
+        rollout: &Rollout,
+        run: u64,
+    ) -> Option<Window> {
         let server = self.server_of(rollout)?;
         if Mesh::of(rollout) != Ok(Mesh::Weir) {
             return None;
@@ -714,7 +725,10 @@ mod tests {
         assert_eq!(endpoint.address, "http://127.0.0.1:9090");
         assert_eq!(
             endpoint.headers,
-            [("authorization".to_string(), "Basic d2VpcjpzM2NyZXQ=".to_string())]
+            [(
+                "authorization".to_string(),
+                "Basic d2VpcjpzM2NyZXQ=".to_string()
+            )]
         );
         assert!(!format!("{endpoint:?}").contains("d2Vp"));
         assert!(Endpoint::from_url("http://host:9090").headers.is_empty());
@@ -747,8 +761,12 @@ spec:
         for mesh in [Mesh::Weir, Mesh::Istio, Mesh::Linkerd] {
             for name in [REQUEST_SUCCESS_RATE, REQUEST_DURATION] {
                 let query = builtin_query(mesh, name).unwrap();
-                let rendered = weir_core::query::render(query, &variables(&rollout, metric)).unwrap();
-                assert!(rendered.contains("[30s]") && rendered.contains("shop"), "{rendered}");
+                let rendered =
+                    weir_core::query::render(query, &variables(&rollout, metric)).unwrap();
+                assert!(
+                    rendered.contains("[30s]") && rendered.contains("shop"),
+                    "{rendered}"
+                );
                 assert!(!rendered.contains("{{"), "{rendered}");
             }
         }

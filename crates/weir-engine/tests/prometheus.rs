@@ -278,7 +278,9 @@ spec:
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].path, "spec.analysis.metrics[1].query");
     assert!(
-        errors[0].to_string().contains("unknown variable `namespce`"),
+        errors[0]
+            .to_string()
+            .contains("unknown variable `namespce`"),
         "{errors:?}"
     );
     let key = RolloutKey::new("shop", "web");
@@ -297,8 +299,7 @@ fn every_flagger_metric_template_renders() {
     let dir = std::env::var("WEIR_COMPAT_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| {
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../../../shared/compat/flagger")
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/compat/flagger")
         })
         .join("metric-templates");
     if !dir.is_dir() {

@@ -48,7 +48,8 @@ impl PrometheusServer {
             .map_err(|error| format!("no free port: {error}"))?
             .port();
         let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-        let directory = std::env::temp_dir().join(format!("weir-prometheus-{}-{port}", std::process::id()));
+        let directory =
+            std::env::temp_dir().join(format!("weir-prometheus-{}-{port}", std::process::id()));
         std::fs::create_dir_all(directory.join("data"))
             .map_err(|error| format!("cannot create {}: {error}", directory.display()))?;
         let targets: Vec<String> = options
@@ -65,7 +66,10 @@ impl PrometheusServer {
         let mut command = Command::new(binary());
         command
             .arg(format!("--config.file={}", config_file.display()))
-            .arg(format!("--storage.tsdb.path={}", directory.join("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                directory.join("data").display()
+            ))
             .arg(format!("--web.listen-address={address}"))
             .arg("--log.level=warn")
             .stdout(Stdio::null())
@@ -77,13 +81,19 @@ impl PrometheusServer {
                 .map(|(user, hash)| format!("  {user}: '{hash}'"))
                 .collect();
             let web_config = directory.join("web.yml");
-            std::fs::write(&web_config, format!("basic_auth_users:\n{}\n", users.join("\n")))
-                .map_err(|error| error.to_string())?;
+            std::fs::write(
+                &web_config,
+                format!("basic_auth_users:\n{}\n", users.join("\n")),
+            )
+            .map_err(|error| error.to_string())?;
             command.arg(format!("--web.config.file={}", web_config.display()));
         }
-        let child = command
-            .spawn()
-            .map_err(|error| format!("cannot start {}: {error} (apt-get install prometheus)", binary()))?;
+        let child = command.spawn().map_err(|error| {
+            format!(
+                "cannot start {}: {error} (apt-get install prometheus)",
+                binary()
+            )
+        })?;
         let mut server = PrometheusServer {
             child,
             address,

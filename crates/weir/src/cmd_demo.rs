@@ -131,9 +131,11 @@ async fn run_demo(args: &DemoArgs) -> Result<Outcome> {
         args.interval,
     ));
     let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
-    let foreground =
-        Foreground::start(&dir.path().join("demo.db"), &weir_engine::Integrations::default())
-            .await?;
+    let foreground = Foreground::start(
+        &dir.path().join("demo.db"),
+        &weir_engine::Integrations::default(),
+    )
+    .await?;
 
     // Load starts once the router listens (the first tick binds it).
     let (stop_load, load_stopped) = tokio::sync::oneshot::channel::<()>();

@@ -79,7 +79,8 @@ fn catalog_documents(path: &Path) -> Result<Vec<Document>> {
     };
     let mut documents = Vec::new();
     for file in files {
-        let bytes = std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+        let bytes =
+            std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
         for result in document::load(&bytes) {
             match result {
                 Ok(loaded) => {
@@ -89,8 +90,11 @@ fn catalog_documents(path: &Path) -> Result<Vec<Document>> {
                     documents.push(loaded.document);
                 }
                 Err(refused) => {
-                    let errors: Vec<String> =
-                        refused.errors.iter().map(|error| format!("  - {error}")).collect();
+                    let errors: Vec<String> = refused
+                        .errors
+                        .iter()
+                        .map(|error| format!("  - {error}"))
+                        .collect();
                     bail!(
                         "{}: {} is invalid:\n{}",
                         file.display(),

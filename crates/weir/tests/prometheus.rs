@@ -145,12 +145,23 @@ fn run_rollout(canary_faults: Canary, success_min: u32) -> (String, Vec<Value>) 
     .unwrap();
     let catalog = dir.path().join("catalog.yaml");
     std::fs::write(&catalog, TEMPLATE).unwrap();
-    let _serve = serve(&dir.path().join("weir.db"), api, &prometheus.url(), &catalog);
+    let _serve = serve(
+        &dir.path().join("weir.db"),
+        api,
+        &prometheus.url(),
+        &catalog,
+    );
 
     let router = free_port();
     let file = dir.path().join("rollout.yaml");
     std::fs::write(&file, rollout(router, primary, canary, success_min)).unwrap();
-    let applied = weir(&["apply", "-f", &file.display().to_string(), "--server", &server]);
+    let applied = weir(&[
+        "apply",
+        "-f",
+        &file.display().to_string(),
+        "--server",
+        &server,
+    ]);
     assert!(
         applied.status.success(),
         "{}",
@@ -180,7 +191,10 @@ fn run_rollout(canary_faults: Canary, success_min: u32) -> (String, Vec<Value>) 
         let got = weir(&["get", "shop", "--output", "json", "--server", &server]);
         let listed: Value = serde_json::from_slice(&got.stdout).unwrap_or(Value::Null);
         let rollout = &listed[0];
-        let phase = rollout["status"]["phase"].as_str().unwrap_or("").to_string();
+        let phase = rollout["status"]["phase"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
         if phase == "Succeeded" || phase == "Failed" {
             break phase;
         }
@@ -330,7 +344,13 @@ fn a_failing_canary_is_stopped_by_the_sequential_judge_on_counts_from_prometheus
     };
     assert!(count("canaryErrors") > 0, "{verdict:#}");
     assert_eq!(count("primaryErrors"), 0, "{verdict:#}");
-    assert!(count("canaryRequests") >= count("canaryErrors"), "{verdict:#}");
+    assert!(
+        count("canaryRequests") >= count("canaryErrors"),
+        "{verdict:#}"
+    );
     assert!(count("primaryRequests") > 0, "{verdict:#}");
-    assert!(evidence["logEValue"].as_f64().unwrap() >= 100f64.ln(), "{verdict:#}");
+    assert!(
+        evidence["logEValue"].as_f64().unwrap() >= 100f64.ln(),
+        "{verdict:#}"
+    );
 }

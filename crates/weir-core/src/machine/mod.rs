@@ -1611,7 +1611,10 @@ impl Machine<'_> {
         });
         let which = match &hook {
             Some(name) => format!("the {hook_type} gate {name}"),
-            None => format!("every {hook_type} gate"),
+            None if self.spec.analysis.has_hooks(hook_type) => {
+                format!("the {hook_type} gate (all its hooks)")
+            }
+            None => format!("the {hook_type} gate"),
         };
         let run = self.status.run;
         if open {
