@@ -929,10 +929,6 @@ impl Converter<'_> {
         }
         let raw_alerts = field(self.raw_analysis, "alerts");
         let alerts_path = self.path("alerts");
-        self.kept.warn(
-            alerts_path.clone(),
-            "kept; notifications arrive in a later release",
-        );
         let mut converted = Vec::with_capacity(alerts.len());
         for (index, alert) in alerts.iter().enumerate() {
             let path = format!("{alerts_path}[{index}]");

@@ -694,6 +694,7 @@ impl Machine<'_> {
         status.steps_taken = 0;
         status.iterations = 0;
         status.failed_checks = 0;
+        status.last_failure = Evidence::default();
         status.pre_rollout_passed = false;
         status.mirror_done = false;
         status.switched = false;
@@ -916,7 +917,8 @@ impl Machine<'_> {
                 "{} failed checks reached the threshold of {}",
                 self.status.failed_checks, self.spec.analysis.threshold
             );
-            self.fail(Failure::Analysis, message, Evidence::default());
+            let evidence = std::mem::take(&mut self.status.last_failure);
+            self.fail(Failure::Analysis, message, evidence);
             return;
         }
         // A person holding the weight at a gate is not a stall, as a pause is not.
@@ -1030,6 +1032,7 @@ impl Machine<'_> {
 
     fn count_failure(&mut self, message: String, evidence: Evidence) {
         self.status.failed_checks += 1;
+        self.status.last_failure = evidence.clone();
         // A counted failure moves the run towards its verdict (the threshold bounds them), so it
         // is progress: the deadline is for runs that cannot be judged at all.
         self.progressed();
@@ -1507,6 +1510,7 @@ impl Machine<'_> {
             Command::Resume => {
                 if phase == Phase::Held {
                     self.status.failed_checks = 0;
+                    self.status.last_failure = Evidence::default();
                     self.set_phase(Phase::Progressing);
                     self.progressed();
                     self.event(

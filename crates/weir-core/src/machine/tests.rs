@@ -304,13 +304,21 @@ fn reaching_the_threshold_rolls_back_at_the_start_of_the_next_tick() {
             .effects()
             .contains(&Effect::ScaleCanary(Scale::Down))
     );
-    assert!(
-        harness
-            .effects()
-            .iter()
-            .any(|e| matches!(e, Effect::Notify(n) if n.severity == Severity::Error))
-    );
+    assert!(harness.effects().iter().any(
+        |e| matches!(e, Effect::Notify(n) if n.severity == Severity::Error
+                && n.evidence.checks.iter().any(|check| check.outcome == CheckOutcome::Fail))
+    ));
     assert_eq!(harness.last_reason(), Some(EventReason::RolledBack));
+    // The rollback says why: the checks of the last failed tick.
+    let Some(rolled_back) = harness.events.last() else {
+        panic!("no event");
+    };
+    assert_eq!(
+        rolled_back.evidence.checks[0].outcome,
+        CheckOutcome::Fail,
+        "{rolled_back:?}"
+    );
+    assert!(harness.status.last_failure.is_empty());
 }
 
 #[test]

@@ -40,6 +40,10 @@ pub struct RolloutStatus {
     /// Failed checks counted in this run.
     #[serde(default)]
     pub failed_checks: u32,
+    /// The evidence of the last failed check in this run: what a rollback at the threshold
+    /// (counted at the start of the next tick) reports as its reason.
+    #[serde(default, skip_serializing_if = "super::Evidence::is_empty")]
+    pub last_failure: super::Evidence,
     /// Whether pre-rollout hooks have passed in this run.
     #[serde(default)]
     pub pre_rollout_passed: bool,

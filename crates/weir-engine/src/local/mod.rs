@@ -82,8 +82,8 @@ impl LocalTargets {
 
     /// The providers of a process that runs local rollouts: these targets, Prometheus (for
     /// templates, inline queries, and builtin checks when a metrics server is set), the
-    /// targets' own router counters for builtin checks otherwise, HTTP webhooks, and
-    /// notifications.
+    /// targets' own router counters for builtin checks otherwise, HTTP webhooks (signed with
+    /// the catalog's secrets), and notifications to the rollouts' alert providers.
     pub fn providers(&self, integrations: &crate::Integrations) -> crate::Providers {
         crate::Providers {
             targets: vec![(TargetKind::Local, Arc::new(self.clone()))],
@@ -95,8 +95,12 @@ impl LocalTargets {
                 )),
                 Arc::new(self.clone()),
             ],
-            hooks: Arc::new(crate::hooks::HttpHookRunner::default()),
-            notifier: Arc::new(crate::hooks::LogNotifier),
+            hooks: Arc::new(crate::hooks::HttpHookRunner::new(Arc::clone(
+                &integrations.catalog,
+            ))),
+            notifier: Arc::new(crate::notify::AlertNotifier::new(Arc::clone(
+                &integrations.catalog,
+            ))),
             catalog: Arc::clone(&integrations.catalog),
         }
     }
