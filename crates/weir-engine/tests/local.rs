@@ -475,3 +475,52 @@ async fn http_get(address: SocketAddr) -> String {
     stream.read_to_string(&mut body).await.unwrap();
     body
 }
+
+/// A person promotes half-way: once the run has succeeded every request reaches the promoted
+/// version (the route names it in both roles, which the router accepts as one version).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promotion_half_way_sends_all_traffic_to_the_new_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_engine(&dir.path().join("weir.db")).await;
+    let (v1, v2) = (sample_app("v1", 0.0).await, sample_app("v2", 0.0).await);
+    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let spec = rollout(
+        listen,
+        &format!("{{url: \"http://{v1}\", healthCheck: /healthz}}"),
+        &format!("{{url: \"http://{v2}\", healthCheck: /healthz}}"),
+        "[50, 60, 70, 80, 90, 100]",
+    );
+    let key = RolloutKey::of(&spec);
+    running.handle.apply(spec, None).await.unwrap();
+    let (stop_load, load) = load(listen);
+    wait_for(&running.store, &key, &[Phase::Progressing]).await;
+    let promoted = running
+        .handle
+        .command(key.clone(), Command::Promote, "alice")
+        .await
+        .unwrap();
+    assert!(
+        promoted.status.canary_weight.basis_points() <= 6_000,
+        "promoted before the end: {:?}",
+        promoted.status
+    );
+    wait_for(&running.store, &key, &[Phase::Succeeded]).await;
+    let _ = stop_load.send(());
+    let _ = load.await;
+    let mut versions = Vec::new();
+    for _ in 0..40 {
+        let answer = http_get(listen).await;
+        versions.push(if answer.contains("\"version\":\"v2\"") {
+            "v2"
+        } else {
+            "other"
+        });
+    }
+    assert!(
+        versions.iter().all(|version| *version == "v2"),
+        "after the promotion: {versions:?}"
+    );
+    let stored = running.store.get(&key).await.unwrap().unwrap();
+    assert_eq!(stored.status.canary_weight.basis_points(), 0);
+    running.stop(&key).await;
+}

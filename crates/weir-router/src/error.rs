@@ -40,8 +40,11 @@ pub enum RouteError {
         /// The rejected name.
         value: String,
     },
-    /// Primary and canary had the same version name, so their metrics and cookies would merge.
-    #[error("primary.version and canary.version are both {0:?}: they must differ")]
+    /// Primary and canary had the same version name but different upstreams, so their metrics
+    /// and cookies would merge.
+    #[error(
+        "primary.version and canary.version are both {0:?} but name different upstreams: two places need two names"
+    )]
     SameVersion(String),
     /// A session-affinity cookie name was not a valid cookie name.
     #[error(

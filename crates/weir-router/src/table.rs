@@ -236,7 +236,10 @@ impl RouteSpec {
                 return Err(RouteError::NoUpstreams { field });
             }
         }
-        if self.primary.version == self.canary.version {
+        // One version in both roles is a route to that version alone (before a first canary, or
+        // after a promotion); the same name for two different places would merge their metrics
+        // and cookies, so it is refused.
+        if self.primary.version == self.canary.version && self.primary != self.canary {
             return Err(RouteError::SameVersion(self.primary.version.clone()));
         }
         if let Some(affinity) = &self.session_affinity {
@@ -461,6 +464,10 @@ mod tests {
         let mut s = spec(0);
         s.canary.version = "v1".into();
         assert!(matches!(s.validate(), Err(RouteError::SameVersion(_))));
+        // The same backend in both roles is one version alone: allowed.
+        let mut s = spec(0);
+        s.canary = s.primary.clone();
+        assert!(s.validate().is_ok());
         let mut s = spec(0);
         s.primary.version = "bad name".into();
         assert!(
