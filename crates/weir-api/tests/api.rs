@@ -1021,6 +1021,7 @@ async fn openapi_lists_every_route() {
     let served = [
         ("get", "/healthz"),
         ("get", "/api/v1/openapi.json"),
+        ("get", "/metrics"),
         ("get", "/api/v1/rollouts"),
         ("post", "/api/v1/rollouts"),
         ("get", "/api/v1/rollouts/{namespace}/{name}"),

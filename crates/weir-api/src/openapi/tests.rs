@@ -68,5 +68,5 @@ fn operations_are_complete() {
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), count, "operationIds are unique");
-    assert_eq!(count, 10);
+    assert_eq!(count, 11);
 }
