@@ -83,6 +83,10 @@ fn print_refusal(file: &Path, refused: &document::Refused) {
 pub fn validate(args: &ValidateArgs) -> Result<ExitCode> {
     let mut invalid = 0usize;
     let mut valid = 0usize;
+    // Documents rollouts refer to by name, from every file given, and the rollouts themselves,
+    // so references can be checked across files once all are read.
+    let mut catalog = weir_core::catalog::Catalog::default();
+    let mut rollouts = Vec::new();
     for file in &args.files {
         let bytes = match read_input(file) {
             Ok(bytes) => bytes,
@@ -115,12 +119,26 @@ pub fn validate(args: &ValidateArgs) -> Result<ExitCode> {
                     for warning in &loaded.warnings {
                         eprintln!("  warning: {warning}");
                     }
+                    if let Some(Document::Rollout(rollout)) = catalog.add(loaded.document) {
+                        rollouts.push((file.clone(), rollout));
+                    }
                 }
                 Err(refused) => {
                     invalid += 1;
                     print_refusal(file, &refused);
                 }
             }
+        }
+    }
+    // A reference may be satisfied by a file not given here (`weir serve --catalog`), so an
+    // unresolved one is a warning, not an error.
+    for (file, rollout) in &rollouts {
+        for problem in catalog.check_rollout(rollout) {
+            eprintln!(
+                "{}: Rollout {}: warning: {problem} (give the file that defines it too, or to `weir serve --catalog`)",
+                file.display(),
+                rollout.metadata.name
+            );
         }
     }
     if !args.quiet || invalid > 0 {

@@ -51,6 +51,9 @@ fn validate_accepts_the_examples_and_exits_0() {
         "canary-kubernetes.yaml",
         "steps-with-pauses.yaml",
         "flag-schedule.yaml",
+        "prometheus.yaml",
+        "notifications.yaml",
+        "webhooks.yaml",
     ]
     .iter()
     .map(|name| repo_file(&format!("examples/{name}")))
@@ -60,7 +63,41 @@ fn validate_accepts_the_examples_and_exits_0() {
         .collect();
     let output = weir(&args);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
-    assert!(text(&output.stdout).contains("3 valid, 0 invalid"));
+    let counted = text(&output.stdout);
+    let documents = counted
+        .lines()
+        .filter(|line| line.contains(" is valid"))
+        .count();
+    assert!(
+        counted.contains(&format!("{documents} valid, 0 invalid")) && documents >= 6,
+        "{counted}"
+    );
+    // Every reference of the examples resolves within their own files.
+    assert!(
+        !text(&output.stderr).contains("warning: spec."),
+        "{}",
+        text(&output.stderr)
+    );
+}
+
+#[test]
+#[allow(clippy::expect_used)]
+fn validate_warns_about_references_that_no_file_given_defines() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("rollout.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {name: web}\nspec:\n  target: {kind: local}\n  plan: {canary: {stepWeight: 10}}\n  analysis:\n    metrics: [{name: errors, templateRef: {name: error-rate}, thresholdRange: {max: 1}}]\n",
+    )
+    .expect("the rollout file is written");
+    let output = weir(&["validate", &file.display().to_string()]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let warnings = text(&output.stderr);
+    assert!(
+        warnings.contains("spec.analysis.metrics[0].templateRef.name")
+            && warnings.contains("no MetricTemplate default/error-rate"),
+        "{warnings}"
+    );
 }
 
 #[test]
