@@ -101,6 +101,22 @@ impl Catalog {
         self.secrets.get(&key_for(reference, rollout_namespace))
     }
 
+    /// The error for a reference that names nothing loaded, listing what is.
+    fn unresolved<T>(
+        path: String,
+        what: &str,
+        reference: &TemplateRef,
+        rollout_namespace: &str,
+        loaded: &BTreeMap<Key, T>,
+    ) -> FieldError {
+        let (namespace, name) = key_for(reference, rollout_namespace);
+        FieldError::with_value(
+            path,
+            format!("{name:?}"),
+            format!("no {what} {namespace}/{name} ({})", Self::known(loaded)),
+        )
+    }
+
     fn known<T>(map: &BTreeMap<Key, T>) -> String {
         if map.is_empty() {
             return "none are loaded".into();
@@ -124,15 +140,12 @@ impl Catalog {
             };
             let path = format!("spec.analysis.metrics[{index}].templateRef.name");
             match self.metric_template(reference, namespace) {
-                None => errors.push(FieldError::with_value(
+                None => errors.push(Self::unresolved(
                     path,
-                    format!("{:?}", reference.name),
-                    format!(
-                        "no MetricTemplate {}/{} ({})",
-                        key_for(reference, namespace).0,
-                        reference.name,
-                        Self::known(&self.templates)
-                    ),
+                    "MetricTemplate",
+                    reference,
+                    namespace,
+                    &self.templates,
                 )),
                 Some(template) => {
                     let template_namespace = template.metadata.namespace_or_default();
@@ -157,15 +170,12 @@ impl Catalog {
             let path = format!("spec.analysis.alerts[{index}].providerRef.name");
             let reference = &alert.provider_ref;
             match self.alert_provider(reference, namespace) {
-                None => errors.push(FieldError::with_value(
+                None => errors.push(Self::unresolved(
                     path,
-                    format!("{:?}", reference.name),
-                    format!(
-                        "no AlertProvider {}/{} ({})",
-                        key_for(reference, namespace).0,
-                        reference.name,
-                        Self::known(&self.alert_providers)
-                    ),
+                    "AlertProvider",
+                    reference,
+                    namespace,
+                    &self.alert_providers,
                 )),
                 Some(provider) => {
                     let provider_namespace = provider.metadata.namespace_or_default();
@@ -193,16 +203,12 @@ impl Catalog {
             };
             let path = format!("spec.analysis.webhooks[{index}].secretRef.name");
             match self.secret(reference, namespace) {
-                None => errors.push(FieldError::with_value(
+                None => errors.push(Self::unresolved(
                     path,
-                    format!("{:?}", reference.name),
-                    format!(
-                        "no Secret {}/{} to sign webhook {} with ({})",
-                        key_for(reference, namespace).0,
-                        reference.name,
-                        hook.name,
-                        Self::known(&self.secrets)
-                    ),
+                    "Secret",
+                    reference,
+                    namespace,
+                    &self.secrets,
                 )),
                 Some(secret) if secret.get(HMAC_SECRET_KEY).is_none_or(str::is_empty) => {
                     let keys: Vec<&str> = secret.string_data.keys().map(String::as_str).collect();
