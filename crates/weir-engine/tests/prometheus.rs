@@ -338,3 +338,25 @@ fn every_flagger_metric_template_renders() {
     assert_eq!(rendered, 24, "templates with a query");
     println!("{rendered} Flagger metric templates rendered");
 }
+
+#[test]
+fn a_local_target_metrics_server_must_be_a_url() {
+    let yaml = r#"
+apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {name: web}
+spec:
+  target:
+    kind: local
+    listen: 127.0.0.1:8080
+    primary: {url: "http://127.0.0.1:9001"}
+    canary: {url: "http://127.0.0.1:9002"}
+    metricsServer: prometheus:9090
+  plan: {canary: {stepWeight: 50}}
+"#;
+    let (_, rollout) = catalog_and_rollout(yaml);
+    let errors = weir_engine::local::config::LocalTargetConfig::of(&rollout).unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].path, "spec.target.metricsServer");
+    assert!(errors[0].to_string().contains("http://"), "{errors:?}");
+}

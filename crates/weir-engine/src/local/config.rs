@@ -95,6 +95,16 @@ impl LocalTargetConfig {
         for (name, version) in [("primary", &config.primary), ("canary", &config.canary)] {
             version_errors(&format!("spec.target.{name}"), version, &mut errors);
         }
+        if let Some(server) = &config.metrics_server
+            && !server.starts_with("http://")
+            && !server.starts_with("https://")
+        {
+            errors.push(FieldError::with_value(
+                "spec.target.metricsServer",
+                format!("{server:?}"),
+                "the Prometheus's http:// or https:// URL, e.g. http://127.0.0.1:9090",
+            ));
+        }
         plan_errors(rollout, &mut errors);
         if errors.is_empty() {
             Ok(config)
