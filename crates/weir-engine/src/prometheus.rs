@@ -735,6 +735,60 @@ mod tests {
     }
 
     #[test]
+    fn a_token_secret_and_template_headers_go_on_the_request() {
+        let mut catalog = Catalog::default();
+        let mut rollout = None;
+        for result in weir_core::document::load(
+            br#"
+apiVersion: v1
+kind: Secret
+metadata: {name: mimir}
+stringData: {token: t0ken, address: "https://mimir.example.com/prometheus"}
+---
+apiVersion: weir.dev/v1alpha1
+kind: MetricTemplate
+metadata: {name: errors}
+spec:
+  provider: {type: prometheus, address: "http://ignored:9090", secretRef: {name: mimir}, headers: {X-Scope-OrgID: shop}}
+  query: sum(errors{app="{{ target }}"})
+---
+apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {name: web}
+spec:
+  target: {kind: kubernetes, targetRef: {apiVersion: apps/v1, kind: Deployment, name: web}}
+  plan: {canary: {stepWeight: 10}}
+  analysis:
+    metrics: [{name: errors, templateRef: {name: errors}, thresholdRange: {max: 1}}]
+"#,
+        ) {
+            if let Some(weir_core::document::Document::Rollout(found)) =
+                catalog.add(result.unwrap().document)
+            {
+                rollout = Some(*found);
+            }
+        }
+        let rollout = rollout.unwrap();
+        let source = PrometheusSource::new(Arc::new(catalog), None);
+        let plan = source
+            .plan(&rollout, &rollout.spec.analysis.metrics[0])
+            .unwrap();
+        // The Secret's address wins over the template's, as in Flagger.
+        assert_eq!(
+            plan.endpoint.address,
+            "https://mimir.example.com/prometheus"
+        );
+        assert_eq!(
+            plan.endpoint.headers,
+            [
+                ("authorization".to_string(), "Bearer t0ken".to_string()),
+                ("x-scope-orgid".to_string(), "shop".to_string())
+            ]
+        );
+        assert_eq!(plan.query, r#"sum(errors{app="web"})"#);
+    }
+
+    #[test]
     fn builtin_queries_render_for_every_mesh() {
         let rollout: Rollout = match weir_core::document::load(
             br#"
