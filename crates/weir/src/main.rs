@@ -35,13 +35,17 @@ struct Cli {
 enum Command {
     /// Check rollout files and report every problem with its field path.
     ///
-    /// Each file may hold several YAML documents (separated by `---`) or JSON. weir Rollouts and
-    /// MetricTemplates, Flagger Canaries and MetricTemplates are accepted. Every error names the
-    /// field (e.g. `spec.plan.canary.stepWeights[2]`), the value and what is allowed.
+    /// Each file may hold several YAML documents (separated by `---`) or JSON. weir Rollouts,
+    /// MetricTemplates and AlertProviders, Flagger Canaries, MetricTemplates and AlertProviders,
+    /// and Kubernetes Secrets are accepted. Every error names the field (e.g.
+    /// `spec.plan.canary.stepWeights[2]`), the value and what is allowed. References between
+    /// documents (a templateRef, an alert's providerRef, a secretRef) are checked across all the
+    /// files given; one that none of them defines is a warning, since `weir serve --catalog` may
+    /// provide it.
     ///
     /// Exit status: 0 when every document is valid, 1 when any is not (or a file cannot be read).
     Validate(cmd_core::ValidateArgs),
-    /// Convert a Flagger Canary (or MetricTemplate) into a weir document.
+    /// Convert a Flagger Canary (or MetricTemplate, or AlertProvider) into a weir document.
     ///
     /// The weir YAML goes to standard output; warnings (Flagger fields weir keeps but does not act
     /// on yet, values adjusted to Flagger's rules) go to standard error.
