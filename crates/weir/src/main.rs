@@ -110,9 +110,16 @@ enum Command {
     /// Rollouts, their status and their history live in one SQLite file; kill the server at any
     /// moment and start it again: every rollout resumes at the step it had committed. The API is
     /// REST under /api/v1 (rollouts, commands, events), Server-Sent Events at /api/v1/watch, and
-    /// the OpenAPI document at /api/v1/openapi.json. The client verbs below talk to it.
+    /// the OpenAPI document at /api/v1/openapi.json; weir's own metrics for Prometheus are at
+    /// /metrics on the same address. The client verbs below talk to it.
     ///
-    /// Exit status: 0 after Ctrl-C or SIGTERM, 2 when it cannot start.
+    /// Judging with Prometheus: `--prometheus URL` (docs/PROMETHEUS.md). Metric templates, alert
+    /// providers and secrets that rollouts name: `--catalog FILE|DIR`, read at start.
+    ///
+    /// Example: weir serve --prometheus http://127.0.0.1:9090 --catalog ops/weir/
+    ///
+    /// Exit status: 0 after Ctrl-C or SIGTERM, 2 when it cannot start (including an invalid
+    /// catalog document or --prometheus URL).
     Serve(cmd_serve::ServeArgs),
     /// Create or update the rollouts of a file on the server (weir Rollouts or Flagger Canaries).
     ///
