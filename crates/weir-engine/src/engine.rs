@@ -44,6 +44,9 @@ pub struct EngineOptions {
     pub max_commit_batch: usize,
     /// How often the judges that watch runs continuously are fed.
     pub judge_period: Duration,
+    /// How long a notification that could not be delivered waits before a tick of its rollout
+    /// tries it again (it stays pending in the store meanwhile, and across restarts).
+    pub redelivery_pause: Duration,
     /// Where the engine's own metrics go (`None`: a fresh [`Telemetry`]); the engine handle
     /// exposes it either way. Give one to share a registry with other parts of a process.
     pub telemetry: Option<Telemetry>,
@@ -57,6 +60,7 @@ impl Default for EngineOptions {
             change_buffer: 4096,
             max_commit_batch: 256,
             judge_period: Duration::from_secs(1),
+            redelivery_pause: Duration::from_secs(60),
             telemetry: None,
         }
     }
@@ -101,7 +105,13 @@ pub struct Engine<S: Store> {
     verdicts: mpsc::Sender<Request>,
     watched: crate::judging::Watched,
     telemetry: Telemetry,
+    failed_deliveries: FailedDeliveries,
 }
+
+/// When each one-shot effect that could not be delivered last failed (by rollout and delivery
+/// id), so a tick retries it once `EngineOptions::redelivery_pause` has passed instead of on
+/// every tick: a notification provider that is down must not slow every analysis step.
+type FailedDeliveries = Arc<std::sync::Mutex<HashMap<(RolloutKey, String), std::time::Instant>>>;
 
 /// A step waiting for the group commit.
 struct CommitRequest {
@@ -225,6 +235,7 @@ impl<S: Store> Engine<S> {
             verdicts: request_tx_for_judges,
             watched: crate::judging::Watched::default(),
             telemetry,
+            failed_deliveries: FailedDeliveries::default(),
         };
         (engine, handle)
     }
@@ -406,6 +417,8 @@ impl<S: Store> Engine<S> {
                 stats: Arc::clone(&self.stats),
                 lateness: self.lateness.clone(),
                 telemetry: self.telemetry.clone(),
+                failed_deliveries: Arc::clone(&self.failed_deliveries),
+                redelivery_pause: self.options.redelivery_pause,
                 key: key.clone(),
                 stored: entry.stored.clone(),
                 needs_reconcile,
@@ -460,6 +473,16 @@ async fn sleep_until(at: Option<Timestamp>) {
 
 // === jobs ===
 
+/// The map of failed deliveries; a panic elsewhere cannot leave it inconsistent.
+fn lock(
+    failed: &FailedDeliveries,
+) -> std::sync::MutexGuard<'_, HashMap<(RolloutKey, String), std::time::Instant>> {
+    match failed.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
 struct JobContext<S: Store> {
     store: S,
     commits: mpsc::Sender<CommitRequest>,
@@ -467,6 +490,8 @@ struct JobContext<S: Store> {
     stats: Arc<EngineStats>,
     lateness: Option<LatenessSink>,
     telemetry: Telemetry,
+    failed_deliveries: FailedDeliveries,
+    redelivery_pause: Duration,
     key: RolloutKey,
     stored: Option<StoredRollout>,
     needs_reconcile: bool,
@@ -574,7 +599,14 @@ impl<S: Store> JobContext<S> {
         }
     }
 
-    async fn tick(self, due: Timestamp) -> JobDone {
+    async fn tick(mut self, due: Timestamp) -> JobDone {
+        if self
+            .stored
+            .as_ref()
+            .is_some_and(|stored| !stored.pending_effects.is_empty())
+        {
+            self.redeliver().await;
+        }
         let Some(stored) = self.stored.clone() else {
             return self.unchanged(None);
         };
@@ -766,8 +798,43 @@ impl<S: Store> JobContext<S> {
             .map_err(|_| StoreError::Database("the commit was abandoned".into()))?
     }
 
-    /// Delivers one-shot effects (at least once) and clears those delivered.
-    async fn deliver(&self, stored: &StoredRollout, effects: &[Effect]) {
+    /// Tries again the pending one-shot effects whose last failure is older than the redelivery
+    /// pause (or unknown to this process), and forgets those delivered.
+    async fn redeliver(&mut self) {
+        let Some(stored) = self.stored.as_ref() else {
+            return;
+        };
+        let due: Vec<Effect> = {
+            let failed = lock(&self.failed_deliveries);
+            stored
+                .pending_effects
+                .iter()
+                .filter(|effect| {
+                    effect.delivery_id().is_some_and(|id| {
+                        failed
+                            .get(&(self.key.clone(), id.to_string()))
+                            .is_none_or(|at| at.elapsed() >= self.redelivery_pause)
+                    })
+                })
+                .cloned()
+                .collect()
+        };
+        if due.is_empty() {
+            return;
+        }
+        let delivered = self.deliver(stored, &due).await;
+        if let Some(stored) = self.stored.as_mut() {
+            stored.pending_effects.retain(|effect| {
+                effect
+                    .delivery_id()
+                    .is_none_or(|id| !delivered.iter().any(|done| done == id))
+            });
+        }
+    }
+
+    /// Delivers one-shot effects (at least once), clears those delivered in the store, and
+    /// returns their ids; a failure is remembered so ticks retry it after a pause.
+    async fn deliver(&self, stored: &StoredRollout, effects: &[Effect]) -> Vec<String> {
         let mut delivered = Vec::new();
         for effect in effects {
             let Some(id) = effect.delivery_id() else {
@@ -797,16 +864,30 @@ impl<S: Store> JobContext<S> {
                     .await
                 {
                     Ok(()) => delivered.push(id.to_string()),
-                    Err(error) => self.provider_error("notify", error),
+                    Err(error) => {
+                        lock(&self.failed_deliveries).insert(
+                            (self.key.clone(), id.to_string()),
+                            std::time::Instant::now(),
+                        );
+                        self.provider_error("notify", error);
+                    }
                 },
                 _ => {}
             }
         }
-        if !delivered.is_empty()
-            && let Err(error) = self.store.clear_pending(&self.key, &delivered).await
+        if delivered.is_empty() {
+            return delivered;
+        }
         {
+            let mut failed = lock(&self.failed_deliveries);
+            for id in &delivered {
+                failed.remove(&(self.key.clone(), id.clone()));
+            }
+        }
+        if let Err(error) = self.store.clear_pending(&self.key, &delivered).await {
             self.provider_error("clear delivered effects", error);
         }
+        delivered
     }
 
     async fn apply(
@@ -921,21 +1002,25 @@ impl<S: Store> JobContext<S> {
             target.remove(&self.key).await;
         }
         match self.store.delete(&self.key, None).await {
-            Ok(()) => (
-                JobDone {
-                    key: self.key.clone(),
-                    stored: None,
-                    wake_at: None,
-                    change: Some(StatusChange {
+            Ok(()) => {
+                // Its undelivered notifications went with it.
+                lock(&self.failed_deliveries).retain(|(key, _), _| *key != self.key);
+                (
+                    JobDone {
                         key: self.key.clone(),
-                        version: stored.version + 1,
-                        status: None,
-                        events: Vec::new(),
-                    }),
-                    needs_reconcile: false,
-                },
-                Ok(()),
-            ),
+                        stored: None,
+                        wake_at: None,
+                        change: Some(StatusChange {
+                            key: self.key.clone(),
+                            version: stored.version + 1,
+                            status: None,
+                            events: Vec::new(),
+                        }),
+                        needs_reconcile: false,
+                    },
+                    Ok(()),
+                )
+            }
             Err(error) => (self.unchanged(None), Err(error.into())),
         }
     }

@@ -1,0 +1,131 @@
+//! A notification that cannot be delivered stays pending and is delivered by a later tick of its
+//! rollout (after the redelivery pause), not only when weir restarts; once delivered it is not
+//! sent again.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use weir_core::machine::Notification;
+use weir_core::model::{Phase, Rollout, Severity};
+use weir_engine::local::LocalTargets;
+use weir_engine::{BoxFuture, Engine, EngineOptions, Integrations, Notifier, ProviderError};
+use weir_router::RouterConfig;
+use weir_store::{RolloutKey, SqliteStore, Store};
+use weir_tools::sample_app::{SampleApp, SampleAppConfig};
+
+/// Refuses the first attempt of every delivery id, accepts later ones; counts attempts per id.
+#[derive(Clone, Default)]
+struct FlakyReceiver {
+    attempts: Arc<Mutex<HashMap<String, (u32, Notification)>>>,
+}
+
+impl Notifier for FlakyReceiver {
+    fn notify<'a>(
+        &'a self,
+        _key: &'a RolloutKey,
+        _rollout: &'a Rollout,
+        notification: &'a Notification,
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async move {
+            let mut attempts = self.attempts.lock().unwrap();
+            let entry = attempts
+                .entry(notification.delivery_id.clone())
+                .or_insert((0, notification.clone()));
+            entry.0 += 1;
+            if entry.0 == 1 {
+                Err(ProviderError("the receiver is down".into()))
+            } else {
+                Ok(())
+            }
+        })
+    }
+}
+
+async fn sample_app(version: &str) -> SocketAddr {
+    let app = SampleApp::bind(SampleAppConfig::new(
+        SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+        version,
+    ))
+    .await
+    .unwrap();
+    let address = app.local_addr();
+    tokio::spawn(app.serve(std::future::pending()));
+    address
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_notification_is_delivered_by_a_later_tick_exactly_once_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("weir.db"))
+        .await
+        .unwrap();
+    let targets = LocalTargets::new(RouterConfig::default());
+    let mut providers = targets.providers(&Integrations::default());
+    let receiver = FlakyReceiver::default();
+    providers.notifier = Arc::new(receiver.clone());
+    let options = EngineOptions {
+        redelivery_pause: Duration::from_millis(500),
+        ..EngineOptions::default()
+    };
+    let (engine, handle) = Engine::new(store.clone(), providers, options);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let engine = tokio::spawn(engine.run(async move {
+        let _ = stopped.await;
+    }));
+
+    let (v1, v2) = (sample_app("v1").await, sample_app("v2").await);
+    let listen = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    // No checks: every tick advances, and the promotion notifies.
+    let yaml = format!(
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: shop}}\nspec:\n  target:\n    kind: local\n    listen: \"{listen}\"\n    primary: {{url: \"http://{v1}\", healthCheck: /healthz}}\n    canary: {{url: \"http://{v2}\", healthCheck: /healthz}}\n  plan: {{canary: {{stepWeights: [50, 100]}}}}\n  analysis: {{interval: 1s, progressDeadline: 30s}}\n"
+    );
+    let rollout: Rollout = serde_saphyr::from_str(&yaml).unwrap();
+    let key = RolloutKey::of(&rollout);
+    handle.apply(rollout, None).await.unwrap();
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let stored = store.get(&key).await.unwrap().unwrap();
+        let delivered =
+            receiver
+                .attempts
+                .lock()
+                .unwrap()
+                .values()
+                .any(|(attempts, notification)| {
+                    *attempts >= 2 && notification.severity == Severity::Info
+                });
+        if stored.status.phase == Phase::Succeeded && delivered && stored.pending_effects.is_empty()
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not delivered: phase {:?}, pending {:?}",
+            stored.status.phase,
+            stored.pending_effects
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Several more ticks: a delivered notification is not sent again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let attempts = receiver.attempts.lock().unwrap().clone();
+    assert!(!attempts.is_empty());
+    for (id, (count, notification)) in &attempts {
+        assert_eq!(
+            *count, 2,
+            "{id} ({}): one failed attempt, one delivery",
+            notification.message
+        );
+    }
+    let _ = stop.send(());
+    let _ = engine.await;
+    use weir_engine::TargetProvider;
+    targets.remove(&key).await;
+}
