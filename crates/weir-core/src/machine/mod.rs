@@ -1265,6 +1265,9 @@ impl Machine<'_> {
                 ),
                 answer.evidence,
             );
+        } else if answer.evidence.actor.is_some() {
+            // The step a person let through records who did.
+            self.passed.actor = answer.evidence.actor;
         }
         answer.open
     }

@@ -1084,6 +1084,15 @@ fn a_person_opening_the_confirm_traffic_increase_gate_lets_the_weight_move() {
     assert_eq!(harness.status.gates.len(), 1);
     harness.tick(|obs| hook(obs, "more", false));
     assert_eq!(harness.weight(), 100);
+    let Some(advanced) = harness.events.last() else {
+        panic!("no event");
+    };
+    assert_eq!(advanced.reason, EventReason::Advanced);
+    assert_eq!(
+        advanced.evidence.actor.as_deref(),
+        Some("alice"),
+        "{advanced:?}"
+    );
 }
 
 #[test]
