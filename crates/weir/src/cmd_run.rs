@@ -37,6 +37,12 @@ pub struct RunArgs {
     /// (docs/METRICS.md). Off by default.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<std::net::SocketAddr>,
+    /// Serve weir's HTTP API (the one of `weir serve`, /metrics included) at ADDR while the
+    /// rollout runs, so the client verbs can steer it from another terminal, e.g. `weir gate
+    /// open shop-web --type confirm-promotion --server http://ADDR` or `weir abort`. Off by
+    /// default.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
     #[command(flatten)]
     integrations: crate::integrations::IntegrationArgs,
 }
@@ -100,6 +106,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         if let Some(address) = args.metrics_listen {
             serve_metrics(address, &foreground).await?;
         }
+        if let Some(address) = args.listen {
+            serve_api(address, &foreground).await?;
+        }
         let outcome = foreground
             .drive(rollout, args.output == OutputFormat::Json, None)
             .await;
@@ -122,6 +131,22 @@ async fn serve_metrics(address: std::net::SocketAddr, foreground: &Foreground) -
         }
     });
     eprintln!("metrics at http://{bound}/metrics");
+    Ok(())
+}
+
+/// Serves the HTTP API for as long as the runtime lives (the whole `weir run`).
+async fn serve_api(address: std::net::SocketAddr, foreground: &Foreground) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen on {address} for --listen"))?;
+    let bound = listener.local_addr().unwrap_or(address);
+    let app = weir_api::router(foreground.store.clone(), foreground.handle.clone());
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, app).await {
+            eprintln!("the API server stopped: {error}");
+        }
+    });
+    eprintln!("API at http://{bound} (weir promote, abort, gate ... --server http://{bound})");
     Ok(())
 }
 
