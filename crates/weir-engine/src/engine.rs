@@ -844,13 +844,28 @@ impl<S: Store> JobContext<S> {
                 Effect::RunHooks {
                     hook_type,
                     delivery_id,
+                    event,
                 } => {
                     for hook in stored.rollout.spec.analysis.hooks_of(*hook_type) {
-                        let result = self
-                            .providers
-                            .hooks
-                            .call(&self.key, &stored.status, hook, delivery_id)
-                            .await;
+                        let hooks = &self.providers.hooks;
+                        let result = match event {
+                            Some(event) => {
+                                hooks
+                                    .call_for_event(
+                                        &self.key,
+                                        &stored.status,
+                                        hook,
+                                        delivery_id,
+                                        event,
+                                    )
+                                    .await
+                            }
+                            None => {
+                                hooks
+                                    .call(&self.key, &stored.status, hook, delivery_id)
+                                    .await
+                            }
+                        };
                         if !result.success && *hook_type != HookType::Event {
                             tracing::info!(rollout = %self.key, hook = %hook.name, "{hook_type} hook failed: {}", result.message);
                         }

@@ -26,9 +26,10 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde::Serialize;
 use sha2::Sha256;
 use weir_core::catalog::Catalog;
-use weir_core::machine::{Notification, event_hook_type};
+use weir_core::machine::Notification;
 use weir_core::model::{
-    HMAC_SECRET_KEY, HookResult, HookType, MAX_WEBHOOK_RETRIES, Phase, RolloutStatus, Webhook,
+    Event, HMAC_SECRET_KEY, HookResult, HookType, MAX_WEBHOOK_RETRIES, Phase, RolloutStatus,
+    Webhook,
 };
 use weir_store::RolloutKey;
 
@@ -159,24 +160,31 @@ fn payload_phase(hook_type: HookType, status: &RolloutStatus) -> Phase {
 
 /// The body of one call, as Flagger's Go encoder would write it.
 ///
-/// Event hooks get Flagger's event metadata (`eventMessage`: the status message, `eventType`:
-/// `Normal` or `Warning`, `timestamp`: milliseconds since the epoch), with the hook's own
-/// metadata added where it does not clash, as Flagger does.
+/// Event hooks get Flagger's event metadata for `event` (`eventMessage`, `eventType`: `Normal`
+/// or `Warning`, `timestamp`: milliseconds since the epoch; without an event: the status message,
+/// `Normal` and `now_ms`), with the hook's own metadata added where it does not clash, as
+/// Flagger does.
 pub fn payload(
     key: &RolloutKey,
     status: &RolloutStatus,
     hook: &Webhook,
-    delivery_id: &str,
+    event: Option<&Event>,
     now_ms: i64,
 ) -> Vec<u8> {
     let metadata = if hook.hook_type == HookType::Event {
-        let mut metadata = BTreeMap::from([
-            ("eventMessage".to_string(), status.message.clone()),
-            (
-                "eventType".to_string(),
-                event_hook_type(delivery_id).to_string(),
+        let (message, warning, at_ms) = match event {
+            Some(event) => (
+                event.message.clone(),
+                event.reason.is_warning(),
+                event.at.as_millisecond(),
             ),
-            ("timestamp".to_string(), now_ms.to_string()),
+            None => (status.message.clone(), false, now_ms),
+        };
+        let event_type = if warning { "Warning" } else { "Normal" };
+        let mut metadata = BTreeMap::from([
+            ("eventMessage".to_string(), message),
+            ("eventType".to_string(), event_type.to_string()),
+            ("timestamp".to_string(), at_ms.to_string()),
         ]);
         for (name, value) in &hook.metadata {
             metadata
@@ -280,7 +288,32 @@ impl HookRunner for HttpHookRunner {
         hook: &'a Webhook,
         delivery_id: &'a str,
     ) -> BoxFuture<'a, HookResult> {
-        Box::pin(async move {
+        Box::pin(self.send(key, status, hook, delivery_id, None))
+    }
+
+    fn call_for_event<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        status: &'a RolloutStatus,
+        hook: &'a Webhook,
+        delivery_id: &'a str,
+        event: &'a Event,
+    ) -> BoxFuture<'a, HookResult> {
+        Box::pin(self.send(key, status, hook, delivery_id, Some(event)))
+    }
+}
+
+impl HttpHookRunner {
+    /// One delivery: the payload, its headers and signature, retries with backoff.
+    async fn send(
+        &self,
+        key: &RolloutKey,
+        status: &RolloutStatus,
+        hook: &Webhook,
+        delivery_id: &str,
+        event: Option<&Event>,
+    ) -> HookResult {
+        {
             let result = |success: bool, message: String| HookResult {
                 name: hook.name.clone(),
                 hook_type: hook.hook_type,
@@ -288,7 +321,7 @@ impl HookRunner for HttpHookRunner {
                 message,
             };
             let now_ms = jiff::Timestamp::now().as_millisecond();
-            let body = payload(key, status, hook, delivery_id, now_ms);
+            let body = payload(key, status, hook, event, now_ms);
             let mut headers = vec![
                 (DELIVERY_HEADER, delivery_id.to_string()),
                 (IDEMPOTENCY_HEADER, delivery_id.to_string()),
@@ -328,7 +361,7 @@ impl HookRunner for HttpHookRunner {
                 tokio::time::sleep(self.backoff.delay(attempt - 1)).await;
                 attempt += 1;
             }
-        })
+        }
     }
 }
 
@@ -375,14 +408,14 @@ mod tests {
             r#"{"name": "load", "url": "http://t/", "metadata": {"type": "bash", "cmd": "curl -s 'http://app/?a=1&b=<2>'"}}"#,
         )
         .unwrap();
-        let body = payload(&key, &status, &hook, "id", 0);
+        let body = payload(&key, &status, &hook, None, 0);
         assert_eq!(
             String::from_utf8(body).unwrap(),
             r#"{"name":"checkout","namespace":"shop","phase":"Progressing","checksum":"abc123","metadata":{"cmd":"curl -s 'http://app/?a=1\u0026b=\u003c2\u003e'","type":"bash"}}"#
         );
         hook.metadata.clear();
         hook.hook_type = HookType::ConfirmPromotion;
-        let body = payload(&key, &status, &hook, "id", 0);
+        let body = payload(&key, &status, &hook, None, 0);
         assert_eq!(
             String::from_utf8(body).unwrap(),
             r#"{"name":"checkout","namespace":"shop","phase":"WaitingPromotion","checksum":"abc123"}"#
@@ -401,17 +434,27 @@ mod tests {
             r#"{"name": "feed", "type": "event", "url": "http://t/", "metadata": {"team": "a", "eventType": "mine"}}"#,
         )
         .unwrap();
-        let body = payload(
-            &key,
-            &status,
-            &hook,
-            "run-1/Progressing/5/event-warning",
-            42,
-        );
+        let event = Event {
+            at: jiff::Timestamp::from_millisecond(42).unwrap(),
+            run: 1,
+            reason: weir_core::model::EventReason::ChecksFailed,
+            phase: Phase::Progressing,
+            canary_weight: weir_core::Weight::ZERO,
+            message: "request-success-rate = 80 is out of range".into(),
+            evidence: Default::default(),
+        };
+        let body = payload(&key, &status, &hook, Some(&event), 99);
         let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(
             value["metadata"],
-            serde_json::json!({"eventMessage": "canary weight 10% (step 1 of 5)", "eventType": "Warning", "timestamp": "42", "team": "a"})
+            serde_json::json!({"eventMessage": "request-success-rate = 80 is out of range", "eventType": "Warning", "timestamp": "42", "team": "a"})
+        );
+        // Without the event (an effect stored by an older weir): the status message, Normal, now.
+        let body = payload(&key, &status, &hook, None, 99);
+        let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            value["metadata"],
+            serde_json::json!({"eventMessage": "canary weight 10% (step 1 of 5)", "eventType": "Normal", "timestamp": "99", "team": "a"})
         );
     }
 

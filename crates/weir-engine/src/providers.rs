@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use weir_core::FieldError;
 use weir_core::machine::{Effect, Notification};
-use weir_core::model::{CheckResult, HookResult, Metric, Rollout, RolloutStatus, Webhook};
+use weir_core::model::{CheckResult, Event, HookResult, Metric, Rollout, RolloutStatus, Webhook};
 use weir_store::RolloutKey;
 
 /// A boxed, sendable future.
@@ -128,6 +128,19 @@ pub trait HookRunner: Send + Sync + 'static {
         hook: &'a Webhook,
         delivery_id: &'a str,
     ) -> BoxFuture<'a, HookResult>;
+
+    /// Calls one `event` webhook about `event` (Flagger puts its message, type and time in the
+    /// payload's metadata). By default the same as [`HookRunner::call`].
+    fn call_for_event<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        status: &'a RolloutStatus,
+        hook: &'a Webhook,
+        delivery_id: &'a str,
+        _event: &'a Event,
+    ) -> BoxFuture<'a, HookResult> {
+        self.call(key, status, hook, delivery_id)
+    }
 }
 
 /// Tells people.

@@ -113,6 +113,7 @@ fn hooks(delivery_id: &str) -> Effect {
     Effect::RunHooks {
         hook_type: HookType::Rollout,
         delivery_id: delivery_id.to_string(),
+        event: None,
     }
 }
 

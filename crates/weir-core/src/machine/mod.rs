@@ -198,16 +198,6 @@ impl std::fmt::Display for GateRef {
     }
 }
 
-/// The Flagger event type (`Normal` or `Warning`) of an event-hook delivery: the machine marks
-/// the delivery id of the `RunHooks` effect it emits for `event` hooks with it.
-pub fn event_hook_type(delivery_id: &str) -> &'static str {
-    if delivery_id.ends_with("/event-warning") {
-        "Warning"
-    } else {
-        "Normal"
-    }
-}
-
 // === outputs ===
 
 /// Desired state for providers to apply. Applying an effect twice is harmless.
@@ -231,6 +221,10 @@ pub enum Effect {
         hook_type: HookType,
         /// An id receivers can de-duplicate on.
         delivery_id: String,
+        /// For `event` hooks: the event they hear of (its message, type and time go in the
+        /// payload's metadata, as Flagger's do).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        event: Option<Box<Event>>,
     },
     /// Tell people.
     Notify(Notification),
@@ -431,22 +425,6 @@ fn person_decision<'s>(
         .or_else(|| of_type().find(|decision| decision.hook.is_none()))
 }
 
-/// Whether an event reason is a warning (Flagger's `Warning` event type) rather than progress.
-fn is_warning(reason: EventReason) -> bool {
-    matches!(
-        reason,
-        EventReason::WaitingForApproval
-            | EventReason::GateClosed
-            | EventReason::GateShut
-            | EventReason::ChecksFailed
-            | EventReason::NoData
-            | EventReason::CanaryNotReady
-            | EventReason::WaitingPromotion
-            | EventReason::RolledBack
-            | EventReason::Held
-    )
-}
-
 /// Whether seeing `revision` while idle starts a run.
 fn starts_run(status: &RolloutStatus, revision: &str) -> bool {
     let is_primary = status.primary_revision.as_deref() == Some(revision);
@@ -487,21 +465,19 @@ enum Failure {
 
 impl Machine<'_> {
     fn finish(mut self) -> Transition {
-        // Event hooks hear of every step that recorded something, as Flagger's hear of every
-        // Kubernetes event; the payload carries the status message (the last event's).
-        if let Some(last) = self.events.last()
-            && self.spec.analysis.has_hooks(HookType::Event)
-        {
-            let what = if is_warning(last.reason) {
-                "event-warning"
-            } else {
-                "event-normal"
-            };
-            let delivery_id = self.delivery_id(what);
-            self.effects.push(Effect::RunHooks {
-                hook_type: HookType::Event,
-                delivery_id,
-            });
+        // Event hooks hear of every event, as Flagger's hear of every Kubernetes event it emits.
+        if self.spec.analysis.has_hooks(HookType::Event) {
+            let calls: Vec<Effect> = self
+                .events
+                .iter()
+                .enumerate()
+                .map(|(index, event)| Effect::RunHooks {
+                    hook_type: HookType::Event,
+                    delivery_id: self.delivery_id(&format!("event-{index}")),
+                    event: Some(Box::new(event.clone())),
+                })
+                .collect();
+            self.effects.extend(calls);
         }
         let wake_at = if self.wake_now && self.status.phase != Phase::Terminated {
             Some(self.now)
@@ -627,6 +603,7 @@ impl Machine<'_> {
             self.effects.push(Effect::RunHooks {
                 hook_type,
                 delivery_id,
+                event: None,
             });
         }
     }

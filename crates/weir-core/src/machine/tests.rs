@@ -941,6 +941,7 @@ fn post_rollout_hooks_and_notifications_carry_delivery_ids() {
             Effect::RunHooks {
                 hook_type: HookType::PostRollout,
                 delivery_id,
+                ..
             } => Some(delivery_id.as_str()),
             Effect::Notify(notification) => Some(notification.delivery_id.as_str()),
             _ => None,
@@ -1451,10 +1452,10 @@ fn progress_deadline_failures_notify_at_error_naming_the_deadline() {
 // === event hooks ===
 
 #[test]
-fn event_hooks_hear_of_every_step_that_records_an_event() {
+fn event_hooks_hear_of_every_event_with_its_message_and_type() {
     let body = "  plan: {canary: {stepWeight: 50}}\n  analysis: {threshold: 5, metrics: [{name: request-success-rate, thresholdRange: {min: 99}}], webhooks: [{name: feed, type: event, url: 'http://e/'}]}\n";
     let mut harness = Harness::running(body);
-    let event_hooks = |transition: &Transition| -> Vec<String> {
+    let event_hooks = |transition: &Transition| -> Vec<(String, Event)> {
         transition
             .effects
             .iter()
@@ -1462,19 +1463,32 @@ fn event_hooks_hear_of_every_step_that_records_an_event() {
                 Effect::RunHooks {
                     hook_type: HookType::Event,
                     delivery_id,
-                } => Some(delivery_id.clone()),
+                    event: Some(event),
+                } => Some((delivery_id.clone(), (**event).clone())),
                 _ => None,
             })
             .collect()
     };
     let advanced = harness.healthy().clone();
-    let ids = event_hooks(&advanced);
-    assert_eq!(ids.len(), 1);
-    assert_eq!(event_hook_type(&ids[0]), "Normal");
+    let calls = event_hooks(&advanced);
+    // One call per event, each with that event and its own delivery id.
+    assert_eq!(calls.len(), advanced.events.len());
+    for ((_, heard), recorded) in calls.iter().zip(&advanced.events) {
+        assert_eq!(heard, recorded);
+    }
+    assert!(!calls[0].1.reason.is_warning());
     let failed = harness.tick(failing_metric).clone();
-    let ids = event_hooks(&failed);
-    assert_eq!(ids.len(), 1);
-    assert_eq!(event_hook_type(&ids[0]), "Warning");
+    let calls = event_hooks(&failed);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].1.reason, EventReason::ChecksFailed);
+    assert!(calls[0].1.reason.is_warning());
+    let mut ids: Vec<String> = event_hooks(&advanced)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    ids.extend(calls.iter().map(|(id, _)| id.clone()));
+    let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "delivery ids are unique: {ids:?}");
     // A tick that records nothing calls nothing.
     harness.tick(|obs| obs.canary_ready = false);
     let quiet = harness.tick(|obs| obs.canary_ready = false).clone();

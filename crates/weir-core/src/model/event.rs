@@ -78,6 +78,24 @@ pub enum EventReason {
     Deleted,
 }
 
+impl EventReason {
+    /// Whether it is a warning (Flagger's `Warning` event type) rather than progress.
+    pub fn is_warning(self) -> bool {
+        matches!(
+            self,
+            EventReason::WaitingForApproval
+                | EventReason::GateClosed
+                | EventReason::GateShut
+                | EventReason::ChecksFailed
+                | EventReason::NoData
+                | EventReason::CanaryNotReady
+                | EventReason::WaitingPromotion
+                | EventReason::RolledBack
+                | EventReason::Held
+        )
+    }
+}
+
 /// The evidence behind an event.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
