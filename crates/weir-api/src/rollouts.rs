@@ -299,12 +299,27 @@ fn rollout_of(bytes: &[u8], format: Format) -> Result<(Rollout, Vec<Warning>), A
 
 // === delete ===
 
-/// `DELETE /api/v1/rollouts/{namespace}/{name}`
+/// `DELETE /api/v1/rollouts/{namespace}/{name}`, with an optional `If-Match` (or
+/// `?expectedVersion=`): only the version the client read is deleted.
 pub(crate) async fn delete<S: Store>(
     State(state): State<ApiState<S>>,
     RolloutPath(key): RolloutPath,
+    query: QueryPairs,
+    headers: HeaderMap,
 ) -> Result<StatusCode, ApiError> {
-    state.engine.delete(key).await?;
+    let params = Params::parse(query, &["expectedVersion"])?;
+    let expected_version = params.number("expectedVersion").map_err(ApiError::field)?;
+    let expected_version = match input::precondition(&headers, expected_version)? {
+        Precondition::None | Precondition::Exists => None,
+        Precondition::Version(0) => {
+            return Err(ApiError::field(FieldError::new(
+                "If-None-Match",
+                "asks that the rollout not exist, which a delete cannot honour",
+            )));
+        }
+        Precondition::Version(version) => Some(version),
+    };
+    state.engine.delete(key, expected_version).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

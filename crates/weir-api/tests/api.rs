@@ -864,6 +864,60 @@ async fn delete_then_not_found() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_with_a_stale_if_match_changes_nothing() {
+    let server = start().await;
+    let path = rollout_path("team", "kept");
+    let created = server
+        .put_yaml(&path, &flag_rollout("team", "kept", "r1"), &[])
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    let read = created.header("etag").unwrap().to_string();
+    // Someone else changes it after we read it.
+    let updated = server
+        .put_yaml(&path, &flag_rollout("team", "kept", "r2"), &[])
+        .await;
+    assert_eq!(updated.status, StatusCode::OK);
+    let stale = server
+        .send(Method::DELETE, &path, &[("if-match", &read)], Bytes::new())
+        .await;
+    assert_eq!(stale.status, StatusCode::CONFLICT, "{:?}", stale.body);
+    assert_eq!(
+        server.get(&path).await.status,
+        StatusCode::OK,
+        "still there"
+    );
+    let bad = server
+        .send(
+            Method::DELETE,
+            &path,
+            &[("if-none-match", "*")],
+            Bytes::new(),
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{:?}", bad.body);
+    // The engine's own steps change the version too: read it fresh, and read again if a step
+    // landed in between (how a client uses If-Match).
+    let mut deleted = None;
+    for _ in 0..5 {
+        let current = server.get(&path).await.header("etag").unwrap().to_string();
+        let reply = server
+            .send(
+                Method::DELETE,
+                &path,
+                &[("if-match", &current)],
+                Bytes::new(),
+            )
+            .await;
+        if reply.status != StatusCode::CONFLICT {
+            deleted = Some(reply.status);
+            break;
+        }
+    }
+    assert_eq!(deleted, Some(StatusCode::NO_CONTENT));
+    assert_eq!(server.get(&path).await.status, StatusCode::NOT_FOUND);
+}
+
 /// Reads server-sent events from a streaming body until `wanted` matches one, or the deadline.
 async fn next_event(
     body: &mut hyper::body::Incoming,

@@ -178,6 +178,7 @@ enum Job {
         reply: oneshot::Sender<Result<StoredRollout, EngineError>>,
     },
     Delete {
+        expected_version: Option<u64>,
         reply: oneshot::Sender<Result<(), EngineError>>,
     },
     Verdict {
@@ -342,12 +343,22 @@ impl<S: Store> Engine<S> {
                     },
                 )
             }
-            Request::Delete { key, reply } => {
+            Request::Delete {
+                key,
+                expected_version,
+                reply,
+            } => {
                 if !self.entries.contains_key(&key) {
                     let _ = reply.send(Err(EngineError::NotFound(key)));
                     return;
                 }
-                (key, Job::Delete { reply })
+                (
+                    key,
+                    Job::Delete {
+                        expected_version,
+                        reply,
+                    },
+                )
             }
             Request::Verdict { key, run, verdict } => {
                 if !self.entries.contains_key(&key) {
@@ -520,8 +531,11 @@ impl<S: Store> JobContext<S> {
                 let _ = reply.send(result);
                 done
             }
-            Job::Delete { reply } => {
-                let (done, result) = self.delete().await;
+            Job::Delete {
+                expected_version,
+                reply,
+            } => {
+                let (done, result) = self.delete(expected_version).await;
                 let _ = reply.send(result);
                 done
             }
@@ -990,11 +1004,22 @@ impl<S: Store> JobContext<S> {
         }
     }
 
-    async fn delete(self) -> (JobDone, Result<(), EngineError>) {
+    async fn delete(self, expected_version: Option<u64>) -> (JobDone, Result<(), EngineError>) {
         let Some(stored) = self.stored.clone() else {
             let key = self.key.clone();
             return (self.unchanged(None), Err(EngineError::NotFound(key)));
         };
+        // Checked before anything is undone: a stale delete leaves routes and processes alone.
+        if let Some(expected) = expected_version
+            && expected != stored.version
+        {
+            let conflict = StoreError::Conflict {
+                key: self.key.clone(),
+                expected,
+                actual: stored.version,
+            };
+            return (self.unchanged(None), Err(conflict.into()));
+        }
         let now = Timestamp::now();
         if let Ok(transition) =
             machine::step(&stored.rollout.spec, &stored.status, &Input::Deleted, now)
@@ -1016,7 +1041,7 @@ impl<S: Store> JobContext<S> {
         if let Some(target) = self.providers.target(&stored.rollout) {
             target.remove(&self.key).await;
         }
-        match self.store.delete(&self.key, None).await {
+        match self.store.delete(&self.key, expected_version).await {
             Ok(()) => {
                 // Its undelivered notifications went with it.
                 lock(&self.failed_deliveries).retain(|(key, _), _| *key != self.key);

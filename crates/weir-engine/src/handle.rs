@@ -79,6 +79,7 @@ pub(crate) enum Request {
     },
     Delete {
         key: RolloutKey,
+        expected_version: Option<u64>,
         reply: oneshot::Sender<Result<(), EngineError>>,
     },
     /// A judge's failing verdict about a run (from the judge task).
@@ -134,9 +135,21 @@ impl EngineHandle {
     }
 
     /// Deletes a rollout (reverting routes first when its spec says `revertOnDeletion`).
-    pub async fn delete(&self, key: RolloutKey) -> Result<(), EngineError> {
+    ///
+    /// With `expected_version`, only that version is deleted: a rollout changed since the caller
+    /// read it is left alone, routes and processes included (`StoreError::Conflict`).
+    pub async fn delete(
+        &self,
+        key: RolloutKey,
+        expected_version: Option<u64>,
+    ) -> Result<(), EngineError> {
         let (reply, answer) = oneshot::channel();
-        self.send(Request::Delete { key, reply }).await?;
+        self.send(Request::Delete {
+            key,
+            expected_version,
+            reply,
+        })
+        .await?;
         answer.await.map_err(|_| EngineError::ShuttingDown)?
     }
 
