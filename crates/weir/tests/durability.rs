@@ -198,3 +198,92 @@ fn serve_killed_at_random_points_resumes_every_run_exactly() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// The processes whose command line contains `marker` (read from /proc).
+fn processes_with(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok())
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(marker))
+        })
+        .collect()
+}
+
+/// Versions weir starts itself do not outlive it, even when it is killed with SIGKILL and
+/// cannot stop them: each runs under a guard that stops it when weir's end of a pipe closes.
+#[test]
+fn versions_weir_started_stop_when_it_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory only these versions name, to find their processes by.
+    let marker = dir.path().join("versions-of-this-test");
+    std::fs::create_dir(&marker).unwrap();
+    let marker = marker.display().to_string();
+    let version = |name: &str| {
+        std::fs::create_dir(format!("{marker}/{name}")).unwrap();
+        format!(
+            "{{command: [python3, -m, http.server, \"{{port}}\", --bind, 127.0.0.1, --directory, \"{marker}/{name}\"], healthCheck: /, startTimeout: 20s}}"
+        )
+    };
+    let file = dir.path().join("rollout.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: started}}\nspec:\n  target:\n    kind: local\n    listen: \"127.0.0.1:{router}\"\n    primary: {primary}\n    canary: {canary}\n  plan: {{canary: {{steps: [{{weight: 10, pause: {{}}}}]}}}}\n  analysis: {{interval: 1s, progressDeadline: 1m}}\n",
+            router = free_port(),
+            primary = version("v1"),
+            canary = version("v2"),
+        ),
+    )
+    .unwrap();
+    let api = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let server = format!("http://{api}");
+    let mut child = serve(&dir.path().join("weir.db"), api);
+    let applied = weir(&[
+        "apply",
+        "-f",
+        &file.display().to_string(),
+        "--server",
+        &server,
+    ]);
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    // Both versions run once the canary has its first step (it then waits at the pause).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = weir(&["get", "started", "--output", "json", "--server", &server]);
+        let rollouts: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
+        if rollouts[0]["status"]["canaryWeight"] == 10 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the canary never started: {rollouts}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let running = processes_with(&marker);
+    assert!(
+        running.len() >= 2,
+        "expected the two versions (and their guards), found {running:?}"
+    );
+    child.kill().unwrap(); // SIGKILL: weir cleans nothing up itself
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = processes_with(&marker);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "versions outlived weir: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -1,4 +1,9 @@
 //! Versions weir starts itself: allocate a port, spawn, wait until healthy, stop gracefully.
+//!
+//! A version must not outlive weir, even when weir is killed with SIGKILL and cannot clean up.
+//! Without unsafe code there is no parent-death signal, so each command runs under a small POSIX
+//! shell guard ([`GUARD`]) whose standard input is a pipe that only weir holds open: when weir
+//! goes away for any reason the pipe reaches end-of-file and the guard stops the command.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::process::Stdio;
@@ -16,6 +21,27 @@ pub struct VersionProcess {
     /// Where it serves.
     pub address: SocketAddr,
 }
+
+/// Runs `"$@"` and waits for it. As soon as its standard input (a pipe only weir holds open)
+/// reaches end-of-file, it stops the command: TERM, then KILL if it still runs 5 s later. It exits
+/// with the command's status, so a version that dies is seen as dead. The command's own standard
+/// input is `/dev/null`.
+const GUARD: &str = r#"exec 3<&0
+"$@" </dev/null 3<&- &
+app=$!
+(
+  cat <&3
+  kill -TERM "$app"
+  n=0
+  while kill -0 "$app" && [ "$n" -lt 50 ]; do sleep 0.1; n=$((n + 1)); done
+  kill -KILL "$app"
+) >/dev/null 2>&1 &
+watcher=$!
+exec 3<&-
+wait "$app"
+status=$?
+kill "$watcher" 2>/dev/null
+exit "$status""#;
 
 /// Picks a free loopback port. The listener is closed before the command binds it; a race with
 /// another process is possible but rare, and shows up as a failed health check.
@@ -36,15 +62,19 @@ impl VersionProcess {
         };
         let port = free_port().map_err(|error| format!("cannot find a free port: {error}"))?;
         let substitute = |text: &String| text.replace("{port}", &port.to_string());
-        let mut command = Command::new(substitute(program));
+        let mut command = Command::new("sh");
         command
+            .arg("-c")
+            .arg(GUARD)
+            .arg("weir-version")
+            .arg(substitute(program))
             .args(args.iter().map(substitute))
             .envs(&spec.env)
             .env("PORT", port.to_string())
-            .stdin(Stdio::null())
+            // The guard's lifeline: weir never writes to it; its end-of-file means weir is gone.
+            .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
-            // If weir exits normally, its versions go with it.
             .kill_on_drop(true);
         let child = command
             .spawn()
@@ -92,7 +122,14 @@ impl VersionProcess {
 
     /// Stops it now.
     pub async fn stop_now(&mut self) {
-        // SIGKILL: the router no longer sends it traffic, so there is nothing to drain.
-        let _ = self.child.kill().await;
+        // Closing the lifeline makes the guard stop the command; the router no longer sends it
+        // traffic, so there is nothing to drain.
+        drop(self.child.stdin.take());
+        if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
     }
 }
