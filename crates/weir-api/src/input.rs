@@ -118,19 +118,7 @@ impl Params {
 }
 
 /// Every phase, for parsing and messages.
-const PHASES: [Phase; 11] = [
-    Phase::Initializing,
-    Phase::Initialized,
-    Phase::Waiting,
-    Phase::Progressing,
-    Phase::WaitingPromotion,
-    Phase::Promoting,
-    Phase::Finalising,
-    Phase::Succeeded,
-    Phase::Failed,
-    Phase::Held,
-    Phase::Terminated,
-];
+const PHASES: [Phase; 11] = Phase::ALL;
 
 /// A phase's name as serialized.
 fn phase_name(phase: Phase) -> String {

@@ -36,19 +36,7 @@ use crate::handle::StatusChange;
 
 /// Every phase, so `weir_rollout_phase` has one series per phase (0 or 1) and an alert can test
 /// `== 1` on the phase it cares about without worrying about absent series.
-pub const PHASES: [Phase; 11] = [
-    Phase::Initializing,
-    Phase::Initialized,
-    Phase::Waiting,
-    Phase::Progressing,
-    Phase::WaitingPromotion,
-    Phase::Promoting,
-    Phase::Finalising,
-    Phase::Succeeded,
-    Phase::Failed,
-    Phase::Held,
-    Phase::Terminated,
-];
+pub const PHASES: [Phase; 11] = Phase::ALL;
 
 /// Buckets of `weir_rollout_run_duration_seconds`: runs last from seconds (demos) to a day.
 const RUN_BUCKETS: [f64; 14] = [

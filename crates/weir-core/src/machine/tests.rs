@@ -1522,3 +1522,24 @@ fn a_step_taken_on_passing_checks_records_them_as_its_evidence() {
     assert_eq!(event.evidence.checks[0].value, Some(99.7));
     assert_eq!(event.evidence.checks[0].outcome, CheckOutcome::Pass);
 }
+
+#[test]
+fn phase_all_lists_every_phase_once_in_order() {
+    // Exhaustive on purpose: a new phase does not compile here until it is placed in the list.
+    let position = |phase: Phase| match phase {
+        Phase::Initializing => 0,
+        Phase::Initialized => 1,
+        Phase::Waiting => 2,
+        Phase::Progressing => 3,
+        Phase::WaitingPromotion => 4,
+        Phase::Promoting => 5,
+        Phase::Finalising => 6,
+        Phase::Succeeded => 7,
+        Phase::Failed => 8,
+        Phase::Held => 9,
+        Phase::Terminated => 10,
+    };
+    for (index, phase) in Phase::ALL.iter().enumerate() {
+        assert_eq!(position(*phase), index, "{phase:?}");
+    }
+}

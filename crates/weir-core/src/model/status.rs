@@ -153,6 +153,21 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Every phase, in lifecycle order.
+    pub const ALL: [Phase; 11] = [
+        Phase::Initializing,
+        Phase::Initialized,
+        Phase::Waiting,
+        Phase::Progressing,
+        Phase::WaitingPromotion,
+        Phase::Promoting,
+        Phase::Finalising,
+        Phase::Succeeded,
+        Phase::Failed,
+        Phase::Held,
+        Phase::Terminated,
+    ];
+
     /// Phases in which a run is under way.
     pub fn in_run(self) -> bool {
         matches!(
