@@ -140,6 +140,21 @@ pub fn validate(args: &ValidateArgs) -> Result<ExitCode> {
                 rollout.metadata.name
             );
         }
+        // A query whose placeholders cannot be filled is refused when the rollout is applied;
+        // say so now.
+        let problems = query_problems(&catalog, rollout);
+        if !problems.is_empty() {
+            // It was counted valid on its own; with its templates it is not.
+            valid -= 1;
+            invalid += 1;
+        }
+        for problem in problems {
+            eprintln!(
+                "{}: Rollout {} is invalid: {problem}",
+                file.display(),
+                rollout.metadata.name
+            );
+        }
     }
     if !args.quiet || invalid > 0 {
         println!("{valid} valid, {invalid} invalid");
@@ -171,6 +186,34 @@ fn load_valid(file: &Path) -> Result<Option<Vec<document::Loaded>>> {
         }
     }
     Ok(ok.then_some(loaded))
+}
+
+/// The metrics whose query (inline, or of a template among the files given) uses a
+/// placeholder weir cannot fill, each with its path.
+fn query_problems(
+    catalog: &weir_core::catalog::Catalog,
+    rollout: &weir_core::model::Rollout,
+) -> Vec<String> {
+    let namespace = rollout.metadata.namespace_or_default();
+    let mut problems = Vec::new();
+    for (index, metric) in rollout.spec.analysis.metrics.iter().enumerate() {
+        let (field, query) = match (&metric.query, &metric.template_ref) {
+            (Some(query), _) => ("query", query.as_str()),
+            (None, Some(reference)) => match catalog
+                .metric_template(reference, namespace)
+                .and_then(|template| template.spec.query.as_deref())
+            {
+                Some(query) => ("templateRef", query),
+                None => continue,
+            },
+            (None, None) => continue,
+        };
+        let variables = weir_engine::prometheus::variables(rollout, metric);
+        if let Err(error) = weir_core::query::render(query, &variables) {
+            problems.push(format!("spec.analysis.metrics[{index}].{field}: {error}"));
+        }
+    }
+    problems
 }
 
 /// `weir convert`.

@@ -41,7 +41,8 @@ enum Command {
     /// `spec.plan.canary.stepWeights[2]`), the value and what is allowed. References between
     /// documents (a templateRef, an alert's providerRef, a secretRef) are checked across all the
     /// files given; one that none of them defines is a warning, since `weir serve --catalog` may
-    /// provide it.
+    /// provide it. A metric query with a placeholder weir cannot fill (`{{ namespce }}`) makes
+    /// its rollout invalid.
     ///
     /// Exit status: 0 when every document is valid, 1 when any is not (or a file cannot be read).
     Validate(cmd_core::ValidateArgs),

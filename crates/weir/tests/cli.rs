@@ -319,3 +319,29 @@ fn plan_snapshots_of_compat_manifests() {
         insta::assert_snapshot!(snapshot_name, text(&output.stdout));
     }
 }
+
+#[test]
+#[allow(clippy::expect_used)]
+fn validate_refuses_a_query_with_a_placeholder_weir_cannot_fill() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("rollout.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: weir.dev/v1alpha1\nkind: MetricTemplate\nmetadata: {name: errors}\nspec:\n  provider: {type: prometheus, address: \"http://prom:9090\"}\n  query: sum(rate(errors{ns=\"{{ namespce }}\"}[{{ interval }}]))\n---\napiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {name: web}\nspec:\n  target: {kind: local}\n  plan: {canary: {stepWeight: 10}}\n  analysis:\n    metrics:\n      - {name: errors, templateRef: {name: errors}, thresholdRange: {max: 1}}\n      - {name: inline, query: \"sum(up{job=\\\"{{ variables.job }}\\\"})\", templateVariables: {job: web}, thresholdRange: {min: 1}}\n",
+    )
+    .expect("the rollout file is written");
+    let output = weir(&["validate", &file.display().to_string()]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let errors = text(&output.stderr);
+    assert!(
+        errors.contains("spec.analysis.metrics[0].templateRef: unknown variable `namespce`"),
+        "{errors}"
+    );
+    // The inline query's template variable is known: no complaint about metrics[1].
+    assert!(!errors.contains("metrics[1]"), "{errors}");
+    assert!(
+        text(&output.stdout).contains("1 valid, 1 invalid"),
+        "{}",
+        text(&output.stdout)
+    );
+}
