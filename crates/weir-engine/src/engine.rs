@@ -24,7 +24,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinSet;
 use weir_core::FieldError;
 use weir_core::machine::{self, Command, CommandInput, Effect, Input, Observations, Transition};
-use weir_core::model::{CheckOutcome, CheckResult, HookType, Rollout};
+use weir_core::model::{CheckOutcome, CheckResult, Event, HookType, Rollout};
 use weir_store::{CommitItem, RolloutKey, Store, StoreError, StoredEvent, StoredRollout};
 
 use crate::handle::{Applied, EngineError, EngineHandle, Request, StatusChange};
@@ -484,6 +484,65 @@ async fn sleep_until(at: Option<Timestamp>) {
 
 // === jobs ===
 
+/// Commits what the target noted during a job (see [`crate::TargetProvider::take_notes`]) as events of
+/// their own, after the job's own commit: the status is unchanged, so nothing else moves.
+async fn record_target_notes(
+    commits: &mpsc::Sender<CommitRequest>,
+    providers: &Providers,
+    mut done: JobDone,
+) -> JobDone {
+    let Some(stored) = done.stored.as_ref() else {
+        return done;
+    };
+    let Some(target) = providers.target(&stored.rollout) else {
+        return done;
+    };
+    let notes = target.take_notes(&done.key).await;
+    if notes.is_empty() {
+        return done;
+    }
+    let now = Timestamp::now();
+    let events: Vec<Event> = notes
+        .into_iter()
+        .map(|note| Event::of_target(&stored.status, now, note))
+        .collect();
+    let (reply, answer) = oneshot::channel();
+    let item = CommitItem {
+        key: done.key.clone(),
+        expected_version: stored.version,
+        status: stored.status.clone(),
+        events: events.clone(),
+        pending: Vec::new(),
+        now,
+    };
+    let committed = match commits.send(CommitRequest { item, reply }).await {
+        Ok(()) => answer.await.ok().and_then(Result::ok),
+        Err(_) => None,
+    };
+    let Some(committed) = committed else {
+        tracing::warn!(rollout = %done.key, "could not record the target's notes: {events:?}");
+        return done;
+    };
+    let first_seq = committed.last_event_seq + 1 - events.len() as u64;
+    let stored_events = events
+        .into_iter()
+        .enumerate()
+        .map(|(offset, event)| StoredEvent {
+            seq: first_seq + offset as u64,
+            event,
+        });
+    let change = done.change.get_or_insert_with(|| StatusChange {
+        key: done.key.clone(),
+        version: committed.version,
+        status: Some(committed.status.clone()),
+        events: Vec::new(),
+    });
+    change.version = committed.version;
+    change.events.extend(stored_events);
+    done.stored = Some(committed);
+    done
+}
+
 /// The map of failed deliveries; a panic elsewhere cannot leave it inconsistent.
 fn lock(
     failed: &FailedDeliveries,
@@ -510,7 +569,9 @@ struct JobContext<S: Store> {
 
 impl<S: Store> JobContext<S> {
     async fn run(self, job: Job) -> JobDone {
-        match job {
+        let commits = self.commits.clone();
+        let providers = self.providers.clone();
+        let done = match job {
             Job::Restore => self.restore().await,
             Job::Tick { due } => self.tick(due).await,
             Job::Apply {
@@ -540,7 +601,8 @@ impl<S: Store> JobContext<S> {
                 done
             }
             Job::Verdict { run, verdict } => self.verdict(run, verdict).await,
-        }
+        };
+        record_target_notes(&commits, &providers, done).await
     }
 
     /// A judge's verdict between ticks: acted on at once, if its run is still the current one.

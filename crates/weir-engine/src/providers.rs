@@ -81,6 +81,13 @@ pub trait TargetProvider: Send + Sync + 'static {
         Box::pin(async { None })
     }
 
+    /// What the target did on its own since the previous call that belongs in the rollout's
+    /// history (where its router listens, a version started again on another port), oldest
+    /// first. The engine records each as a `Target` event after the job that caused it.
+    fn take_notes<'a>(&'a self, _key: &'a RolloutKey) -> BoxFuture<'a, Vec<String>> {
+        Box::pin(async { Vec::new() })
+    }
+
     /// Adds what this target measures itself to the engine's metrics (the embedded router's
     /// traffic, for local targets). Called once per engine, when it is built.
     fn register_metrics(&self, _telemetry: &crate::Telemetry) {}

@@ -4,7 +4,7 @@
 //! router, and a rollout with short intervals judged on the traffic the router sees. With
 //! `--faulty` the canary answers 10% of requests with 500s and is rolled back.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -29,15 +29,10 @@ pub struct DemoArgs {
     /// Seconds between analysis ticks (the demo's rollout has 5 steps).
     #[arg(long, default_value_t = 3, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=60))]
     interval: u64,
-    /// `text`: a live progress line and a summary; `json`: one JSON event per line.
+    /// `text`: a live progress line and a summary; `json`: one JSON event per line, after a first
+    /// line with the addresses bound: {"listening": {"router": ..., "primary": ..., "canary": ...}}.
     #[arg(long, short, value_enum, default_value_t = crate::cmd_core::OutputFormat::Text)]
     output: crate::cmd_core::OutputFormat,
-}
-
-fn free_port() -> Result<u16> {
-    let listener =
-        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("cannot find a free port")?;
-    Ok(listener.local_addr()?.port())
 }
 
 /// The demo's rollout: a canary from 5% to 100% in five steps, judged on success rate and p99.
@@ -116,9 +111,32 @@ async fn run_demo(args: &DemoArgs) -> Result<Outcome> {
             let _ = stopped.wait_for(|stop| *stop).await;
         }));
     }
-    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?));
-    let rollout = demo_rollout(listen, primary_addr, canary_addr, args.interval)?;
+    // The router's port is picked by the system and bound before the rollout starts, so the
+    // load below knows where to go.
+    let rollout = demo_rollout(
+        SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+        primary_addr,
+        canary_addr,
+        args.interval,
+    )?;
     let key = RolloutKey::of(&rollout);
+    let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let foreground = Foreground::start(
+        &dir.path().join("demo.db"),
+        &weir_engine::Integrations::default(),
+    )
+    .await?;
+    let listen = foreground
+        .reserve_router(&key, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        .await?;
+    crate::listening::announce(
+        args.output,
+        &[
+            ("router", listen),
+            ("primary", primary_addr),
+            ("canary", canary_addr),
+        ],
+    );
 
     say(format!(
         "weir demo: v1 (stable) at http://{primary_addr}, v2 ({}) at http://{canary_addr},\n           router at http://{listen}, {} req/s of load through it, a tick every {}s.\n",
@@ -130,26 +148,23 @@ async fn run_demo(args: &DemoArgs) -> Result<Outcome> {
         args.rate,
         args.interval,
     ));
-    let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
-    let foreground = Foreground::start(
-        &dir.path().join("demo.db"),
-        &weir_engine::Integrations::default(),
-    )
-    .await?;
 
-    // Load starts once the router listens (the first tick binds it).
+    // Load starts once the router serves (the first tick starts it on the reserved socket).
     let (stop_load, load_stopped) = tokio::sync::oneshot::channel::<()>();
     let load_target = format!("http://{listen}/");
     let rate = args.rate;
+    let targets = foreground.targets.clone();
+    let load_key = key.clone();
     let load = tokio::spawn(async move {
         let mut config = LoadConfig::new(load_target, rate, None);
         config.timeout = Duration::from_secs(2);
-        // Connection errors before the router is up are not the versions' fault: wait for it.
-        for _ in 0..100 {
-            if tokio::net::TcpStream::connect(listen).await.is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        // Requests before the router serves would be failures that are not the versions'
+        // fault: wait for it (a poll, with a bound, in case the run fails to start).
+        let waited = tokio::time::Instant::now();
+        while targets.metrics(&load_key).await.is_none()
+            && waited.elapsed() < Duration::from_secs(30)
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         match LoadGenerator::new(config) {
             Ok(generator) => Some(

@@ -19,7 +19,8 @@ use weir_router::{
 #[command(after_long_help = AFTER_HELP)]
 pub struct RouterArgs {
     /// Address to accept client traffic on (HTTP/1.1 with keep-alive, and HTTP/2 cleartext with
-    /// prior knowledge), e.g. 0.0.0.0:8080.
+    /// prior knowledge), e.g. 0.0.0.0:8080. Port 0 picks a free port; the bound address is
+    /// printed on start.
     #[arg(long, value_name = "ADDR")]
     listen: SocketAddr,
     /// Upstream of the primary (stable) version, as http://HOST:PORT. Repeat the flag or
@@ -44,6 +45,10 @@ pub struct RouterArgs {
     /// 127.0.0.1:9090. Off by default.
     #[arg(long, value_name = "ADDR")]
     admin: Option<SocketAddr>,
+    /// `text`: start-up and shutdown lines on stderr; `json`: also the addresses bound, as the
+    /// first line on stdout: {"listening": {NAME: "HOST:PORT"}} (useful with port 0).
+    #[arg(long, short, value_enum, default_value_t = crate::cmd_core::OutputFormat::Text)]
+    output: crate::cmd_core::OutputFormat,
     /// Name of the primary version: the `version` label of its metrics and the value of its
     /// session-affinity cookie.
     #[arg(long, value_name = "NAME", default_value = "primary")]
@@ -165,10 +170,13 @@ pub fn router(args: &RouterArgs) -> Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let served = runtime.block_on(async {
+        let mut bound = vec![("router", listen)];
         if let Some(admin) = args.admin {
             let listener = tokio::net::TcpListener::bind(admin)
                 .await
                 .with_context(|| format!("cannot listen on --admin {admin}"))?;
+            let admin = listener.local_addr().unwrap_or(admin);
+            bound.push(("admin", admin));
             eprintln!("weir router: metrics at http://{admin}/metrics");
             tokio::spawn(weir_router::serve_admin(
                 listener,
@@ -176,6 +184,7 @@ pub fn router(args: &RouterArgs) -> Result<ExitCode> {
                 std::future::pending(),
             ));
         }
+        crate::listening::announce(args.output, &bound);
         let table = handle.spec();
         eprintln!(
             "weir router: listening on {listen} ({threads} thread(s)): {} {} {}, {} {} {}{}",

@@ -29,7 +29,9 @@ pub struct RunArgs {
     /// $XDG_STATE_HOME/weir (or ~/.local/state/weir).
     #[arg(long, value_name = "PATH")]
     db: Option<PathBuf>,
-    /// `text`: a live progress line; `json`: one JSON event per line.
+    /// `text`: a live progress line; `json`: one JSON event per line, after a first line with the
+    /// addresses bound: {"listening": {"router": ..., "api": ..., "metrics": ...}} (the router's
+    /// is `spec.target.listen`, which may use port 0 to let the system pick one).
     #[arg(long, short, value_enum, default_value_t = OutputFormat::Text)]
     output: OutputFormat,
     /// Serve weir's own metrics (OpenMetrics text, for Prometheus) at http://ADDR/metrics while
@@ -81,18 +83,21 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         );
         return Ok(ExitCode::from(2));
     }
-    if let Err(errors) = LocalTargetConfig::of(&rollout) {
-        eprintln!(
-            "{}: Rollout {} is invalid ({} errors):",
-            args.file.display(),
-            rollout.metadata.name,
-            errors.len()
-        );
-        for error in errors {
-            eprintln!("  - {error}");
+    let config = match LocalTargetConfig::of(&rollout) {
+        Ok(config) => config,
+        Err(errors) => {
+            eprintln!(
+                "{}: Rollout {} is invalid ({} errors):",
+                args.file.display(),
+                rollout.metadata.name,
+                errors.len()
+            );
+            for error in errors {
+                eprintln!("  - {error}");
+            }
+            return Ok(ExitCode::from(2));
         }
-        return Ok(ExitCode::from(2));
-    }
+    };
     let key = RolloutKey::of(&rollout);
     let db = args
         .db
@@ -103,12 +108,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         .build()?;
     let outcome = runtime.block_on(async {
         let foreground = Foreground::start(&db, &integrations).await?;
+        let router = foreground.reserve_router(&key, config.listen).await?;
+        let mut bound = vec![("router", router)];
         if let Some(address) = args.metrics_listen {
-            serve_metrics(address, &foreground).await?;
+            bound.push(("metrics", serve_metrics(address, &foreground).await?));
         }
         if let Some(address) = args.listen {
-            serve_api(address, &foreground).await?;
+            bound.push(("api", serve_api(address, &foreground).await?));
         }
+        crate::listening::announce(args.output, &bound);
         let outcome = foreground
             .drive(rollout, args.output == OutputFormat::Json, None)
             .await;
@@ -118,8 +126,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     Ok(outcome.exit_code())
 }
 
-/// Serves `/metrics` for as long as the runtime lives (the whole `weir run`).
-async fn serve_metrics(address: std::net::SocketAddr, foreground: &Foreground) -> Result<()> {
+/// Serves `/metrics` for as long as the runtime lives (the whole `weir run`); returns the address
+/// bound.
+async fn serve_metrics(
+    address: std::net::SocketAddr,
+    foreground: &Foreground,
+) -> Result<std::net::SocketAddr> {
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("cannot listen on {address} for --metrics-listen"))?;
@@ -131,11 +143,15 @@ async fn serve_metrics(address: std::net::SocketAddr, foreground: &Foreground) -
         }
     });
     eprintln!("metrics at http://{bound}/metrics");
-    Ok(())
+    Ok(bound)
 }
 
-/// Serves the HTTP API for as long as the runtime lives (the whole `weir run`).
-async fn serve_api(address: std::net::SocketAddr, foreground: &Foreground) -> Result<()> {
+/// Serves the HTTP API for as long as the runtime lives (the whole `weir run`); returns the
+/// address bound.
+async fn serve_api(
+    address: std::net::SocketAddr,
+    foreground: &Foreground,
+) -> Result<std::net::SocketAddr> {
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("cannot listen on {address} for --listen"))?;
@@ -147,7 +163,7 @@ async fn serve_api(address: std::net::SocketAddr, foreground: &Foreground) -> Re
         }
     });
     eprintln!("API at http://{bound} (weir promote, abort, gate ... --server http://{bound})");
-    Ok(())
+    Ok(bound)
 }
 
 /// Reads exactly one valid Rollout from a file, and the catalog documents beside it (metric
@@ -248,6 +264,22 @@ impl Foreground {
             stop,
             engine,
         })
+    }
+
+    /// Binds the rollout's router socket now (`spec.target.listen`, port 0 allowed) and returns
+    /// the address bound, so it can be announced before the run starts.
+    pub async fn reserve_router(
+        &self,
+        key: &RolloutKey,
+        listen: std::net::SocketAddr,
+    ) -> Result<std::net::SocketAddr> {
+        let bound = self
+            .targets
+            .reserve_listener(key, listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen} (spec.target.listen)"))?;
+        eprintln!("router at http://{bound}");
+        Ok(bound)
     }
 
     /// Applies `rollout` and shows its progress until its run ends, Ctrl-C, or `until` resolves.

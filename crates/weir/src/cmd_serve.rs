@@ -23,8 +23,13 @@ pub struct ServeArgs {
     db: Option<PathBuf>,
     /// Address of the HTTP API (REST under /api/v1, Server-Sent Events at /api/v1/watch, the
     /// OpenAPI document at /api/v1/openapi.json).
+    /// Port 0 picks a free port; the bound address is printed on start.
     #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN, env = "WEIR_LISTEN")]
     listen: SocketAddr,
+    /// `text`: start-up and shutdown lines on stderr; `json`: also the addresses bound, as the
+    /// first line on stdout: {"listening": {NAME: "HOST:PORT"}} (useful with port 0).
+    #[arg(long, short, value_enum, default_value_t = crate::cmd_core::OutputFormat::Text)]
+    output: crate::cmd_core::OutputFormat,
     #[command(flatten)]
     integrations: crate::integrations::IntegrationArgs,
 }
@@ -60,9 +65,10 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let app = weir_api::router_with_shutdown(store, handle, signal());
         let engine = tokio::spawn(engine.run(signal()));
+        let bound = listener.local_addr().unwrap_or(args.listen);
+        crate::listening::announce(args.output, &[("api", bound)]);
         eprintln!(
-            "weir serve: API at http://{} (database {}); Ctrl-C stops",
-            listener.local_addr().unwrap_or(args.listen),
+            "weir serve: API at http://{bound} (database {}); Ctrl-C stops",
             db.display()
         );
         tokio::spawn(async move {

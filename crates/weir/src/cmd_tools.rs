@@ -43,6 +43,10 @@ pub struct SampleAppArgs {
     /// arrival order) on every run.
     #[arg(long, value_name = "N", default_value_t = 0)]
     seed: u64,
+    /// `text`: start-up and shutdown lines on stderr; `json`: also the addresses bound, as the
+    /// first line on stdout: {"listening": {NAME: "HOST:PORT"}} (useful with port 0).
+    #[arg(long, short, value_enum, default_value_t = crate::cmd_core::OutputFormat::Text)]
+    output: crate::cmd_core::OutputFormat,
 }
 
 const SAMPLE_APP_HELP: &str = "\
@@ -198,6 +202,7 @@ pub fn sample_app(args: &SampleAppArgs) -> Result<ExitCode> {
         let app = SampleApp::bind(config)
             .await
             .context("--listen: cannot start the sample app")?;
+        crate::listening::announce(args.output, &[("app", app.local_addr())]);
         eprintln!(
             "weir sample-app: version {} listening on http://{} (error rate {}%, latency {} ms{})",
             args.app_version,

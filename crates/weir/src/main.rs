@@ -11,6 +11,7 @@ mod cmd_run;
 mod cmd_serve;
 mod cmd_tools;
 mod integrations;
+mod listening;
 mod progress;
 
 use std::process::ExitCode;

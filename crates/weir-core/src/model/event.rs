@@ -3,7 +3,7 @@
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use super::{HookType, Phase};
+use super::{HookType, Phase, RolloutStatus};
 use crate::units::Weight;
 
 /// An append-only history entry. The store gives it a gap-free sequence number per rollout.
@@ -76,6 +76,24 @@ pub enum EventReason {
     Command,
     /// The rollout was deleted.
     Deleted,
+    /// Something the target did on its own that a person may need to know: where the router
+    /// listens, a version started again on another port because its first one was taken.
+    Target,
+}
+
+impl Event {
+    /// An event of the target's, in the rollout's current phase and weight.
+    pub fn of_target(status: &RolloutStatus, at: Timestamp, message: String) -> Event {
+        Event {
+            at,
+            run: status.run,
+            reason: EventReason::Target,
+            phase: status.phase,
+            canary_weight: status.canary_weight,
+            message,
+            evidence: Evidence::default(),
+        }
+    }
 }
 
 impl EventReason {

@@ -53,7 +53,12 @@ struct Running {
 
 #[derive(Default)]
 struct LocalRollout {
+    /// The address the router is bound to (or reserved on), once it is.
     listen: Option<SocketAddr>,
+    /// A socket bound ahead of the router ([`LocalTargets::reserve_listener`]).
+    reserved: Option<tokio::net::TcpListener>,
+    /// What to record in the history at the end of the current job.
+    notes: Vec<String>,
     router: Option<RouteHandle>,
     stop_router: Option<oneshot::Sender<()>>,
     primary: Option<Running>,
@@ -114,7 +119,31 @@ impl LocalTargets {
         Arc::clone(rollouts.entry(key.clone()).or_default())
     }
 
-    /// The address a rollout's router listens on, once it does.
+    /// Binds a rollout's router socket now, before the rollout is applied, and returns the
+    /// address actually bound: with port 0 the caller learns the router's address before any
+    /// traffic is routed (`weir run` prints it first; `weir demo` starts its load at it). The
+    /// router serves on this socket once the rollout routes. Binding again replaces the reserve.
+    pub async fn reserve_listener(
+        &self,
+        key: &RolloutKey,
+        listen: SocketAddr,
+    ) -> std::io::Result<SocketAddr> {
+        let slot = self.slot(key);
+        let mut local = slot.lock().await;
+        if local.router.is_some() {
+            return local
+                .listen
+                .ok_or_else(|| std::io::Error::other("no router address"));
+        }
+        let listener = tokio::net::TcpListener::bind(listen).await?;
+        let bound = listener.local_addr()?;
+        local.reserved = Some(listener);
+        local.listen = Some(bound);
+        Ok(bound)
+    }
+
+    /// The address a rollout's router listens on (the one actually bound, with port 0), once
+    /// it does or once it is reserved.
     pub async fn router_address(&self, key: &RolloutKey) -> Option<SocketAddr> {
         let slot = self.slot(key);
         let local = slot.lock().await;
@@ -128,7 +157,11 @@ impl LocalTargets {
         local.router.as_ref().map(RouteHandle::metrics)
     }
 
-    async fn start(&self, spec: &VersionSpec) -> Result<Running, ProviderError> {
+    async fn start(
+        &self,
+        notes: &mut Vec<String>,
+        spec: &VersionSpec,
+    ) -> Result<Running, ProviderError> {
         let revision = spec.revision();
         match (&spec.url, &spec.command) {
             (Some(url), _) => Ok(Running {
@@ -139,7 +172,7 @@ impl LocalTargets {
                 process: None,
             }),
             _ => {
-                let process = VersionProcess::start(spec, &self.client)
+                let process = VersionProcess::start(spec, &self.client, notes)
                     .await
                     .map_err(error)?;
                 Ok(Running {
@@ -176,7 +209,7 @@ impl LocalTargets {
             Some(canary) if canary.revision == revision => canary,
             other => {
                 local.canary = other;
-                self.start(wanted).await?
+                self.start(&mut local.notes, wanted).await?
             }
         };
         if let Some(old) = local.primary.replace(running) {
@@ -211,7 +244,7 @@ impl LocalTargets {
                 process: None,
             }
         } else {
-            self.start(&config.canary).await?
+            self.start(&mut local.notes, &config.canary).await?
         };
         if let Some(old) = local.canary.replace(running) {
             stop(old);
@@ -254,21 +287,29 @@ impl LocalTargets {
                 .replace(spec)
                 .map_err(|reason| error(reason.to_string()))?,
             None => {
-                let router = Router::bind(
-                    &key.to_string(),
-                    config.listen,
-                    spec,
-                    self.router_config.clone(),
-                )
-                .await
+                let name = key.to_string();
+                let router = match local.reserved.take() {
+                    Some(listener) => {
+                        Router::from_listener(&name, listener, spec, self.router_config.clone())
+                    }
+                    None => {
+                        Router::bind(&name, config.listen, spec, self.router_config.clone()).await
+                    }
+                }
                 .map_err(|reason| error(reason.to_string()))?;
+                let bound = router
+                    .local_addr()
+                    .map_err(|reason| error(reason.to_string()))?;
+                local
+                    .notes
+                    .push(format!("the router listens on http://{bound}"));
                 let handle = router.handle();
                 self.routers.set(key, roles(&handle));
                 let (stop_router, stopped) = oneshot::channel::<()>();
                 tokio::spawn(router.serve(async move {
                     let _ = stopped.await;
                 }));
-                local.listen = Some(config.listen);
+                local.listen = Some(bound);
                 local.last_snapshot = Some(handle.metrics());
                 local.router = Some(handle);
                 local.stop_router = Some(stop_router);
@@ -536,6 +577,20 @@ impl TargetProvider for LocalTargets {
                 canary_latencies_ms: Vec::new(),
                 primary_latencies_ms: Vec::new(),
             })
+        })
+    }
+
+    fn take_notes<'a>(&'a self, key: &'a RolloutKey) -> BoxFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            // Looked up, not created: a rollout removed meanwhile has nothing left to say.
+            let slot = match self.rollouts.lock() {
+                Ok(rollouts) => rollouts.get(key).cloned(),
+                Err(poisoned) => poisoned.into_inner().get(key).cloned(),
+            };
+            match slot {
+                Some(slot) => std::mem::take(&mut slot.lock().await.notes),
+                None => Vec::new(),
+            }
         })
     }
 

@@ -1,4 +1,5 @@
-//! Versions weir starts itself: allocate a port, spawn, wait until healthy, stop gracefully.
+//! Versions weir starts itself: pick a port, spawn, wait until healthy (starting again on another
+//! port when the first was taken), stop gracefully.
 //!
 //! A version must not outlive weir, even when weir is killed with SIGKILL and cannot clean up.
 //! Without unsafe code there is no parent-death signal, so each command runs under a small POSIX
@@ -43,24 +44,102 @@ status=$?
 kill "$watcher" 2>/dev/null
 exit "$status""#;
 
-/// Picks a free loopback port. The listener is closed before the command binds it; a race with
-/// another process is possible but rare, and shows up as a failed health check.
-fn free_port() -> std::io::Result<u16> {
+/// How many times a version is started on a new port when its port turned out to be taken.
+const START_ATTEMPTS: usize = 3;
+
+/// Picks a loopback port for a version to bind. The port has to be handed to the command, so
+/// weir cannot bind it for the command; it checks the port is free and lets go. To keep the window
+/// between the two binds from mattering, the port comes from below the kernel's ephemeral range
+/// (`net.ipv4.ip_local_port_range`), where the kernel never hands out ports to other programs
+/// that bind port 0 or connect out; a clash with a program that asked for that very port is
+/// caught by [`VersionProcess::start`], which tries again on another port.
+fn pick_port() -> std::io::Result<u16> {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    const LOW: u16 = 10_000;
+    if ephemeral_low > LOW + 1_000 {
+        let span = u64::from(ephemeral_low - LOW);
+        for _ in 0..64 {
+            let port = LOW + (random() % span) as u16;
+            if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
+    // No room below the ephemeral range (or all tried ports busy): let the kernel choose.
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
     Ok(listener.local_addr()?.port())
 }
 
+/// A random number from std's per-process random hash keys (no random crate needed for this).
+fn random() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    hasher.finish()
+}
+
+/// Whether someone else holds `port` now (after our command exited without serving on it).
+fn port_taken(port: u16) -> bool {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_err()
+}
+
+/// Why one attempt to start a version failed.
+enum StartFailure {
+    /// It exited before it was healthy and its port is held by someone else: it could not bind.
+    PortTaken(String),
+    /// Anything else: starting it again would fail the same way.
+    Failed(String),
+}
+
 impl VersionProcess {
-    /// Starts `spec.command` on a free port and waits until its health check answers 2xx.
-    pub async fn start(spec: &VersionSpec, client: &HttpClient) -> Result<VersionProcess, String> {
+    /// Starts `spec.command` on a free port and waits until its health check answers 2xx. When
+    /// the command exits early because another program took its port meanwhile, it is started
+    /// again on another port (up to [`START_ATTEMPTS`] times), and `notes` says so for the
+    /// rollout's history.
+    pub async fn start(
+        spec: &VersionSpec,
+        client: &HttpClient,
+        notes: &mut Vec<String>,
+    ) -> Result<VersionProcess, String> {
+        let mut attempt = 1;
+        loop {
+            let port = pick_port().map_err(|error| format!("cannot find a free port: {error}"))?;
+            match Self::start_on(spec, client, port).await {
+                Ok(process) => return Ok(process),
+                Err(StartFailure::PortTaken(reason)) if attempt < START_ATTEMPTS => {
+                    notes.push(format!(
+                        "{reason}; port {port} was taken by another program meanwhile, starting it again on another port (attempt {} of {START_ATTEMPTS})",
+                        attempt + 1
+                    ));
+                    attempt += 1;
+                }
+                Err(StartFailure::PortTaken(reason) | StartFailure::Failed(reason)) => {
+                    return Err(reason);
+                }
+            }
+        }
+    }
+
+    async fn start_on(
+        spec: &VersionSpec,
+        client: &HttpClient,
+        port: u16,
+    ) -> Result<VersionProcess, StartFailure> {
         let Some((program, args)) = spec
             .command
             .as_ref()
             .and_then(|command| command.split_first())
         else {
-            return Err("the version has no command".into());
+            return Err(StartFailure::Failed("the version has no command".into()));
         };
-        let port = free_port().map_err(|error| format!("cannot find a free port: {error}"))?;
         let substitute = |text: &String| text.replace("{port}", &port.to_string());
         let mut command = Command::new("sh");
         command
@@ -78,7 +157,7 @@ impl VersionProcess {
             .kill_on_drop(true);
         let child = command
             .spawn()
-            .map_err(|error| format!("cannot start {program:?}: {error}"))?;
+            .map_err(|error| StartFailure::Failed(format!("cannot start {program:?}: {error}")))?;
         let mut process = VersionProcess {
             child,
             address: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
@@ -87,9 +166,12 @@ impl VersionProcess {
         let deadline = tokio::time::Instant::now() + spec.start_timeout();
         loop {
             if let Ok(Some(exit)) = process.child.try_wait() {
-                return Err(format!(
-                    "{program:?} exited with {exit} before becoming healthy"
-                ));
+                let reason = format!("{program:?} exited with {exit} before becoming healthy");
+                return Err(if port_taken(port) {
+                    StartFailure::PortTaken(reason)
+                } else {
+                    StartFailure::Failed(reason)
+                });
             }
             if let Ok(answer) = client.get(&url, Duration::from_secs(1)).await
                 && answer.status.is_success()
@@ -98,10 +180,10 @@ impl VersionProcess {
             }
             if tokio::time::Instant::now() >= deadline {
                 process.stop_now().await;
-                return Err(format!(
+                return Err(StartFailure::Failed(format!(
                     "{program:?} did not answer {url} with 2xx within {:?}",
                     spec.start_timeout()
-                ));
+                )));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -133,3 +215,6 @@ impl VersionProcess {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
