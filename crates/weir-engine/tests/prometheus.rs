@@ -5,7 +5,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weir_core::catalog::Catalog;
@@ -14,7 +14,8 @@ use weir_core::model::{CheckOutcome, Rollout};
 use weir_engine::MetricSource;
 use weir_engine::prometheus::{Endpoint, PrometheusClient, PrometheusSource};
 use weir_store::RolloutKey;
-use weir_tools::prometheus_server::{self, PrometheusOptions, PrometheusServer};
+use weir_testkit::prometheus::{self, PrometheusOptions, PrometheusServer};
+use weir_testkit::wait::wait_for;
 
 /// `s3cret`, hashed with bcrypt at cost 4 (Python: `crypt.crypt("s3cret",
 /// crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))`); cost 4 keeps each request cheap.
@@ -52,37 +53,18 @@ async fn exposition_server() -> SocketAddr {
     address
 }
 
-fn require_prometheus() -> bool {
-    if prometheus_server::available() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "prometheus is not installed; .ci/run installs it (apt-get install prometheus)"
-    );
-    eprintln!("SKIPPED: prometheus is not installed (apt-get install prometheus); CI runs this");
-    false
-}
-
 /// Waits until Prometheus has scraped the endpoint (the series is queryable).
 async fn wait_for_series(server: &PrometheusServer, endpoint: &Endpoint) {
     let client = PrometheusClient::default();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(samples) = client
+    let what = format!("{} to scrape the test endpoint", server.url());
+    wait_for(&what, || async {
+        let samples = client
             .query(endpoint, "demo_requests_total", Duration::from_secs(2))
             .await
-            && samples.len() == 3
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never scraped the test endpoint",
-            server.url()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+            .ok()?;
+        (samples.len() == 3).then_some(())
+    })
+    .await;
 }
 
 fn catalog_and_rollout(yaml: &str) -> (Arc<Catalog>, Rollout) {
@@ -163,7 +145,7 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn templates_credentials_and_no_data_against_a_real_prometheus() {
-    if !require_prometheus() {
+    if !prometheus::required() {
         return;
     }
     let target = exposition_server().await;
@@ -226,18 +208,17 @@ async fn templates_credentials_and_no_data_against_a_real_prometheus() {
         .await
         .unwrap();
     let silent_endpoint = Endpoint::from_url(&format!("http://{}", silent.local_addr().unwrap()));
-    let started = Instant::now();
+    // The error itself says the timeout cut it off (no wall-clock bound: machines are noisy).
     let error = client
         .value(&silent_endpoint, "up", Duration::from_millis(300))
         .await
         .unwrap_err();
     assert!(error.to_string().contains("no answer within"), "{error}");
-    assert!(started.elapsed() < Duration::from_secs(5));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inline_queries_go_to_the_default_server_and_unknown_variables_are_refused() {
-    if !require_prometheus() {
+    if !prometheus::required() {
         return;
     }
     let target = exposition_server().await;

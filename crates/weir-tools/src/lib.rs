@@ -8,17 +8,13 @@
 //!   and per version (from the `x-weir-version` response header) and measures latency without
 //!   coordinated omission. It feeds the router the traffic weir judges.
 //!
-//! - [`prometheus_server`]: a real Prometheus (the `prometheus` binary) on a free loopback port,
-//!   scraping given targets every second, for the tests that judge rollouts with PromQL.
-//!
-//! The first two are plain libraries over tokio and hyper; `weir sample-app` and `weir load` are thin
+//! Both are plain libraries over tokio and hyper; `weir sample-app` and `weir load` are thin
 //! command-line wrappers around them.
 
 #![forbid(unsafe_code)]
 
 mod histogram;
 pub mod load;
-pub mod prometheus_server;
 mod rng;
 pub mod sample_app;
 

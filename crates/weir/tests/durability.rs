@@ -3,48 +3,34 @@
 //! skipped or applied twice, event sequence numbers without gaps, and every run finishing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
-use weir_tools::sample_app::{SampleApp, SampleAppConfig};
-
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use weir_testkit::fixtures::{TempDb, runtime, sample_apps};
+use weir_testkit::process::{Weir, output};
+use weir_testkit::wait::{wait_until, wait_until_within};
 
 fn weir(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .output()
-        .unwrap()
+    output(env!("CARGO_BIN_EXE_weir"), args)
 }
 
-fn serve(db: &Path, listen: SocketAddr) -> Child {
-    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args([
+/// `weir serve` on a port it picks (a restart gets a new one: the test reads it back each time).
+fn serve(db: &Path) -> (Weir, String) {
+    let server = Weir::start(
+        env!("CARGO_BIN_EXE_weir"),
+        &[
             "serve",
             "--db",
             &db.display().to_string(),
             "--listen",
-            &listen.to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(listen).is_err() {
-        assert!(Instant::now() < deadline, "weir serve did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
+            "127.0.0.1:0",
+            "--output",
+            "json",
+        ],
+    );
+    let url = server.url("api");
+    (server, url)
 }
 
 /// A small deterministic generator, so a failure can be replayed.
@@ -64,41 +50,23 @@ const STEPS: [u32; 10] = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100];
 
 #[test]
 fn serve_killed_at_random_points_resumes_every_run_exactly() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     // The versions are URLs served by this test, so they outlive every kill of the server.
-    let (v1, v2) = runtime.block_on(async {
-        let mut addresses = Vec::new();
-        for version in ["v1", "v2"] {
-            let app = SampleApp::bind(SampleAppConfig::new(
-                SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-                version,
-            ))
-            .await
-            .unwrap();
-            addresses.push(app.local_addr());
-            tokio::spawn(app.serve(std::future::pending()));
-        }
-        (addresses[0], addresses[1])
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("weir.db");
-    let api = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
-    let server = format!("http://{api}");
+    let versions = sample_apps(&runtime, &["v1", "v2"]);
+    let (v1, v2) = (versions[0], versions[1]);
+    let dir = TempDb::new();
+    let db = dir.path();
     let names = ["alpha", "beta", "gamma"];
     let mut file = String::new();
     for name in names {
         file.push_str(&format!(
-            "---\napiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: {name}}}\nspec:\n  target:\n    kind: local\n    listen: \"127.0.0.1:{port}\"\n    primary: {{url: \"http://{v1}\", healthCheck: /healthz}}\n    canary: {{url: \"http://{v2}\", healthCheck: /healthz}}\n  plan: {{canary: {{stepWeights: {STEPS:?}}}}}\n  analysis: {{interval: 1s, progressDeadline: 1m}}\n",
-            port = free_port()
+            "---\napiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: {name}}}\nspec:\n  target:\n    kind: local\n    listen: \"127.0.0.1:0\"\n    primary: {{url: \"http://{v1}\", healthCheck: /healthz}}\n    canary: {{url: \"http://{v2}\", healthCheck: /healthz}}\n  plan: {{canary: {{stepWeights: {STEPS:?}}}}}\n  analysis: {{interval: 1s, progressDeadline: 1m}}\n"
         ));
     }
-    let rollouts = dir.path().join("rollouts.yaml");
+    let rollouts = dir.file("rollouts.yaml");
     std::fs::write(&rollouts, file).unwrap();
 
-    let mut child = serve(&db, api);
+    let (mut child, mut server) = serve(&db);
     let applied = weir(&[
         "apply",
         "-f",
@@ -116,6 +84,7 @@ fn serve_killed_at_random_points_resumes_every_run_exactly() {
     let mut kills = 0;
     let mut kills_mid_run = 0;
     for _ in 0..6 {
+        // Not synchronisation: the kill lands at a random moment on purpose.
         std::thread::sleep(Duration::from_millis(random.next_millis(300, 2500)));
         let listed = weir(&["get", "--output", "json", "--server", &server]);
         let before: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
@@ -123,10 +92,9 @@ fn serve_killed_at_random_points_resumes_every_run_exactly() {
             .as_array()
             .is_some_and(|items| items.iter().any(|r| r["status"]["phase"] == "Progressing"));
         kills_mid_run += usize::from(progressing);
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        child.kill(); // SIGKILL
         kills += 1;
-        child = serve(&db, api);
+        (child, server) = serve(&db);
     }
 
     assert!(
@@ -135,26 +103,25 @@ fn serve_killed_at_random_points_resumes_every_run_exactly() {
     );
 
     // Every run finishes.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
+    wait_until("every run to succeed", || {
         let listed = weir(&["get", "--output", "json", "--server", &server]);
         let rollouts: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
-        let phases: Vec<&str> = rollouts
+        let phases: Vec<String> = rollouts
             .as_array()
             .map(|items| {
                 items
                     .iter()
-                    .filter_map(|r| r["status"]["phase"].as_str())
+                    .filter_map(|r| r["status"]["phase"].as_str().map(String::from))
                     .collect()
             })
             .unwrap_or_default();
-        if phases.len() == names.len() && phases.iter().all(|phase| *phase == "Succeeded") {
-            break;
-        }
-        assert!(!phases.contains(&"Failed"), "a run failed: {rollouts}");
-        assert!(Instant::now() < deadline, "runs did not finish: {phases:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        assert!(
+            !phases.iter().any(|phase| phase == "Failed"),
+            "a run failed: {rollouts}"
+        );
+        (phases.len() == names.len() && phases.iter().all(|phase| phase == "Succeeded"))
+            .then_some(())
+    });
 
     for name in names {
         let history = weir(&["history", name, "--output", "json", "--server", &server]);
@@ -195,8 +162,7 @@ fn serve_killed_at_random_points_resumes_every_run_exactly() {
                 .all(|event| event["run"].as_u64().unwrap() <= 1)
         );
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    drop(child);
 }
 
 /// The processes whose command line contains `marker` (read from /proc).
@@ -216,9 +182,9 @@ fn processes_with(marker: &str) -> Vec<u32> {
 /// cannot stop them: each runs under a guard that stops it when weir's end of a pipe closes.
 #[test]
 fn versions_weir_started_stop_when_it_is_killed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TempDb::new();
     // A directory only these versions name, to find their processes by.
-    let marker = dir.path().join("versions-of-this-test");
+    let marker = dir.file("versions-of-this-test");
     std::fs::create_dir(&marker).unwrap();
     let marker = marker.display().to_string();
     let version = |name: &str| {
@@ -227,20 +193,17 @@ fn versions_weir_started_stop_when_it_is_killed() {
             "{{command: [python3, -m, http.server, \"{{port}}\", --bind, 127.0.0.1, --directory, \"{marker}/{name}\"], healthCheck: /, startTimeout: 20s}}"
         )
     };
-    let file = dir.path().join("rollout.yaml");
+    let file = dir.file("rollout.yaml");
     std::fs::write(
         &file,
         format!(
-            "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: started}}\nspec:\n  target:\n    kind: local\n    listen: \"127.0.0.1:{router}\"\n    primary: {primary}\n    canary: {canary}\n  plan: {{canary: {{steps: [{{weight: 10, pause: {{}}}}]}}}}\n  analysis: {{interval: 1s, progressDeadline: 1m}}\n",
-            router = free_port(),
+            "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: started}}\nspec:\n  target:\n    kind: local\n    listen: \"127.0.0.1:0\"\n    primary: {primary}\n    canary: {canary}\n  plan: {{canary: {{steps: [{{weight: 10, pause: {{}}}}]}}}}\n  analysis: {{interval: 1s, progressDeadline: 1m}}\n",
             primary = version("v1"),
             canary = version("v2"),
         ),
     )
     .unwrap();
-    let api = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
-    let server = format!("http://{api}");
-    let mut child = serve(&dir.path().join("weir.db"), api);
+    let (mut child, server) = serve(&dir.path());
     let applied = weir(&[
         "apply",
         "-f",
@@ -254,36 +217,21 @@ fn versions_weir_started_stop_when_it_is_killed() {
         String::from_utf8_lossy(&applied.stderr)
     );
     // Both versions run once the canary has its first step (it then waits at the pause).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    wait_until("the canary's first step", || {
         let listed = weir(&["get", "started", "--output", "json", "--server", &server]);
         let rollouts: Value = serde_json::from_slice(&listed.stdout).unwrap_or(Value::Null);
-        if rollouts[0]["status"]["canaryWeight"] == 10 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the canary never started: {rollouts}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        (rollouts[0]["status"]["canaryWeight"] == 10).then_some(())
+    });
     let running = processes_with(&marker);
     assert!(
         running.len() >= 2,
         "expected the two versions (and their guards), found {running:?}"
     );
-    child.kill().unwrap(); // SIGKILL: weir cleans nothing up itself
-    child.wait().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let left = processes_with(&marker);
-        if left.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "versions outlived weir: {left:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    child.kill(); // SIGKILL: weir cleans nothing up itself
+    // The guards stop their commands within seconds (TERM, then KILL after 5 s).
+    wait_until_within(
+        Duration::from_secs(30),
+        "the versions weir started to stop after it was killed",
+        || processes_with(&marker).is_empty().then_some(()),
+    );
 }

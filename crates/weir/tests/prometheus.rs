@@ -1,67 +1,59 @@
 //! Whole rollouts judged by a real Prometheus: `weir serve --prometheus` runs a local rollout,
-//! traffic goes through weir's router, Prometheus (the real binary, started by the test on a
-//! free port) scrapes weir's `/metrics`, and the builtin checks and a MetricTemplate run PromQL
+//! traffic goes through weir's router, Prometheus (the real binary, started by the test on a port
+//! it picks) scrapes weir's `/metrics`, and the builtin checks and a MetricTemplate run PromQL
 //! against it. A healthy canary is promoted; a slow one is rolled back on a PromQL check.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
+use weir_testkit::fixtures::{TempDb, sample_config, start_sample_app};
+use weir_testkit::process::{Weir, output};
+use weir_testkit::prometheus::{self, PrometheusOptions, PrometheusServer};
+use weir_testkit::wait::wait_until;
 use weir_tools::load::{LoadConfig, LoadGenerator};
-use weir_tools::prometheus_server::{self, PrometheusOptions, PrometheusServer};
-use weir_tools::sample_app::{SampleApp, SampleAppConfig};
-
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn weir(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .output()
-        .unwrap()
+    output(env!("CARGO_BIN_EXE_weir"), args)
 }
 
-/// Kills `weir serve` when the test ends, however it ends.
-struct Serve(Child);
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(db: &Path, listen: SocketAddr, prometheus: &str, catalog: &Path) -> Serve {
-    let child = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args([
+fn serve(db: &Path, prometheus: &str, catalog: &Path) -> Weir {
+    Weir::start(
+        env!("CARGO_BIN_EXE_weir"),
+        &[
             "serve",
             "--db",
             &db.display().to_string(),
             "--listen",
-            &listen.to_string(),
+            "127.0.0.1:0",
+            "--output",
+            "json",
             "--prometheus",
             prometheus,
             "--catalog",
             &catalog.display().to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(listen).is_err() {
-        assert!(Instant::now() < deadline, "weir serve did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Serve(child)
+        ],
+    )
+}
+
+/// Where a rollout's router listens, from the `Target` event its history records.
+fn router_address(server: &str, name: &str) -> SocketAddr {
+    wait_until("the router's address in the history", || {
+        let history = weir(&["history", name, "--output", "json", "--server", server]);
+        String::from_utf8_lossy(&history.stdout)
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|event| event["reason"] == "Target")
+            .find_map(|event| {
+                event["message"]
+                    .as_str()?
+                    .strip_prefix("the router listens on http://")?
+                    .parse()
+                    .ok()
+            })
+    })
 }
 
 const TEMPLATE: &str = r#"
@@ -75,7 +67,7 @@ spec:
       weir_router_request_duration_seconds_bucket{namespace="{{ namespace }}",rollout="{{ name }}",role="canary",traffic="served"}[{{ interval }}])))
 "#;
 
-fn rollout(router: u16, primary: SocketAddr, canary: SocketAddr, success_min: u32) -> String {
+fn rollout(primary: SocketAddr, canary: SocketAddr, success_min: u32) -> String {
     format!(
         r#"apiVersion: weir.dev/v1alpha1
 kind: Rollout
@@ -83,7 +75,7 @@ metadata: {{name: shop}}
 spec:
   target:
     kind: local
-    listen: "127.0.0.1:{router}"
+    listen: "127.0.0.1:0"
     primary: {{url: "http://{primary}", healthCheck: /healthz}}
     canary: {{url: "http://{canary}", healthCheck: /healthz}}
   plan: {{canary: {{stepWeights: [20, 50, 100]}}}}
@@ -125,36 +117,25 @@ fn run_rollout(canary_faults: Canary, success_min: u32) -> (String, Vec<Value>) 
             error_percent: 0.0,
         };
         for (version, faults) in [("v1", healthy), ("v2", canary_faults)] {
-            let mut config =
-                SampleAppConfig::new(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), version);
+            let mut config = sample_config(version);
             config.latency = faults.latency;
             config.error_percent = faults.error_percent;
-            let app = SampleApp::bind(config).await.unwrap();
-            addresses.push(app.local_addr());
-            tokio::spawn(app.serve(std::future::pending()));
+            addresses.push(start_sample_app(config).await);
         }
         (addresses[0], addresses[1])
     });
-    let dir = tempfile::tempdir().unwrap();
-    let api = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
-    let server = format!("http://{api}");
-    let prometheus = PrometheusServer::start(&PrometheusOptions {
-        targets: vec![api],
-        basic_auth_users: Vec::new(),
-    })
-    .unwrap();
-    let catalog = dir.path().join("catalog.yaml");
+    let dir = TempDb::new();
+    // weir serve needs Prometheus's address and Prometheus weir's: Prometheus starts first and
+    // is told its target once weir serve says where it listens.
+    let prometheus = PrometheusServer::start(&PrometheusOptions::default()).unwrap();
+    let catalog = dir.file("catalog.yaml");
     std::fs::write(&catalog, TEMPLATE).unwrap();
-    let _serve = serve(
-        &dir.path().join("weir.db"),
-        api,
-        &prometheus.url(),
-        &catalog,
-    );
+    let serve = serve(&dir.path(), &prometheus.url(), &catalog);
+    prometheus.set_targets(&[serve.address("api")]);
+    let server = serve.url("api");
 
-    let router = free_port();
-    let file = dir.path().join("rollout.yaml");
-    std::fs::write(&file, rollout(router, primary, canary, success_min)).unwrap();
+    let file = dir.file("rollout.yaml");
+    std::fs::write(&file, rollout(primary, canary, success_min)).unwrap();
     let applied = weir(&[
         "apply",
         "-f",
@@ -169,16 +150,11 @@ fn run_rollout(canary_faults: Canary, success_min: u32) -> (String, Vec<Value>) 
     );
 
     // Steady traffic through weir's router while the rollout runs.
+    let router = router_address(&server, "shop");
     let (stop_load, load_stopped) = tokio::sync::oneshot::channel::<()>();
     let load = runtime.spawn(async move {
-        // The router binds when the rollout is set up; requests before that fail and are
-        // simply not counted by the router.
-        let generator = LoadGenerator::new(LoadConfig::new(
-            format!("http://127.0.0.1:{router}/"),
-            80.0,
-            None,
-        ))
-        .unwrap();
+        let generator =
+            LoadGenerator::new(LoadConfig::new(format!("http://{router}/"), 80.0, None)).unwrap();
         generator
             .run_until(async {
                 let _ = load_stopped.await;
@@ -186,24 +162,12 @@ fn run_rollout(canary_faults: Canary, success_min: u32) -> (String, Vec<Value>) 
             .await
     });
 
-    let deadline = Instant::now() + Duration::from_secs(150);
-    let phase = loop {
+    let phase = wait_until("the rollout to finish", || {
         let got = weir(&["get", "shop", "--output", "json", "--server", &server]);
         let listed: Value = serde_json::from_slice(&got.stdout).unwrap_or(Value::Null);
-        let rollout = &listed[0];
-        let phase = rollout["status"]["phase"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        if phase == "Succeeded" || phase == "Failed" {
-            break phase;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the rollout did not finish: {rollout}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
+        let phase = listed[0]["status"]["phase"].as_str().unwrap_or("");
+        (phase == "Succeeded" || phase == "Failed").then(|| phase.to_string())
+    });
     let _ = stop_load.send(());
     let summary = runtime.block_on(load).unwrap();
     assert!(summary.ok > 200, "too little traffic: {summary:?}");
@@ -214,18 +178,6 @@ fn run_rollout(canary_faults: Canary, success_min: u32) -> (String, Vec<Value>) 
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
     (phase, events)
-}
-
-fn require_prometheus() -> bool {
-    if prometheus_server::available() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "prometheus is not installed; .ci/run installs it (apt-get install prometheus)"
-    );
-    eprintln!("SKIPPED: prometheus is not installed (apt-get install prometheus); CI runs this");
-    false
 }
 
 /// Every check result in the history whose message says it came from Prometheus.
@@ -243,7 +195,7 @@ fn prometheus_checks(events: &[Value]) -> Vec<&Value> {
 
 #[test]
 fn a_healthy_canary_judged_by_prometheus_is_promoted() {
-    if !require_prometheus() {
+    if !prometheus::required() {
         return;
     }
     let (phase, events) = run_rollout(
@@ -279,7 +231,7 @@ fn a_healthy_canary_judged_by_prometheus_is_promoted() {
 
 #[test]
 fn a_slow_canary_judged_by_prometheus_is_rolled_back() {
-    if !require_prometheus() {
+    if !prometheus::required() {
         return;
     }
     let (phase, events) = run_rollout(
@@ -317,7 +269,7 @@ fn a_slow_canary_judged_by_prometheus_is_rolled_back() {
 
 #[test]
 fn a_failing_canary_is_stopped_by_the_sequential_judge_on_counts_from_prometheus() {
-    if !require_prometheus() {
+    if !prometheus::required() {
         return;
     }
     // The success-rate check accepts anything above 50%, so only the judge, reading both

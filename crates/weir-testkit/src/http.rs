@@ -1,0 +1,67 @@
+//! One-shot HTTP/1.1 over loopback, blocking: for tests that drive a `weir` process and have no
+//! runtime of their own. Each request opens a connection and closes it (`Connection: close`).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// An answer: the status code, the head (status line and headers) and the body as text.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// The status line and the headers, as received.
+    pub head: String,
+    /// The body (chunked bodies are left as sent).
+    pub body: String,
+}
+
+impl Response {
+    /// The value of header `name` (case-insensitive), if present.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().skip(1).find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.trim()
+                .eq_ignore_ascii_case(name)
+                .then_some(value.trim())
+        })
+    }
+}
+
+/// `GET path`; `None` when nothing answers (not listening yet, reset, timed out).
+pub fn get(address: SocketAddr, path: &str) -> Option<Response> {
+    request(address, "GET", path, &[], "")
+}
+
+/// One request with `headers` and `body`; `None` when nothing answers.
+pub fn request(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Option<Response> {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .ok()?;
+    let mut text = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        text.push_str(&format!("{name}: {value}\r\n"));
+    }
+    text.push_str("\r\n");
+    text.push_str(body);
+    stream.write_all(text.as_bytes()).ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some(Response {
+        status,
+        head: head.to_string(),
+        body: body.to_string(),
+    })
+}

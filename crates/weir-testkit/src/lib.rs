@@ -1,0 +1,25 @@
+//! What weir's tests share, so that no test file carries its own copy (a dev-dependency only).
+//!
+//! The rules it serves (docs/TESTING.md): no test picks a free port and hopes - every server binds
+//! port 0 and the test reads back the address it got ([`process::Weir`] reads the first line a
+//! `weir` command prints with `--output json`); no fixed sleep as synchronisation - tests wait on
+//! the condition itself with a generous deadline ([`wait`]).
+//!
+//! - [`wait`]: `wait_until` and its async twin, polling a condition until a deadline.
+//! - [`http`]: one-shot HTTP/1.1 requests over loopback, blocking, for tests without a runtime.
+//! - [`metrics`]: samples of an OpenMetrics / Prometheus text body.
+//! - [`process`]: children killed when the test ends however it ends; `weir` commands started
+//!   with their bound addresses read back.
+//! - [`fixtures`]: sample apps on port 0, temporary databases.
+//! - [`prometheus`]: the real `prometheus` binary, on a port it picks, scraping given targets.
+
+#![forbid(unsafe_code)]
+// Test support: a failed set-up is a failed test, and a panic says where.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod fixtures;
+pub mod http;
+pub mod metrics;
+pub mod process;
+pub mod prometheus;
+pub mod wait;
