@@ -25,7 +25,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use weir_engine::local::LocalTargets;
 use weir_engine::{Engine, EngineOptions, Integrations};
-use weir_store::SqliteStore;
+use weir_store::{RolloutKey, SqliteStore};
 
 /// How long anything may take before the test calls it a hang.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -45,16 +45,11 @@ async fn version(name: &'static str) -> SocketAddr {
     address
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 struct Server {
     base: String,
+    /// Where the router of rollout `default/web` listens (bound before the engine starts, on a
+    /// port the system picked).
+    router: SocketAddr,
     client: HttpClient,
     _dir: TempDir,
     _stop: oneshot::Sender<()>,
@@ -66,7 +61,15 @@ async fn start() -> Server {
     let store = SqliteStore::open(&dir.path().join("weir.db"))
         .await
         .unwrap();
-    let providers = LocalTargets::default().providers(&Integrations::default());
+    let targets = LocalTargets::default();
+    let router = targets
+        .reserve_listener(
+            &RolloutKey::new("default", "web"),
+            SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+        )
+        .await
+        .unwrap();
+    let providers = targets.providers(&Integrations::default());
     let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(engine.run(async move {
@@ -78,6 +81,7 @@ async fn start() -> Server {
     tokio::spawn(async move { axum::serve(listener, app).await });
     Server {
         base: format!("http://{address}"),
+        router,
         client: Client::builder(TokioExecutor::new()).build_http(),
         _dir: dir,
         _stop: stop,
@@ -292,7 +296,7 @@ impl Exposition {
     }
 }
 
-fn rollout_yaml(router: SocketAddr, v1: SocketAddr, v2: SocketAddr) -> String {
+fn rollout_yaml(v1: SocketAddr, v2: SocketAddr) -> String {
     // One step at 50% that waits for a person: traffic is sent while nothing moves.
     format!(
         "apiVersion: weir.dev/v1alpha1
@@ -301,7 +305,7 @@ metadata: {{name: web, namespace: default}}
 spec:
   target:
     kind: local
-    listen: \"{router}\"
+    listen: \"127.0.0.1:0\"
     primary: {{url: \"http://{v1}\", healthCheck: /healthz}}
     canary: {{url: \"http://{v2}\", healthCheck: /healthz}}
   plan:
@@ -338,13 +342,13 @@ fn served<'a>(role: &'a str, revision: &'a str) -> Vec<(&'a str, &'a str)> {
 async fn metrics_follow_a_local_rollout_and_its_router_traffic() {
     let server = start().await;
     let (v1, v2) = (version("v1").await, version("v2").await);
-    let router = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let router = server.router;
     let (status, _, body) = send(
         &server.client,
         Method::PUT,
         &format!("{}/api/v1/rollouts/default/web", server.base),
         &[("content-type", "application/yaml")],
-        rollout_yaml(router, v1, v2),
+        rollout_yaml(v1, v2),
     )
     .await;
     assert_eq!(
@@ -573,13 +577,13 @@ async fn metrics_follow_a_local_rollout_and_its_router_traffic() {
 async fn an_aborted_run_counts_a_rollback_and_the_openapi_document_mentions_metrics() {
     let server = start().await;
     let (v1, v2) = (version("v1").await, version("v2").await);
-    let router = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let router = server.router;
     let (status, _, _) = send(
         &server.client,
         Method::PUT,
         &format!("{}/api/v1/rollouts/default/web", server.base),
         &[("content-type", "application/yaml")],
-        rollout_yaml(router, v1, v2),
+        rollout_yaml(v1, v2),
     )
     .await;
     assert_eq!(status, StatusCode::CREATED);

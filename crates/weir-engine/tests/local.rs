@@ -2,9 +2,8 @@
 //! apps (URL versions) or processes weir starts (command versions), load through the router.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
-
 use std::time::Duration;
 
 use weir_core::machine::Command;
@@ -13,38 +12,42 @@ use weir_engine::local::LocalTargets;
 use weir_engine::{Engine, EngineHandle, EngineOptions, Integrations};
 use weir_router::RouterConfig;
 use weir_store::{RolloutKey, SqliteStore, Store};
+use weir_testkit::fixtures::{sample_config, start_sample_app};
+use weir_testkit::wait::wait_for as wait_until;
 use weir_tools::load::{LoadConfig, LoadGenerator};
-use weir_tools::sample_app::{SampleApp, SampleAppConfig};
-
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 async fn sample_app(version: &str, error_percent: f64) -> SocketAddr {
-    let mut config = SampleAppConfig::new(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), version);
+    let mut config = sample_config(version);
     config.error_percent = error_percent;
     config.seed = 11;
-    let app = SampleApp::bind(config).await.unwrap();
-    let address = app.local_addr();
-    tokio::spawn(app.serve(std::future::pending()));
-    address
+    start_sample_app(config).await
 }
+
+/// Every rollout of these tests listens on a port the system picks.
+const ANY_PORT: &str = "127.0.0.1:0";
 
 struct Running {
     handle: EngineHandle,
     store: SqliteStore,
     targets: LocalTargets,
+    /// Where the router of the rollout named at start listens.
+    listen: SocketAddr,
     stop: tokio::sync::oneshot::Sender<()>,
     engine: tokio::task::JoinHandle<()>,
 }
 
-async fn start_engine(db: &Path) -> Running {
+/// An engine over `db` whose router for rollout `name` (namespace `default`) is bound before the
+/// engine starts, on a port the system picks, so the test knows where to send load.
+async fn start_engine(db: &Path, name: &str) -> Running {
     let store = SqliteStore::open(db).await.unwrap();
     let targets = LocalTargets::new(RouterConfig::default());
+    let listen = targets
+        .reserve_listener(
+            &RolloutKey::new("default", name),
+            SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+        )
+        .await
+        .unwrap();
     let providers = targets.providers(&Integrations::default());
     let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -60,6 +63,7 @@ async fn start_engine(db: &Path) -> Running {
         handle,
         store,
         targets,
+        listen,
         stop,
         engine,
     }
@@ -74,42 +78,41 @@ impl Running {
     }
 }
 
-fn rollout(listen: SocketAddr, primary: &str, canary: &str, steps: &str) -> Rollout {
+fn rollout(primary: &str, canary: &str, steps: &str) -> Rollout {
     let yaml = format!(
-        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: shop}}\nspec:\n  target:\n    kind: local\n    listen: \"{listen}\"\n    primary: {primary}\n    canary: {canary}\n  plan: {{canary: {{stepWeights: {steps}}}}}\n  analysis:\n    interval: 1s\n    threshold: 2\n    noData: hold\n    progressDeadline: 30s\n    metrics: [{{name: request-success-rate, thresholdRange: {{min: 95}}}}]\n"
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: shop}}\nspec:\n  target:\n    kind: local\n    listen: \"{ANY_PORT}\"\n    primary: {primary}\n    canary: {canary}\n  plan: {{canary: {{stepWeights: {steps}}}}}\n  analysis:\n    interval: 1s\n    threshold: 2\n    noData: hold\n    progressDeadline: 30s\n    metrics: [{{name: request-success-rate, thresholdRange: {{min: 95}}}}]\n"
     );
     serde_saphyr::from_str(&yaml).unwrap()
 }
 
 /// Waits (with a generous deadline, not a timing assertion) until the rollout reaches a phase.
 async fn wait_for(store: &SqliteStore, key: &RolloutKey, phases: &[Phase]) -> Phase {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
-    loop {
-        if let Some(stored) = store.get(key).await.unwrap()
-            && phases.contains(&stored.status.phase)
-        {
-            return stored.status.phase;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{key} never reached {phases:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = format!("{key} to reach {phases:?}");
+    wait_until(&what, || async {
+        let stored = store.get(key).await.unwrap()?;
+        phases
+            .contains(&stored.status.phase)
+            .then_some(stored.status.phase)
+    })
+    .await
 }
 
+/// Load through the router of `running`, from the moment it serves (its socket is bound before
+/// the rollout starts; requests sent before the first tick would only wait in its backlog).
 fn load(
-    listen: SocketAddr,
+    running: &Running,
+    key: &RolloutKey,
 ) -> (
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<weir_tools::load::LoadSummary>,
 ) {
+    let (listen, targets, key) = (running.listen, running.targets.clone(), key.clone());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        // The router listens from the rollout's first tick on.
-        while tokio::net::TcpStream::connect(listen).await.is_err() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_until("the router to serve", || async {
+            targets.metrics(&key).await.map(|_| ())
+        })
+        .await;
         let generator =
             LoadGenerator::new(LoadConfig::new(format!("http://{listen}/"), 300.0, None)).unwrap();
         generator
@@ -124,26 +127,28 @@ fn load(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_healthy_canary_is_promoted_step_by_step_and_then_serves_everything() {
     let dir = tempfile::tempdir().unwrap();
-    let running = start_engine(&dir.path().join("weir.db")).await;
+    let running = start_engine(&dir.path().join("weir.db"), "shop").await;
     let (v1, v2) = (sample_app("v1", 0.0).await, sample_app("v2", 0.0).await);
-    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
     let spec = rollout(
-        listen,
         &format!("{{url: \"http://{v1}\", healthCheck: /healthz}}"),
         &format!("{{url: \"http://{v2}\", healthCheck: /healthz}}"),
         "[20, 50, 100]",
     );
     let key = RolloutKey::of(&spec);
     running.handle.apply(spec, None).await.unwrap();
-    let (stop_load, load) = load(listen);
+    let (stop_load, load) = load(&running, &key);
     assert_eq!(
         wait_for(&running.store, &key, &[Phase::Succeeded, Phase::Failed]).await,
         Phase::Succeeded
     );
-    // After promotion, the router sends everything to v2.
+    // After promotion, the router sends everything to v2: watch the next 100 requests.
     let before = running.targets.metrics(&key).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    let after = running.targets.metrics(&key).await.unwrap();
+    let after = wait_until("100 requests after the promotion", || async {
+        let now = running.targets.metrics(&key).await?;
+        let window = now.delta(&before);
+        (window.versions.iter().map(|v| v.requests).sum::<u64>() >= 100).then_some(now)
+    })
+    .await;
     let _ = stop_load.send(());
     let summary = load.await.unwrap();
     assert_eq!(
@@ -179,18 +184,16 @@ async fn a_healthy_canary_is_promoted_step_by_step_and_then_serves_everything() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_faulty_canary_is_rolled_back_with_its_evidence() {
     let dir = tempfile::tempdir().unwrap();
-    let running = start_engine(&dir.path().join("weir.db")).await;
+    let running = start_engine(&dir.path().join("weir.db"), "shop").await;
     let (v1, v2) = (sample_app("v1", 0.0).await, sample_app("v2", 30.0).await);
-    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
     let spec = rollout(
-        listen,
         &format!("{{url: \"http://{v1}\", healthCheck: /healthz}}"),
         &format!("{{url: \"http://{v2}\", healthCheck: /healthz}}"),
         "[20, 50, 100]",
     );
     let key = RolloutKey::of(&spec);
     running.handle.apply(spec, None).await.unwrap();
-    let (stop_load, load) = load(listen);
+    let (stop_load, load) = load(&running, &key);
     assert_eq!(
         wait_for(&running.store, &key, &[Phase::Succeeded, Phase::Failed]).await,
         Phase::Failed
@@ -236,16 +239,15 @@ async fn a_faulty_canary_is_rolled_back_with_its_evidence() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sequential_judge_rolls_back_between_ticks() {
     let dir = tempfile::tempdir().unwrap();
-    let running = start_engine(&dir.path().join("weir.db")).await;
+    let running = start_engine(&dir.path().join("weir.db"), "judged").await;
     let (v1, v2) = (sample_app("v1", 0.5).await, sample_app("v2", 20.0).await);
-    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
     let yaml = format!(
-        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: judged}}\nspec:\n  target:\n    kind: local\n    listen: \"{listen}\"\n    primary: {{url: \"http://{v1}\", healthCheck: /healthz}}\n    canary: {{url: \"http://{v2}\", healthCheck: /healthz}}\n  plan: {{canary: {{stepWeights: [20, 100]}}}}\n  analysis:\n    interval: 1s\n    threshold: 5\n    noData: hold\n    metrics: [{{name: request-success-rate, thresholdRange: {{min: 50}}}}]\n"
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: judged}}\nspec:\n  target:\n    kind: local\n    listen: \"{ANY_PORT}\"\n    primary: {{url: \"http://{v1}\", healthCheck: /healthz}}\n    canary: {{url: \"http://{v2}\", healthCheck: /healthz}}\n  plan: {{canary: {{stepWeights: [20, 100]}}}}\n  analysis:\n    interval: 1s\n    threshold: 5\n    noData: hold\n    metrics: [{{name: request-success-rate, thresholdRange: {{min: 50}}}}]\n"
     );
     let spec: Rollout = serde_saphyr::from_str(&yaml).unwrap();
     let key = RolloutKey::of(&spec);
     running.handle.apply(spec, None).await.unwrap();
-    let (stop_load, load) = load(listen);
+    let (stop_load, load) = load(&running, &key);
     // The canary's 80% success passes the threshold check (min 50%): only the judge, comparing it
     // with the primary, can find it worse.
     assert_eq!(
@@ -290,10 +292,8 @@ async fn the_sequential_judge_rolls_back_between_ticks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_judges_are_refused_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
-    let running = start_engine(&dir.path().join("weir.db")).await;
-    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let running = start_engine(&dir.path().join("weir.db"), "shop").await;
     let mut spec = rollout(
-        listen,
         "{url: \"http://127.0.0.1:1\"}",
         "{url: \"http://127.0.0.1:2\"}",
         "[50]",
@@ -320,8 +320,7 @@ async fn command_versions_are_started_promoted_and_the_old_primary_stopped() {
         panic!("python3 is needed to start command versions in this test");
     }
     let dir = tempfile::tempdir().unwrap();
-    let running = start_engine(&dir.path().join("weir.db")).await;
-    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
+    let running = start_engine(&dir.path().join("weir.db"), "shop").await;
     let serve = |name: &str| {
         let root = dir.path().join(name);
         std::fs::create_dir_all(&root).unwrap();
@@ -331,10 +330,10 @@ async fn command_versions_are_started_promoted_and_the_old_primary_stopped() {
             root.display()
         )
     };
-    let spec = rollout(listen, &serve("v1"), &serve("v2"), "[50, 100]");
+    let spec = rollout(&serve("v1"), &serve("v2"), "[50, 100]");
     let key = RolloutKey::of(&spec);
     running.handle.apply(spec, None).await.unwrap();
-    let (stop_load, load) = load(listen);
+    let (stop_load, load) = load(&running, &key);
     assert_eq!(
         wait_for(&running.store, &key, &[Phase::Succeeded, Phase::Failed]).await,
         Phase::Succeeded
@@ -342,7 +341,7 @@ async fn command_versions_are_started_promoted_and_the_old_primary_stopped() {
     let _ = stop_load.send(());
     let _ = load.await;
     // The router now serves v2's directory.
-    let body = http_get(listen).await;
+    let body = http_get(running.listen).await;
     assert!(body.contains("v2"), "{body}");
     running.stop(&key).await;
 }
@@ -350,18 +349,16 @@ async fn command_versions_are_started_promoted_and_the_old_primary_stopped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_pause_resume_and_abort_a_run() {
     let dir = tempfile::tempdir().unwrap();
-    let running = start_engine(&dir.path().join("weir.db")).await;
+    let running = start_engine(&dir.path().join("weir.db"), "shop").await;
     let (v1, v2) = (sample_app("v1", 0.0).await, sample_app("v2", 0.0).await);
-    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
     let spec = rollout(
-        listen,
         &format!("{{url: \"http://{v1}\", healthCheck: /healthz}}"),
         &format!("{{url: \"http://{v2}\", healthCheck: /healthz}}"),
         "[10, 20, 30, 40, 50, 60, 70, 80, 90, 100]",
     );
     let key = RolloutKey::of(&spec);
     running.handle.apply(spec, None).await.unwrap();
-    let (stop_load, load) = load(listen);
+    let (stop_load, load) = load(&running, &key);
     wait_for(&running.store, &key, &[Phase::Progressing]).await;
     let paused = running
         .handle
@@ -370,6 +367,8 @@ async fn commands_pause_resume_and_abort_a_run() {
         .unwrap();
     assert!(paused.status.paused);
     let weight = paused.status.canary_weight;
+    // Not synchronisation: a paused run must hold its weight through several intervals (1s), so
+    // time has to pass; a slow machine only makes the check run over fewer ticks.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let still = running.store.get(&key).await.unwrap().unwrap();
     assert_eq!(
@@ -411,34 +410,29 @@ async fn a_restarted_engine_resumes_the_run_where_it_was() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("weir.db");
     let (v1, v2) = (sample_app("v1", 0.0).await, sample_app("v2", 0.0).await);
-    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
     let spec = rollout(
-        listen,
         &format!("{{url: \"http://{v1}\", healthCheck: /healthz}}"),
         &format!("{{url: \"http://{v2}\", healthCheck: /healthz}}"),
         "[10, 20, 30, 40, 50, 100]",
     );
     let key = RolloutKey::of(&spec);
-    let first = start_engine(&db).await;
+    let first = start_engine(&db, "shop").await;
     first.handle.apply(spec, None).await.unwrap();
-    let (stop_load, load) = load(listen);
+    let (stop_load, load) = load(&first, &key);
     // Let it take a couple of steps, then stop the engine mid-run.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let stored = first.store.get(&key).await.unwrap().unwrap();
-        if stored.status.steps_taken >= 2 {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until("two steps before the restart", || async {
+        let stored = first.store.get(&key).await.unwrap()?;
+        (stored.status.steps_taken >= 2).then_some(())
+    })
+    .await;
     // Load stops with the engine: a process that dies takes its router's connections with it,
     // which stopping an in-process engine does not do.
     let _ = stop_load.send(());
     let _ = load.await;
     first.stop(&key).await;
-    let second = start_engine(&db).await;
-    let (stop_load, load) = self::load(listen);
+    // The restarted engine's router listens on a new port the system picks.
+    let second = start_engine(&db, "shop").await;
+    let (stop_load, load) = self::load(&second, &key);
     let phase = wait_for(&second.store, &key, &[Phase::Succeeded, Phase::Failed]).await;
     let events = second.store.events(&key, 0, 500).await.unwrap();
     assert_eq!(
@@ -481,18 +475,16 @@ async fn http_get(address: SocketAddr) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_promotion_half_way_sends_all_traffic_to_the_new_version() {
     let dir = tempfile::tempdir().unwrap();
-    let running = start_engine(&dir.path().join("weir.db")).await;
+    let running = start_engine(&dir.path().join("weir.db"), "shop").await;
     let (v1, v2) = (sample_app("v1", 0.0).await, sample_app("v2", 0.0).await);
-    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
     let spec = rollout(
-        listen,
         &format!("{{url: \"http://{v1}\", healthCheck: /healthz}}"),
         &format!("{{url: \"http://{v2}\", healthCheck: /healthz}}"),
         "[50, 60, 70, 80, 90, 100]",
     );
     let key = RolloutKey::of(&spec);
     running.handle.apply(spec, None).await.unwrap();
-    let (stop_load, load) = load(listen);
+    let (stop_load, load) = load(&running, &key);
     wait_for(&running.store, &key, &[Phase::Progressing]).await;
     let promoted = running
         .handle
@@ -509,7 +501,7 @@ async fn a_promotion_half_way_sends_all_traffic_to_the_new_version() {
     let _ = load.await;
     let mut versions = Vec::new();
     for _ in 0..40 {
-        let answer = http_get(listen).await;
+        let answer = http_get(running.listen).await;
         versions.push(if answer.contains("\"version\":\"v2\"") {
             "v2"
         } else {

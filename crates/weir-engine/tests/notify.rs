@@ -689,32 +689,21 @@ mod end_to_end {
     use weir_engine::{Engine, EngineOptions, Integrations, Providers, TargetProvider};
     use weir_router::RouterConfig;
     use weir_store::{SqliteStore, Store};
+    use weir_testkit::fixtures::{sample_config, start_sample_app};
+    use weir_testkit::wait::wait_for;
     use weir_tools::load::{LoadConfig, LoadGenerator};
-    use weir_tools::sample_app::{SampleApp, SampleAppConfig};
 
     async fn sample_app(version: &str, error_percent: f64) -> SocketAddr {
-        let mut config = SampleAppConfig::new(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), version);
+        let mut config = sample_config(version);
         config.error_percent = error_percent;
         config.seed = 11;
-        let app = SampleApp::bind(config).await.unwrap();
-        let address = app.local_addr();
-        tokio::spawn(app.serve(std::future::pending()));
-        address
-    }
-
-    fn free_port() -> u16 {
-        std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
+        start_sample_app(config).await
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_rolled_back_canary_notifies_the_generic_receiver_with_its_evidence() {
         let receiver = Receiver::healthy().await;
         let (v1, v2) = (sample_app("v1", 0.0).await, sample_app("v2", 30.0).await);
-        let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
         let documents = format!(
             r#"
 apiVersion: weir.dev/v1alpha1
@@ -728,7 +717,7 @@ metadata: {{name: shop}}
 spec:
   target:
     kind: local
-    listen: "{listen}"
+    listen: "127.0.0.1:0"
     primary: {{url: "http://{v1}", healthCheck: /healthz}}
     canary: {{url: "http://{v2}", healthCheck: /healthz}}
   plan: {{canary: {{stepWeights: [20, 50, 100]}}}}
@@ -748,6 +737,14 @@ spec:
             .await
             .unwrap();
         let targets = LocalTargets::new(RouterConfig::default());
+        // The router's socket, on a port the system picks, bound before the rollout starts.
+        let listen = targets
+            .reserve_listener(
+                &RolloutKey::of(&rollout),
+                SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            )
+            .await
+            .unwrap();
         let local = targets.providers(&Integrations {
             catalog: Arc::clone(&catalog),
             ..Integrations::default()
@@ -770,10 +767,13 @@ spec:
         handle.apply(rollout, None).await.unwrap();
 
         let (stop_load, stopped_load) = tokio::sync::oneshot::channel::<()>();
+        let serving = (targets.clone(), key.clone());
         let load = tokio::spawn(async move {
-            while tokio::net::TcpStream::connect(listen).await.is_err() {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            let (targets, key) = serving;
+            wait_for("the router to serve", || async {
+                targets.metrics(&key).await.map(|_| ())
+            })
+            .await;
             let generator =
                 LoadGenerator::new(LoadConfig::new(format!("http://{listen}/"), 300.0, None))
                     .unwrap();
@@ -785,22 +785,13 @@ spec:
         });
 
         // Wait (a generous deadline, not a timing assertion) for the rollback's notification.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
-        let received = loop {
-            if let Some(received) = receiver
+        let received = wait_for("the error notification", || async {
+            receiver
                 .received()
                 .into_iter()
                 .find(|r| r.body["severity"] == "error")
-            {
-                break received;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "no error notification; got {:#?}",
-                receiver.received()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
+        })
+        .await;
         let _ = stop_load.send(());
         let _ = load.await;
 
@@ -833,16 +824,12 @@ spec:
         assert_eq!(received.header("x-weir-delivery"), id);
 
         // Delivered, so nothing stays pending; and the rollout did roll back.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let stored = store.get(&key).await.unwrap().unwrap();
-            if stored.pending_effects.is_empty() {
-                assert_eq!(stored.status.phase, Phase::Failed);
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "still pending");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let stored = wait_for("nothing pending after delivery", || async {
+            let stored = store.get(&key).await.unwrap()?;
+            stored.pending_effects.is_empty().then_some(stored)
+        })
+        .await;
+        assert_eq!(stored.status.phase, Phase::Failed);
         // A warn alert gets no info notifications: this one is the only message.
         assert_eq!(receiver.received().len(), 1, "{:#?}", receiver.received());
 

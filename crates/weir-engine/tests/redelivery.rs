@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,7 +14,8 @@ use weir_engine::local::LocalTargets;
 use weir_engine::{BoxFuture, Engine, EngineOptions, Integrations, Notifier, ProviderError};
 use weir_router::RouterConfig;
 use weir_store::{RolloutKey, SqliteStore, Store};
-use weir_tools::sample_app::{SampleApp, SampleAppConfig};
+use weir_testkit::fixtures::{sample_config, start_sample_app};
+use weir_testkit::wait::wait_for;
 
 /// Refuses the first attempt of every delivery id, accepts later ones; counts attempts per id.
 #[derive(Clone, Default)]
@@ -44,18 +45,6 @@ impl Notifier for FlakyReceiver {
     }
 }
 
-async fn sample_app(version: &str) -> SocketAddr {
-    let app = SampleApp::bind(SampleAppConfig::new(
-        SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-        version,
-    ))
-    .await
-    .unwrap();
-    let address = app.local_addr();
-    tokio::spawn(app.serve(std::future::pending()));
-    address
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_notification_is_delivered_by_a_later_tick_exactly_once_more() {
     let dir = tempfile::tempdir().unwrap();
@@ -71,27 +60,26 @@ async fn a_failed_notification_is_delivered_by_a_later_tick_exactly_once_more() 
         ..EngineOptions::default()
     };
     let (engine, handle) = Engine::new(store.clone(), providers, options);
+    let stats = engine.stats();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let engine = tokio::spawn(engine.run(async move {
         let _ = stopped.await;
     }));
 
-    let (v1, v2) = (sample_app("v1").await, sample_app("v2").await);
-    let listen = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let (v1, v2) = (
+        start_sample_app(sample_config("v1")).await,
+        start_sample_app(sample_config("v2")).await,
+    );
     // No checks: every tick advances, and the promotion notifies.
     let yaml = format!(
-        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: shop}}\nspec:\n  target:\n    kind: local\n    listen: \"{listen}\"\n    primary: {{url: \"http://{v1}\", healthCheck: /healthz}}\n    canary: {{url: \"http://{v2}\", healthCheck: /healthz}}\n  plan: {{canary: {{stepWeights: [50, 100]}}}}\n  analysis: {{interval: 1s, progressDeadline: 30s}}\n"
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: shop}}\nspec:\n  target:\n    kind: local\n    listen: \"127.0.0.1:0\"\n    primary: {{url: \"http://{v1}\", healthCheck: /healthz}}\n    canary: {{url: \"http://{v2}\", healthCheck: /healthz}}\n  plan: {{canary: {{stepWeights: [50, 100]}}}}\n  analysis: {{interval: 1s, progressDeadline: 30s}}\n"
     );
     let rollout: Rollout = serde_saphyr::from_str(&yaml).unwrap();
     let key = RolloutKey::of(&rollout);
     handle.apply(rollout, None).await.unwrap();
 
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let stored = store.get(&key).await.unwrap().unwrap();
+    wait_for("the promotion and its notification delivered", || async {
+        let stored = store.get(&key).await.unwrap()?;
         let delivered =
             receiver
                 .attempts
@@ -101,20 +89,16 @@ async fn a_failed_notification_is_delivered_by_a_later_tick_exactly_once_more() 
                 .any(|(attempts, notification)| {
                     *attempts >= 2 && notification.severity == Severity::Info
                 });
-        if stored.status.phase == Phase::Succeeded && delivered && stored.pending_effects.is_empty()
-        {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not delivered: phase {:?}, pending {:?}",
-            stored.status.phase,
-            stored.pending_effects
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // Several more ticks: a delivered notification is not sent again.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+        (stored.status.phase == Phase::Succeeded && delivered && stored.pending_effects.is_empty())
+            .then_some(())
+    })
+    .await;
+    // Several more ticks (counted, not timed): a delivered notification is not sent again.
+    let ticks = stats.ticks.load(Ordering::Relaxed);
+    wait_for("three more ticks", || async {
+        (stats.ticks.load(Ordering::Relaxed) >= ticks + 3).then_some(())
+    })
+    .await;
     let attempts = receiver.attempts.lock().unwrap().clone();
     assert!(!attempts.is_empty());
     for (id, (count, notification)) in &attempts {
