@@ -52,16 +52,20 @@ pub(crate) enum UpstreamError {
 /// One upstream connection: the handle to send on and the future doing its I/O.
 struct Link {
     sender: http1::SendRequest<ProxyBody>,
-    connection: Connection,
-    /// The connection future has completed: the connection is closed.
-    closed: bool,
+    /// `None` once the connection future has completed (the connection is closed). It is
+    /// dropped then, not kept: its end of the request channel must go with it, so a request
+    /// handed to the sender afterwards comes back unsent at once instead of waiting, unserved,
+    /// for the response timeout.
+    connection: Option<Connection>,
 }
 
 impl Link {
     /// Polls the connection future once (unless it has already completed).
-    fn poll_connection(connection: &mut Connection, closed: &mut bool, cx: &mut Context<'_>) {
-        if !*closed && Pin::new(connection).poll(cx).is_ready() {
-            *closed = true;
+    fn poll_connection(connection: &mut Option<Connection>, cx: &mut Context<'_>) {
+        if let Some(open) = connection
+            && Pin::new(open).poll(cx).is_ready()
+        {
+            *connection = None;
         }
     }
 
@@ -69,20 +73,16 @@ impl Link {
     /// task for wake-ups, and says whether it can take another request now.
     fn settle(&mut self) -> bool {
         let mut cx = Context::from_waker(Waker::noop());
-        Self::poll_connection(&mut self.connection, &mut self.closed, &mut cx);
-        !self.closed && self.sender.is_ready()
+        Self::poll_connection(&mut self.connection, &mut cx);
+        self.connection.is_some() && self.sender.is_ready()
     }
 
     /// Runs `work` to completion while driving the connection's I/O in the same task.
-    async fn drive<F: Future>(
-        connection: &mut Connection,
-        closed: &mut bool,
-        work: F,
-    ) -> F::Output {
+    async fn drive<F: Future>(connection: &mut Option<Connection>, work: F) -> F::Output {
         let mut work = pin!(work);
         poll_fn(|cx| {
             // The connection first: it writes what `work` queued and reads what it waits for.
-            Self::poll_connection(connection, closed, cx);
+            Self::poll_connection(connection, cx);
             work.as_mut().poll(cx)
         })
         .await
@@ -213,8 +213,7 @@ impl Pool {
         // bodies copies a pointer, not the connection's state.
         Ok(Box::new(Link {
             sender,
-            connection,
-            closed: false,
+            connection: Some(connection),
         }))
     }
 }
@@ -243,18 +242,14 @@ pub(crate) async fn send(
             Some(link) => (link, true),
             None => (pool.connect(authority).await?, false),
         };
-        let Link {
-            sender,
-            connection,
-            closed,
-        } = &mut *link;
-        if let Err(error) = Link::drive(connection, closed, sender.ready()).await {
+        let Link { sender, connection } = &mut *link;
+        if let Err(error) = Link::drive(connection, sender.ready()).await {
             if reused {
                 continue; // closed while idle: try the next one (or a new connection)
             }
             return Err(error.into());
         }
-        match Link::drive(connection, closed, sender.try_send_request(request)).await {
+        match Link::drive(connection, sender.try_send_request(request)).await {
             Ok(response) => {
                 let (parts, body) = response.into_parts();
                 let body = UpstreamBody {
@@ -314,7 +309,7 @@ impl Body for UpstreamBody {
             && let Some(link) = &mut this.link
         {
             // The body is fed by the connection: let it read, then look again.
-            Link::poll_connection(&mut link.connection, &mut link.closed, cx);
+            Link::poll_connection(&mut link.connection, cx);
             polled = Pin::new(&mut this.body).poll_frame(cx);
         }
         match &polled {

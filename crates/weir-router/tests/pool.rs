@@ -62,6 +62,8 @@ async fn idle_upstream_connections_expire() {
         assert_eq!(get(&client, addr, "/", &[]).await.body, "v1");
         assert_eq!(get(&client, addr, "/", &[]).await.body, "v1");
         assert_eq!(handle.upstream_connections_opened(), 1);
+        // Not synchronisation: the connection must sit idle past its 100ms timeout; a slow
+        // machine only makes it sit longer.
         tokio::time::sleep(Duration::from_millis(400)).await;
         assert_eq!(get(&client, addr, "/", &[]).await.body, "v1");
         assert_eq!(handle.upstream_connections_opened(), 2);
@@ -77,9 +79,12 @@ async fn an_upstream_closing_idle_connections_causes_no_errors() {
     guard(async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let upstream = listener.local_addr().unwrap();
+        // Each connection the upstream has closed, once it has.
+        let (closed_tx, mut closed) = tokio::sync::mpsc::unbounded_channel::<()>();
         tokio::spawn(async move {
             loop {
                 let (mut stream, _) = listener.accept().await.unwrap();
+                let closed_tx = closed_tx.clone();
                 tokio::spawn(async move {
                     let mut head = Vec::new();
                     let mut buf = [0u8; 1024];
@@ -92,6 +97,8 @@ async fn an_upstream_closing_idle_connections_causes_no_errors() {
                     let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nonce";
                     let _ = stream.write_all(answer).await;
                     // Dropping the stream closes the connection the router pooled.
+                    drop(stream);
+                    let _ = closed_tx.send(());
                 });
             }
         });
@@ -106,8 +113,10 @@ async fn an_upstream_closing_idle_connections_causes_no_errors() {
                 (answer.status, answer.body.as_str()),
                 (StatusCode::OK, "once")
             );
-            // Let the close reach the router before the next request.
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            // The next request goes out once the upstream has closed this connection (a close
+            // racing the next request is another case: a request that may have been sent is
+            // never re-sent, by design).
+            closed.recv().await.unwrap();
         }
         let v1 = handle.metrics();
         let v1 = v1.get("v1", Traffic::Served).unwrap();
