@@ -26,6 +26,7 @@ use weir_engine::hooks::{HttpHookRunner, LogNotifier};
 use weir_engine::synthetic::{SyntheticMetrics, SyntheticTargets};
 use weir_engine::{Engine, EngineOptions, Providers};
 use weir_store::SqliteStore;
+use weir_testkit::engine::Background;
 
 /// How long anything may take before the test calls it a hang.
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -36,7 +37,7 @@ struct Server {
     base: String,
     client: Client<HttpConnector, Full<Bytes>>,
     _dir: TempDir,
-    _stop: oneshot::Sender<()>,
+    _engine: Background,
 }
 
 struct Reply {
@@ -89,10 +90,7 @@ async fn start_with(watch_shutdown: Option<oneshot::Receiver<()>>) -> Server {
         catalog: Default::default(),
     };
     let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(engine.run(async move {
-        let _ = stopped.await;
-    }));
+    let engine = Background::start(engine);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     let app = match watch_shutdown {
@@ -106,7 +104,7 @@ async fn start_with(watch_shutdown: Option<oneshot::Receiver<()>>) -> Server {
         base: format!("http://{addr}"),
         client: Client::builder(TokioExecutor::new()).build_http(),
         _dir: dir,
-        _stop: stop,
+        _engine: engine,
     }
 }
 

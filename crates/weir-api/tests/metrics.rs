@@ -22,10 +22,10 @@ use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
 use weir_engine::local::LocalTargets;
 use weir_engine::{Engine, EngineOptions, Integrations};
 use weir_store::{RolloutKey, SqliteStore};
+use weir_testkit::engine::Background;
 
 /// How long anything may take before the test calls it a hang.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -52,7 +52,7 @@ struct Server {
     router: SocketAddr,
     client: HttpClient,
     _dir: TempDir,
-    _stop: oneshot::Sender<()>,
+    _engine: Background,
 }
 
 /// `weir serve` in miniature: a SQLite file, an engine with local targets, the API.
@@ -71,10 +71,7 @@ async fn start() -> Server {
         .unwrap();
     let providers = targets.providers(&Integrations::default());
     let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(engine.run(async move {
-        let _ = stopped.await;
-    }));
+    let engine = Background::start(engine);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let app = weir_api::router(store, handle);
@@ -84,7 +81,7 @@ async fn start() -> Server {
         router,
         client: Client::builder(TokioExecutor::new()).build_http(),
         _dir: dir,
-        _stop: stop,
+        _engine: engine,
     }
 }
 

@@ -27,6 +27,7 @@ use weir_engine::hooks::{Backoff, HttpHookRunner};
 use weir_engine::synthetic::{SyntheticMetrics, SyntheticTargets};
 use weir_engine::{Engine, EngineOptions, HookRunner, Providers};
 use weir_store::{RolloutKey, SqliteStore, Store};
+use weir_testkit::engine::Background;
 use weir_testkit::wait::wait_for;
 
 // --- a local receiver ---
@@ -481,10 +482,7 @@ spec:
         catalog,
     };
     let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(engine.run(async move {
-        let _ = stopped.await;
-    }));
+    let running = Background::start(engine);
     handle.apply(rollout, None).await.unwrap();
     let key = key();
 
@@ -544,6 +542,5 @@ spec:
     // After the person's yes, the approval service was not asked again.
     assert_eq!(approval.received().len(), asked);
 
-    let _ = stop.send(());
-    let _ = running.await;
+    running.stop().await;
 }

@@ -12,6 +12,7 @@ use weir_engine::local::LocalTargets;
 use weir_engine::{Engine, EngineHandle, EngineOptions, Integrations};
 use weir_router::RouterConfig;
 use weir_store::{RolloutKey, SqliteStore, Store};
+use weir_testkit::engine::Background;
 use weir_testkit::fixtures::{sample_config, start_sample_app};
 use weir_testkit::wait::wait_for as wait_until;
 use weir_tools::load::{LoadConfig, LoadGenerator};
@@ -32,8 +33,7 @@ struct Running {
     targets: LocalTargets,
     /// Where the router of the rollout named at start listens.
     listen: SocketAddr,
-    stop: tokio::sync::oneshot::Sender<()>,
-    engine: tokio::task::JoinHandle<()>,
+    engine: Background,
 }
 
 /// An engine over `db` whose router for rollout `name` (namespace `default`) is bound before the
@@ -50,30 +50,19 @@ async fn start_engine(db: &Path, name: &str) -> Running {
         .unwrap();
     let providers = targets.providers(&Integrations::default());
     let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let engine = tokio::spawn(async move {
-        engine
-            .run(async move {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
     Running {
         handle,
         store,
         targets,
         listen,
-        stop,
-        engine,
+        engine: Background::start(engine),
     }
 }
 
 impl Running {
     async fn stop(self, key: &RolloutKey) {
         use weir_engine::TargetProvider;
-        let _ = self.stop.send(());
-        let _ = self.engine.await;
+        self.engine.stop().await;
         self.targets.remove(key).await;
     }
 }

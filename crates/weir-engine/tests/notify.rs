@@ -689,6 +689,7 @@ mod end_to_end {
     use weir_engine::{Engine, EngineOptions, Integrations, Providers, TargetProvider};
     use weir_router::RouterConfig;
     use weir_store::{SqliteStore, Store};
+    use weir_testkit::engine::Background;
     use weir_testkit::fixtures::{sample_config, start_sample_app};
     use weir_testkit::wait::wait_for;
     use weir_tools::load::{LoadConfig, LoadGenerator};
@@ -754,15 +755,7 @@ spec:
             ..local
         };
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let engine = tokio::spawn(async move {
-            engine
-                .run(async move {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-        });
+        let engine = Background::start(engine);
         let key = RolloutKey::of(&rollout);
         handle.apply(rollout, None).await.unwrap();
 
@@ -833,8 +826,7 @@ spec:
         // A warn alert gets no info notifications: this one is the only message.
         assert_eq!(receiver.received().len(), 1, "{:#?}", receiver.received());
 
-        let _ = stop.send(());
-        let _ = engine.await;
+        engine.stop().await;
         targets.remove(&key).await;
     }
 }

@@ -14,6 +14,7 @@ use weir_engine::local::LocalTargets;
 use weir_engine::{BoxFuture, Engine, EngineOptions, Integrations, Notifier, ProviderError};
 use weir_router::RouterConfig;
 use weir_store::{RolloutKey, SqliteStore, Store};
+use weir_testkit::engine::Background;
 use weir_testkit::fixtures::{sample_config, start_sample_app};
 use weir_testkit::wait::wait_for;
 
@@ -61,10 +62,7 @@ async fn a_failed_notification_is_delivered_by_a_later_tick_exactly_once_more() 
     };
     let (engine, handle) = Engine::new(store.clone(), providers, options);
     let stats = engine.stats();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let engine = tokio::spawn(engine.run(async move {
-        let _ = stopped.await;
-    }));
+    let engine = Background::start(engine);
 
     let (v1, v2) = (
         start_sample_app(sample_config("v1")).await,
@@ -108,8 +106,7 @@ async fn a_failed_notification_is_delivered_by_a_later_tick_exactly_once_more() 
             notification.message
         );
     }
-    let _ = stop.send(());
-    let _ = engine.await;
+    engine.stop().await;
     use weir_engine::TargetProvider;
     targets.remove(&key).await;
 }

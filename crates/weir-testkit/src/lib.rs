@@ -6,6 +6,7 @@
 //! the condition itself with a generous deadline ([`wait`]).
 //!
 //! - [`wait`]: `wait_until` and its async twin, polling a condition until a deadline.
+//! - [`engine`]: an engine running in the background of a test until stopped.
 //! - [`http`]: one-shot HTTP/1.1 requests over loopback, blocking, for tests without a runtime.
 //! - [`metrics`]: samples of an OpenMetrics / Prometheus text body.
 //! - [`process`]: children killed when the test ends however it ends; `weir` commands started
@@ -17,6 +18,7 @@
 // Test support: a failed set-up is a failed test, and a panic says where.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod engine;
 pub mod fixtures;
 pub mod http;
 pub mod metrics;

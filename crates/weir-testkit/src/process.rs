@@ -41,6 +41,26 @@ pub fn output(binary: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|error| panic!("cannot run {binary} {args:?}: {error}"))
 }
 
+/// `weir apply -f FILE --server URL`, which must succeed.
+pub fn apply(binary: &str, file: &std::path::Path, server: &str) {
+    let applied = output(
+        binary,
+        &[
+            "apply",
+            "-f",
+            &file.display().to_string(),
+            "--server",
+            server,
+        ],
+    );
+    assert!(
+        applied.status.success(),
+        "weir apply -f {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&applied.stderr)
+    );
+}
+
 /// A long-running `weir` command started with `--output json`, whose first line of standard
 /// output names the addresses it bound (`{"listening": {"api": "127.0.0.1:41234"}}`). The rest
 /// of its standard output is collected line by line; its standard error goes to the test's.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use weir_testkit::fixtures::{TempDb, runtime, sample_apps};
-use weir_testkit::process::{Weir, output};
+use weir_testkit::process::{Weir, apply, output};
 use weir_testkit::wait::{wait_until, wait_until_within};
 
 fn weir(args: &[&str]) -> std::process::Output {
@@ -67,18 +67,7 @@ fn serve_killed_at_random_points_resumes_every_run_exactly() {
     std::fs::write(&rollouts, file).unwrap();
 
     let (mut child, mut server) = serve(&db);
-    let applied = weir(&[
-        "apply",
-        "-f",
-        &rollouts.display().to_string(),
-        "--server",
-        &server,
-    ]);
-    assert!(
-        applied.status.success(),
-        "{}",
-        String::from_utf8_lossy(&applied.stderr)
-    );
+    apply(env!("CARGO_BIN_EXE_weir"), &rollouts, &server);
 
     let mut random = Lcg(0x5eed_u64);
     let mut kills = 0;
@@ -204,18 +193,7 @@ fn versions_weir_started_stop_when_it_is_killed() {
     )
     .unwrap();
     let (mut child, server) = serve(&dir.path());
-    let applied = weir(&[
-        "apply",
-        "-f",
-        &file.display().to_string(),
-        "--server",
-        &server,
-    ]);
-    assert!(
-        applied.status.success(),
-        "{}",
-        String::from_utf8_lossy(&applied.stderr)
-    );
+    apply(env!("CARGO_BIN_EXE_weir"), &file, &server);
     // Both versions run once the canary has its first step (it then waits at the pause).
     wait_until("the canary's first step", || {
         let listed = weir(&["get", "started", "--output", "json", "--server", &server]);

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use weir_testkit::fixtures::{TempDb, sample_config, start_sample_app};
-use weir_testkit::process::{Weir, output};
+use weir_testkit::process::{Weir, apply, output};
 use weir_testkit::prometheus::{self, PrometheusOptions, PrometheusServer};
 use weir_testkit::wait::wait_until;
 use weir_tools::load::{LoadConfig, LoadGenerator};
@@ -136,18 +136,7 @@ fn run_rollout(canary_faults: Canary, success_min: u32) -> (String, Vec<Value>) 
 
     let file = dir.file("rollout.yaml");
     std::fs::write(&file, rollout(primary, canary, success_min)).unwrap();
-    let applied = weir(&[
-        "apply",
-        "-f",
-        &file.display().to_string(),
-        "--server",
-        &server,
-    ]);
-    assert!(
-        applied.status.success(),
-        "{}",
-        String::from_utf8_lossy(&applied.stderr)
-    );
+    apply(env!("CARGO_BIN_EXE_weir"), &file, &server);
 
     // Steady traffic through weir's router while the rollout runs.
     let router = router_address(&server, "shop");
