@@ -16,6 +16,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::PoisonError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -543,16 +544,6 @@ async fn record_target_notes(
     done
 }
 
-/// The map of failed deliveries; a panic elsewhere cannot leave it inconsistent.
-fn lock(
-    failed: &FailedDeliveries,
-) -> std::sync::MutexGuard<'_, HashMap<(RolloutKey, String), std::time::Instant>> {
-    match failed.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    }
-}
-
 struct JobContext<S: Store> {
     store: S,
     commits: mpsc::Sender<CommitRequest>,
@@ -881,7 +872,10 @@ impl<S: Store> JobContext<S> {
             return;
         };
         let due: Vec<Effect> = {
-            let failed = lock(&self.failed_deliveries);
+            let failed = self
+                .failed_deliveries
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             stored
                 .pending_effects
                 .iter()
@@ -956,10 +950,13 @@ impl<S: Store> JobContext<S> {
                 {
                     Ok(()) => delivered.push(id.to_string()),
                     Err(error) => {
-                        lock(&self.failed_deliveries).insert(
-                            (self.key.clone(), id.to_string()),
-                            std::time::Instant::now(),
-                        );
+                        self.failed_deliveries
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .insert(
+                                (self.key.clone(), id.to_string()),
+                                std::time::Instant::now(),
+                            );
                         self.provider_error("notify", error);
                     }
                 },
@@ -970,7 +967,10 @@ impl<S: Store> JobContext<S> {
             return delivered;
         }
         {
-            let mut failed = lock(&self.failed_deliveries);
+            let mut failed = self
+                .failed_deliveries
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             for id in &delivered {
                 failed.remove(&(self.key.clone(), id.clone()));
             }
@@ -1106,7 +1106,10 @@ impl<S: Store> JobContext<S> {
         match self.store.delete(&self.key, expected_version).await {
             Ok(()) => {
                 // Its undelivered notifications went with it.
-                lock(&self.failed_deliveries).retain(|(key, _), _| *key != self.key);
+                self.failed_deliveries
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .retain(|(key, _), _| *key != self.key);
                 (
                     JobDone {
                         key: self.key.clone(),

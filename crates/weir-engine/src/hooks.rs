@@ -35,6 +35,7 @@ use weir_store::RolloutKey;
 
 use crate::http::{Answer, HttpClient};
 use crate::providers::{BoxFuture, HookRunner, Notifier, ProviderError};
+use crate::text::truncate;
 
 /// The timeout of one attempt when the hook sets none (Flagger's default).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -261,7 +262,7 @@ fn classify(outcome: Result<Answer, String>) -> Attempt {
             let message = if body.is_empty() {
                 answer.status.to_string()
             } else {
-                format!("{}: {}", answer.status, truncate(body))
+                format!("{}: {}", answer.status, truncate(body, MAX_MESSAGE_CHARS))
             };
             if code == 429 || (answer.status.is_server_error() && code != 501) {
                 Attempt::Transient(message)
@@ -270,13 +271,6 @@ fn classify(outcome: Result<Answer, String>) -> Attempt {
             }
         }
         Err(error) => Attempt::Transient(error),
-    }
-}
-
-fn truncate(text: &str) -> Cow<'_, str> {
-    match text.char_indices().nth(MAX_MESSAGE_CHARS) {
-        Some((end, _)) => Cow::Owned(format!("{}...", &text[..end])),
-        None => Cow::Borrowed(text),
     }
 }
 

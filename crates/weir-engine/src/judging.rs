@@ -6,7 +6,7 @@
 //! Local rollouts that name no judge get the sequential judge: weir's default.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -80,10 +80,7 @@ pub(crate) struct Watched(Arc<Mutex<HashMap<RolloutKey, (Rollout, u64)>>>);
 impl Watched {
     /// Watches the rollout while its run progresses; forgets it otherwise.
     pub(crate) fn update(&self, key: &RolloutKey, stored: Option<&weir_store::StoredRollout>) {
-        let mut watched = match self.0.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut watched = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         match stored {
             Some(stored)
                 if matches!(
@@ -100,10 +97,7 @@ impl Watched {
     }
 
     fn snapshot(&self) -> Vec<(RolloutKey, Rollout, u64)> {
-        let watched = match self.0.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let watched = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         watched
             .iter()
             .map(|(key, (rollout, run))| (key.clone(), rollout.clone(), *run))

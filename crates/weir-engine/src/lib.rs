@@ -20,6 +20,7 @@ pub mod prometheus;
 pub mod providers;
 pub mod synthetic;
 pub mod telemetry;
+mod text;
 
 pub use engine::{Engine, EngineOptions, EngineStats, LatenessSink};
 pub use handle::{Applied, EngineError, EngineHandle, StatusChange};

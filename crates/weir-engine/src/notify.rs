@@ -16,7 +16,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use http::StatusCode;
@@ -30,6 +30,7 @@ use weir_store::RolloutKey;
 
 use crate::http::HttpClient;
 use crate::providers::{BoxFuture, Notifier, ProviderError};
+use crate::text::truncate;
 
 /// How hard one [`AlertNotifier::notify`] call tries each provider before giving up (the engine
 /// retries the whole notification later).
@@ -228,19 +229,18 @@ impl Notifier for AlertNotifier {
 
 impl AlertNotifier {
     fn acknowledged_contains(&self, memory_key: &str) -> bool {
-        lock(&self.acknowledged).set.contains(memory_key)
+        self.acknowledged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .set
+            .contains(memory_key)
     }
 
     fn remember(&self, memory_key: String) {
-        lock(&self.acknowledged).insert(memory_key);
-    }
-}
-
-fn lock(acknowledged: &Mutex<Acknowledged>) -> std::sync::MutexGuard<'_, Acknowledged> {
-    match acknowledged.lock() {
-        Ok(guard) => guard,
-        // A set of strings cannot be left inconsistent by a panic elsewhere.
-        Err(poisoned) => poisoned.into_inner(),
+        self.acknowledged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(memory_key);
     }
 }
 
@@ -666,16 +666,6 @@ fn evidence_lines(rollout: &Rollout, evidence: &Evidence) -> Vec<String> {
     shown
 }
 
-/// At most `max` characters, with an ellipsis when cut.
-fn truncate(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
 /// Slack reads `<...>` as links and mentions (`<!channel>`), so text from elsewhere is escaped.
 fn slack_escape(text: &str) -> String {
     text.replace('&', "&amp;")
@@ -725,12 +715,6 @@ fn colour_hex(severity: Severity) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn truncation_counts_characters_and_marks_the_cut() {
-        assert_eq!(truncate("héllo", 5), "héllo");
-        assert_eq!(truncate("héllo wörld", 5), "héll…");
-    }
 
     #[test]
     fn redaction_keeps_the_host_and_drops_the_secret_path() {

@@ -18,7 +18,7 @@
 //! read, so the sequential judge decides on the same evidence Prometheus holds.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -540,10 +540,7 @@ impl PrometheusSource {
             .ok()
             .map(|(weight, _)| weight);
         let previous = {
-            let mut counters = match self.counters.lock() {
-                Ok(guard) => guard,
-                Err(poisoned) => poisoned.into_inner(),
-            };
+            let mut counters = self.counters.lock().unwrap_or_else(PoisonError::into_inner);
             counters.insert(key.clone(), (run, totals))
         }
         // The first read of a run is its baseline: traffic before the run is not evidence.

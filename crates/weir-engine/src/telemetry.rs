@@ -16,7 +16,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -124,14 +124,6 @@ fn judge_labels(key: &RolloutKey, judge: &str) -> JudgeLabels {
 type FloatGauge = Gauge<f64, AtomicU64>;
 type HistogramFamily<S> = Family<S, Histogram, fn() -> Histogram>;
 
-/// A poisoned lock only means another thread panicked while holding it; every map behind these
-/// locks stays consistent between statements, so carry on rather than lose the metrics.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// weir's own metrics: a `prometheus_client` registry and handles to its families. Cheap to
 /// clone (one `Arc`); every clone updates and encodes the same metrics.
 ///
@@ -145,7 +137,15 @@ pub struct Telemetry {
 impl fmt::Debug for Telemetry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Telemetry")
-            .field("rollouts", &lock(&self.inner.known).len())
+            .field(
+                "rollouts",
+                &self
+                    .inner
+                    .known
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .len(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -326,7 +326,7 @@ impl Telemetry {
         let inner = &*self.inner;
         let labels = RolloutLabels::of(key);
         {
-            let mut known = lock(&inner.known);
+            let mut known = inner.known.lock().unwrap_or_else(PoisonError::into_inner);
             match known.get_mut(key) {
                 Some(shown) if *shown == status.phase => {}
                 Some(shown) => {
@@ -366,7 +366,7 @@ impl Telemetry {
     pub fn remove_rollout(&self, key: &RolloutKey) {
         let inner = &*self.inner;
         {
-            let mut known = lock(&inner.known);
+            let mut known = inner.known.lock().unwrap_or_else(PoisonError::into_inner);
             known.remove(key);
             inner.rollouts.set(count(known.len()));
         }
@@ -387,7 +387,11 @@ impl Telemetry {
     /// Sets the natural log of a judge's current e-value in a rollout's run.
     pub fn set_judge_log_evalue(&self, key: &RolloutKey, judge: &str, log_e_value: f64) {
         {
-            let mut judges = lock(&self.inner.judges);
+            let mut judges = self
+                .inner
+                .judges
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             let names = judges.entry(key.clone()).or_default();
             if !names.contains(judge) {
                 names.insert(judge.to_owned());
@@ -401,7 +405,13 @@ impl Telemetry {
 
     /// Removes a rollout's judge series (its run is no longer judged).
     pub fn remove_judges(&self, key: &RolloutKey) {
-        let names = lock(&self.inner.judges).remove(key).unwrap_or_default();
+        let names = self
+            .inner
+            .judges
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key)
+            .unwrap_or_default();
         for name in names {
             self.inner
                 .judge_log_evalue
@@ -429,7 +439,11 @@ impl Telemetry {
     /// same map twice (an engine restarted in-process over the same providers) is a no-op, so no
     /// series is ever encoded twice.
     pub(crate) fn add_routers(&self, routers: &LocalRouters) {
-        let mut sources = lock(&self.inner.routers);
+        let mut sources = self
+            .inner
+            .routers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if !sources
             .iter()
             .any(|known| Arc::ptr_eq(&known.0, &routers.0))
@@ -465,16 +479,24 @@ pub(crate) struct LocalRouters(Arc<Mutex<HashMap<RolloutKey, RouterEntry>>>);
 impl LocalRouters {
     /// Records (or updates) a rollout's router and roles.
     pub(crate) fn set(&self, key: &RolloutKey, entry: RouterEntry) {
-        lock(&self.0).insert(key.clone(), entry);
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), entry);
     }
 
     /// Forgets a rollout's router (the rollout is gone).
     pub(crate) fn remove(&self, key: &RolloutKey) {
-        lock(&self.0).remove(key);
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
     }
 
     fn entries(&self) -> Vec<(RolloutKey, RouterEntry)> {
-        lock(&self.0)
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
             .iter()
             .map(|(key, entry)| (key.clone(), entry.clone()))
             .collect()
@@ -532,7 +554,11 @@ impl Scraped {
 
 impl Collector for RouterCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
-        let sources: Vec<LocalRouters> = lock(&self.sources).clone();
+        let sources: Vec<LocalRouters> = self
+            .sources
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         let mut scraped: Vec<Scraped> = sources
             .iter()
             .flat_map(LocalRouters::entries)

@@ -12,7 +12,7 @@ mod process;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{Mutex as AsyncMutex, oneshot};
@@ -111,11 +111,7 @@ impl LocalTargets {
     }
 
     fn slot(&self, key: &RolloutKey) -> Arc<AsyncMutex<LocalRollout>> {
-        let mut rollouts = match self.rollouts.lock() {
-            Ok(guard) => guard,
-            // A panic elsewhere cannot leave the map itself inconsistent.
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut rollouts = self.rollouts.lock().unwrap_or_else(PoisonError::into_inner);
         Arc::clone(rollouts.entry(key.clone()).or_default())
     }
 
@@ -583,10 +579,12 @@ impl TargetProvider for LocalTargets {
     fn take_notes<'a>(&'a self, key: &'a RolloutKey) -> BoxFuture<'a, Vec<String>> {
         Box::pin(async move {
             // Looked up, not created: a rollout removed meanwhile has nothing left to say.
-            let slot = match self.rollouts.lock() {
-                Ok(rollouts) => rollouts.get(key).cloned(),
-                Err(poisoned) => poisoned.into_inner().get(key).cloned(),
-            };
+            let slot = self
+                .rollouts
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(key)
+                .cloned();
             match slot {
                 Some(slot) => std::mem::take(&mut slot.lock().await.notes),
                 None => Vec::new(),
@@ -601,10 +599,7 @@ impl TargetProvider for LocalTargets {
     fn remove<'a>(&'a self, key: &'a RolloutKey) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let slot = {
-                let mut rollouts = match self.rollouts.lock() {
-                    Ok(guard) => guard,
-                    Err(poisoned) => poisoned.into_inner(),
-                };
+                let mut rollouts = self.rollouts.lock().unwrap_or_else(PoisonError::into_inner);
                 rollouts.remove(key)
             };
             if let Some(slot) = slot {

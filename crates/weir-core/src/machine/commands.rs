@@ -1,0 +1,331 @@
+//! Inputs other than ticks: a person's commands (promote, abort, pause, resume, retry, gates),
+//! a judge's verdict between ticks, a new revision, deletion.
+
+use super::*;
+
+impl Machine<'_> {
+    pub(super) fn command(&mut self, input: &CommandInput) -> Result<(), CommandRejected> {
+        let phase = self.status.phase;
+        let reject = |reason: &str| CommandRejected {
+            command: input.command.as_str(),
+            phase,
+            reason: reason.to_string(),
+        };
+        let actor = Evidence {
+            actor: Some(input.actor.clone()),
+            ..Evidence::default()
+        };
+        match &input.command {
+            Command::Promote => match phase {
+                Phase::Waiting | Phase::Progressing | Phase::WaitingPromotion | Phase::Held => {
+                    if phase == Phase::Waiting {
+                        self.effects.push(Effect::ScaleCanary(Scale::Up));
+                    }
+                    self.promote(format!("promoted by {}", input.actor), actor);
+                }
+                _ => return Err(reject("no run is waiting to be promoted")),
+            },
+            Command::Abort => match phase {
+                Phase::Waiting | Phase::Progressing | Phase::WaitingPromotion | Phase::Held => {
+                    self.fail(
+                        Failure::Forced,
+                        format!("aborted by {}", input.actor),
+                        actor,
+                    );
+                }
+                Phase::Promoting | Phase::Finalising => {
+                    return Err(reject(
+                        "the primary already runs the new revision; roll forward or apply the old revision",
+                    ));
+                }
+                _ => return Err(reject("no run is under way")),
+            },
+            Command::Pause => match phase {
+                Phase::Waiting | Phase::Progressing | Phase::WaitingPromotion => {
+                    if !self.status.paused {
+                        self.status.paused = true;
+                        self.event(
+                            EventReason::Paused,
+                            format!(
+                                "paused by {}: the weight holds at {}",
+                                input.actor, self.status.canary_weight
+                            ),
+                            actor,
+                        );
+                    }
+                }
+                _ => return Err(reject("only a running run can be paused")),
+            },
+            Command::Resume => {
+                if phase == Phase::Held {
+                    self.status.failed_checks = 0;
+                    self.status.last_failure = Evidence::default();
+                    self.set_phase(Phase::Progressing);
+                    self.progressed();
+                    self.event(
+                        EventReason::Resumed,
+                        format!("resumed by {}: failed checks reset", input.actor),
+                        actor,
+                    );
+                } else if phase == Phase::Waiting {
+                    self.status.paused = false;
+                    self.begin_progressing(actor);
+                } else if phase.in_run() && (self.status.paused || self.status.waiting_for_resume) {
+                    self.status.paused = false;
+                    self.status.waiting_for_resume = false;
+                    self.progressed();
+                    self.event(
+                        EventReason::Resumed,
+                        format!("resumed by {}", input.actor),
+                        actor,
+                    );
+                } else {
+                    return Err(reject("nothing is paused or waiting"));
+                }
+            }
+            Command::Retry => match (phase, self.status.canary_revision.clone()) {
+                (Phase::Failed, Some(revision)) => {
+                    self.reset_run(revision);
+                    self.begin_progressing(actor);
+                }
+                _ => return Err(reject("only a failed run can be retried")),
+            },
+            Command::OpenGate(gate) => self
+                .gate_command(gate, true, &input.actor, &actor)
+                .map_err(|reason| reject(&reason))?,
+            Command::CloseGate(gate) => self
+                .gate_command(gate, false, &input.actor, &actor)
+                .map_err(|reason| reject(&reason))?,
+            Command::SkipAnalysis => match phase {
+                Phase::Terminated => {
+                    return Err(reject("the rollout is deleted"));
+                }
+                Phase::Promoting | Phase::Finalising => {
+                    return Err(reject("the run is already promoting"));
+                }
+                _ => {
+                    self.status.skip_analysis = true;
+                    self.event(
+                        EventReason::Command,
+                        format!(
+                            "{} asked to skip the analysis: the next tick of a run promotes",
+                            input.actor
+                        ),
+                        actor,
+                    );
+                }
+            },
+        }
+        Ok(())
+    }
+
+    /// Records a person's decision about a gate for this run (see [`Command::OpenGate`]).
+    pub(super) fn gate_command(
+        &mut self,
+        gate: &GateRef,
+        open: bool,
+        actor: &str,
+        evidence: &Evidence,
+    ) -> Result<(), String> {
+        let phase = self.status.phase;
+        match phase {
+            Phase::Waiting | Phase::Progressing | Phase::WaitingPromotion | Phase::Held => {}
+            Phase::Promoting | Phase::Finalising => {
+                return Err("the run is promoting: its gates are behind it".into());
+            }
+            Phase::Terminated => return Err("the rollout is deleted".into()),
+            _ => {
+                return Err(
+                    "no run is under way, and a person's gate decision holds for one run".into(),
+                );
+            }
+        }
+        let (hook_type, hook) = self.resolve_gate(gate)?;
+        if hook_type == HookType::ConfirmRollout && phase != Phase::Waiting {
+            return Err(
+                "confirm-rollout gates the start of a run, and this run has started".into(),
+            );
+        }
+        match &hook {
+            Some(name) => self.status.gates.retain(|decision| {
+                decision.hook_type != hook_type || decision.hook.as_ref() != Some(name)
+            }),
+            None => self
+                .status
+                .gates
+                .retain(|decision| decision.hook_type != hook_type),
+        }
+        self.status.gates.push(GateDecision {
+            hook_type,
+            hook: hook.clone(),
+            open,
+            actor: actor.to_string(),
+            at: self.now,
+        });
+        let which = match &hook {
+            Some(name) => format!("the {hook_type} gate {name}"),
+            None if self.spec.analysis.has_hooks(hook_type) => {
+                format!("the {hook_type} gate (all its hooks)")
+            }
+            None => format!("the {hook_type} gate"),
+        };
+        let run = self.status.run;
+        if open {
+            // A person's decision moves the run on, as a resume does.
+            self.progressed();
+            // The run waits at exactly this gate: tick now rather than an interval later.
+            self.wake_now = matches!(
+                (phase, hook_type),
+                (Phase::Waiting, HookType::ConfirmRollout)
+                    | (Phase::WaitingPromotion, HookType::ConfirmPromotion)
+            );
+            self.event(
+                EventReason::GateOpened,
+                format!(
+                    "{actor} opened {which} for run {run}: it passes whatever its hooks answer"
+                ),
+                evidence.clone(),
+            );
+        } else {
+            self.event(
+                EventReason::GateShut,
+                format!("{actor} closed {which} for run {run}: it holds whatever its hooks answer"),
+                evidence.clone(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The gate type and hook a [`GateRef`] names, or why it names none.
+    pub(super) fn resolve_gate(
+        &self,
+        gate: &GateRef,
+    ) -> Result<(HookType, Option<String>), String> {
+        let types = HookType::GATES.map(HookType::as_str).join(", ");
+        if let Some(hook_type) = gate.hook_type
+            && !hook_type.is_gate()
+        {
+            return Err(format!(
+                "{hook_type} is not a gate; a person opens or closes {types}"
+            ));
+        }
+        let Some(name) = &gate.hook else {
+            return match gate.hook_type {
+                Some(hook_type) => Ok((hook_type, None)),
+                None => Err(format!(
+                    "name the gate: a type ({types}) or one of its hooks ({})",
+                    self.gate_hooks()
+                )),
+            };
+        };
+        let Some(hook) = self
+            .spec
+            .analysis
+            .webhooks
+            .iter()
+            .find(|hook| &hook.name == name)
+        else {
+            return Err(format!(
+                "the rollout has no webhook named {name:?} (its gate hooks: {})",
+                self.gate_hooks()
+            ));
+        };
+        if !hook.hook_type.is_gate() {
+            return Err(format!(
+                "webhook {name:?} is a {} hook, not a gate ({types})",
+                hook.hook_type
+            ));
+        }
+        match gate.hook_type {
+            Some(hook_type) if hook_type != hook.hook_type => Err(format!(
+                "webhook {name:?} is a {} gate, not {hook_type}",
+                hook.hook_type
+            )),
+            _ => Ok((hook.hook_type, Some(name.clone()))),
+        }
+    }
+
+    /// The rollout's gate hooks, for messages.
+    pub(super) fn gate_hooks(&self) -> String {
+        let hooks: Vec<String> = self
+            .spec
+            .analysis
+            .webhooks
+            .iter()
+            .filter(|hook| hook.hook_type.is_gate())
+            .map(|hook| format!("{} ({})", hook.name, hook.hook_type))
+            .collect();
+        if hooks.is_empty() {
+            "none".into()
+        } else {
+            hooks.join(", ")
+        }
+    }
+
+    pub(super) fn verdict(&mut self, verdict: &JudgeVerdict) {
+        if !matches!(
+            self.status.phase,
+            Phase::Progressing | Phase::WaitingPromotion
+        ) {
+            return;
+        }
+        let evidence = Evidence {
+            verdict: Some(verdict.clone()),
+            ..Evidence::default()
+        };
+        match verdict.outcome {
+            VerdictOutcome::Fail => {
+                self.fail(
+                    Failure::Analysis,
+                    format!(
+                        "judge {} found the canary worse than the primary",
+                        verdict.judge
+                    ),
+                    evidence,
+                );
+            }
+            VerdictOutcome::Pass => {
+                self.note(
+                    EventReason::Verdict,
+                    format!("judge {} passed the canary", verdict.judge),
+                    evidence,
+                );
+            }
+            VerdictOutcome::Inconclusive => {}
+        }
+    }
+
+    pub(super) fn new_revision(&mut self, revision: &str) {
+        match self.status.phase {
+            Phase::Initialized | Phase::Succeeded | Phase::Failed => {
+                self.consider_revision(revision, &[]);
+            }
+            // Promoting and Finalising finish first: the next tick in Succeeded starts the new run.
+            Phase::Progressing | Phase::WaitingPromotion | Phase::Held
+                if self.status.canary_revision.as_deref() != Some(revision) =>
+            {
+                self.restart_run(revision.to_string());
+            }
+            Phase::Waiting => self.status.canary_revision = Some(revision.to_string()),
+            _ => {}
+        }
+    }
+
+    pub(super) fn deleted(&mut self) {
+        if self.status.phase == Phase::Terminated {
+            return;
+        }
+        if self.spec.revert_on_deletion {
+            self.route_all_to_primary();
+            self.effects.push(Effect::ScaleCanary(Scale::Down));
+            self.effects.push(Effect::Finalize);
+        }
+        self.set_phase(Phase::Terminated);
+        let message = if self.spec.revert_on_deletion {
+            "deleted: traffic reverted to the primary"
+        } else {
+            "deleted: routes left as they are"
+        };
+        self.event(EventReason::Deleted, message, Evidence::default());
+    }
+}

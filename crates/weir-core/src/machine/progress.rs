@@ -1,0 +1,460 @@
+//! A run in progress: analysis (checks and hooks), failed-check counting, stalls, and advancing
+//! the weight, the schedule or the iterations to the end of the plan.
+
+use super::*;
+
+impl Machine<'_> {
+    pub(super) fn progress_tick(&mut self, observations: &Observations) {
+        // A new revision mid-run: everything back to the primary, and start over.
+        if let Some(revision) = &observations.canary_revision
+            && self.status.canary_revision.as_ref() != Some(revision)
+        {
+            self.restart_run(revision.clone());
+            return;
+        }
+        if !observations.canary_ready {
+            if self.stalled() {
+                let message = format!(
+                    "the canary did not become ready within the progress deadline ({})",
+                    self.spec.analysis.progress_deadline
+                );
+                self.fail(Failure::Forced, message, Evidence::default());
+            } else {
+                self.note(
+                    EventReason::CanaryNotReady,
+                    "waiting for the canary to be ready".into(),
+                    Evidence::default(),
+                );
+            }
+            return;
+        }
+        if self.spec.skip_analysis || self.status.skip_analysis {
+            self.promote("analysis skipped: promoting".into(), Evidence::default());
+            return;
+        }
+        let rollback_requests: Vec<HookResult> = observations
+            .hooks
+            .iter()
+            .filter(|hook| hook.hook_type == HookType::Rollback && hook.success)
+            .filter(|hook| {
+                self.spec
+                    .analysis
+                    .hooks_of(HookType::Rollback)
+                    .any(|spec| spec.name == hook.name)
+            })
+            .cloned()
+            .collect();
+        if !rollback_requests.is_empty() {
+            let names: Vec<&str> = rollback_requests
+                .iter()
+                .map(|hook| hook.name.as_str())
+                .collect();
+            let message = format!("rollback requested by webhook {}", names.join(", "));
+            self.fail(
+                Failure::Forced,
+                message,
+                Evidence {
+                    hooks: rollback_requests,
+                    ..Evidence::default()
+                },
+            );
+            return;
+        }
+        // Flagger compares the count with the threshold at the start of the next tick.
+        if self.status.failed_checks >= self.spec.analysis.threshold {
+            let message = format!(
+                "{} failed checks reached the threshold of {}",
+                self.status.failed_checks, self.spec.analysis.threshold
+            );
+            let evidence = std::mem::take(&mut self.status.last_failure);
+            self.fail(Failure::Analysis, message, evidence);
+            return;
+        }
+        // A person holding the weight at a gate is not a stall, as a pause is not.
+        if self.stalled() && !self.traffic_held_by_person() {
+            let message = format!(
+                "no progress for longer than the progress deadline ({})",
+                self.spec.analysis.progress_deadline
+            );
+            self.fail(Failure::Forced, message, Evidence::default());
+            return;
+        }
+        if !self.status.pre_rollout_passed {
+            // First tick of the run: pre-rollout hooks, then the first step; metrics start at
+            // the next tick, as in Flagger.
+            let answer = self.gate(HookType::PreRollout, &observations.hooks);
+            if !answer.open {
+                self.alert_hooks(&answer.refusals, |result| {
+                    format!(
+                        "pre-rollout webhook {} failed: {} (a failed check; the run does not advance until it passes)",
+                        result.name,
+                        answer_of(result)
+                    )
+                });
+                self.count_failure("pre-rollout hooks failed".into(), answer.evidence);
+                return;
+            }
+            self.status.pre_rollout_passed = true;
+        } else if !self.analyse(observations) {
+            return;
+        }
+        if self.status.paused {
+            return;
+        }
+        self.advance(&observations.hooks);
+    }
+
+    /// Evaluates rollout hooks and metric checks. Returns whether the plan may advance.
+    pub(super) fn analyse(&mut self, observations: &Observations) -> bool {
+        let mut evidence = Evidence::default();
+        let mut failures = Vec::new();
+        let mut failed_hooks = Vec::new();
+        for hook in self.spec.analysis.hooks_of(HookType::Rollout) {
+            let result = observations
+                .hooks
+                .iter()
+                .find(|result| result.hook_type == HookType::Rollout && result.name == hook.name)
+                .cloned()
+                .unwrap_or_else(|| HookResult {
+                    name: hook.name.clone(),
+                    hook_type: HookType::Rollout,
+                    success: false,
+                    message: "no result".into(),
+                });
+            if !result.success {
+                failures.push(format!("webhook {} failed", hook.name));
+                failed_hooks.push(result.clone());
+            }
+            evidence.hooks.push(result);
+        }
+        self.alert_hooks(&failed_hooks, |result| {
+            format!(
+                "rollout webhook {} failed: {} (counted as a failed check)",
+                result.name,
+                answer_of(result)
+            )
+        });
+        let mut no_data = Vec::new();
+        for metric in &self.spec.analysis.metrics {
+            let result = observations
+                .checks
+                .iter()
+                .find(|check| check.name == metric.name)
+                .cloned()
+                .unwrap_or_else(|| CheckResult {
+                    name: metric.name.clone(),
+                    outcome: CheckOutcome::NoData,
+                    value: None,
+                    message: "no result".into(),
+                });
+            match (result.outcome, self.spec.analysis.no_data) {
+                (CheckOutcome::Pass, _) | (CheckOutcome::NoData, NoDataPolicy::Ignore) => {}
+                (CheckOutcome::Fail, _) => failures.push(match result.value {
+                    Some(value) => format!("{} = {value} is out of range", metric.name),
+                    None => format!("{} failed", metric.name),
+                }),
+                (CheckOutcome::NoData, NoDataPolicy::Fail) => {
+                    failures.push(format!("{} returned no data", metric.name));
+                }
+                (CheckOutcome::NoData, NoDataPolicy::Hold) => no_data.push(metric.name.clone()),
+            }
+            evidence.checks.push(result);
+        }
+        if !failures.is_empty() {
+            self.count_failure(failures.join("; "), evidence);
+            return false;
+        }
+        if self.spec.analysis.failure_counting == FailureCounting::Consecutive {
+            self.status.failed_checks = 0;
+        }
+        if !no_data.is_empty() {
+            self.note(
+                EventReason::NoData,
+                format!("holding the weight: no data yet for {}", no_data.join(", ")),
+                evidence,
+            );
+            return false;
+        }
+        self.passed = evidence;
+        true
+    }
+
+    pub(super) fn count_failure(&mut self, message: String, evidence: Evidence) {
+        self.status.failed_checks += 1;
+        self.status.last_failure = evidence.clone();
+        // A counted failure moves the run towards its verdict (the threshold bounds them), so it
+        // is progress: the deadline is for runs that cannot be judged at all.
+        self.progressed();
+        let message = format!(
+            "{message} (failed checks: {} of {})",
+            self.status.failed_checks, self.spec.analysis.threshold
+        );
+        self.event(EventReason::ChecksFailed, message, evidence);
+    }
+
+    /// Whether the run has gone without progress for longer than the progress deadline while
+    /// nothing legitimate (a pause, a person, a future schedule entry) holds it.
+    pub(super) fn stalled(&self) -> bool {
+        let status = &self.status;
+        if status.phase != Phase::Progressing || status.paused || status.waiting_for_resume {
+            return false;
+        }
+        let Some(mut reference) = status.last_progress_at else {
+            return false;
+        };
+        if let Some(until) = status.pause_until {
+            if self.now < until {
+                return false;
+            }
+            reference = reference.max(until);
+        }
+        if let Plan::Schedule(_) = &self.spec.plan {
+            match steps::next_unapplied_entry_time(self.spec, status) {
+                Some(due) if due <= self.now => reference = reference.max(due),
+                // Waiting for a future entry is not a stall.
+                Some(_) => return false,
+                None => {}
+            }
+        }
+        let deadline = self.spec.analysis.progress_deadline.get();
+        let elapsed = self.now.duration_since(reference);
+        elapsed > SignedDuration::try_from(deadline).unwrap_or(SignedDuration::MAX)
+    }
+
+    /// Whether a person closed the confirm-traffic-increase gate that the plan's next move
+    /// waits for: waiting on a person, like a pause, not a stall.
+    pub(super) fn traffic_held_by_person(&self) -> bool {
+        if !steps::next_move_raises_weight(self.spec, &self.status) {
+            return false;
+        }
+        let hook_type = HookType::ConfirmTrafficIncrease;
+        let mut hooks = self.spec.analysis.hooks_of(hook_type).peekable();
+        if hooks.peek().is_none() {
+            return person_decision(&self.status, hook_type, None).is_some_and(|d| !d.open);
+        }
+        hooks.any(|hook| {
+            person_decision(&self.status, hook_type, Some(&hook.name)).is_some_and(|d| !d.open)
+        })
+    }
+
+    pub(super) fn restart_run(&mut self, revision: String) {
+        let previous = self.status.canary_revision.clone().unwrap_or_default();
+        self.reset_run(revision.clone());
+        self.set_phase(Phase::Progressing);
+        self.apply_route();
+        self.effects.push(Effect::ScaleCanary(Scale::Up));
+        self.event(
+            EventReason::RunRestarted,
+            format!("revision changed from {previous} to {revision} mid-run: all traffic back to the primary, run {} starts over", self.status.run),
+            Evidence::default(),
+        );
+    }
+
+    // --- moving along the plan ---
+
+    pub(super) fn advance(&mut self, hooks: &[HookResult]) {
+        match &self.spec.plan {
+            Plan::Canary(canary) => {
+                if let Some(mirror) = canary.mirror_weight
+                    && !self.status.mirror_done
+                    && self.status.steps_taken == 0
+                {
+                    self.status.mirror_weight = Some(mirror);
+                    self.status.mirror_done = true;
+                    self.progressed();
+                    self.apply_route();
+                    self.event(
+                        EventReason::Advanced,
+                        format!("mirroring {mirror} of traffic to the canary for one interval"),
+                        Evidence::default(),
+                    );
+                    return;
+                }
+                self.advance_steps(hooks);
+            }
+            Plan::Schedule(_) => self.advance_schedule(hooks),
+            Plan::BlueGreen(plan) => self.advance_iterations(plan.iterations, hooks),
+            Plan::Mirror(plan) => self.advance_iterations(plan.iterations, hooks),
+            Plan::AbTest(plan) => self.advance_iterations(plan.iterations, hooks),
+        }
+    }
+
+    pub(super) fn advance_steps(&mut self, hooks: &[HookResult]) {
+        if self.status.waiting_for_resume {
+            return;
+        }
+        if let Some(until) = self.status.pause_until {
+            if self.now < until {
+                return;
+            }
+            self.status.pause_until = None;
+            self.progressed();
+        }
+        let planned = steps::weight_steps(self.spec);
+        let Some(next) = planned.get(self.status.steps_taken as usize).cloned() else {
+            self.at_end_of_plan(hooks);
+            return;
+        };
+        if !self.traffic_increase_allowed(hooks) {
+            return;
+        }
+        self.status.canary_weight = next.weight;
+        self.status.mirror_weight = None;
+        self.status.steps_taken += 1;
+        self.progressed();
+        self.apply_route();
+        let mut message = format!(
+            "canary weight {} (step {} of {})",
+            next.weight,
+            self.status.steps_taken,
+            planned.len()
+        );
+        match next.pause {
+            Some(Some(duration)) => {
+                self.status.pause_until = Some(self.after(duration.get()));
+                message.push_str(&format!(", pausing for {duration}"));
+            }
+            Some(None) => {
+                self.status.waiting_for_resume = true;
+                message.push_str(", paused until `weir resume`");
+            }
+            None => {}
+        }
+        self.event(EventReason::Advanced, message, Evidence::default());
+    }
+
+    pub(super) fn advance_schedule(&mut self, hooks: &[HookResult]) {
+        let entries = schedule_entries(self.spec);
+        let taken = self.status.steps_taken as usize;
+        let due = entries
+            .iter()
+            .enumerate()
+            .skip(taken)
+            .take_while(|(_, entry)| entry.0 <= self.now)
+            .last()
+            .map(|(index, entry)| (index, entry.1));
+        match due {
+            Some((index, weight)) => {
+                if !self.traffic_increase_allowed(hooks) {
+                    return;
+                }
+                self.status.canary_weight = weight;
+                self.status.steps_taken = index as u32 + 1;
+                self.progressed();
+                self.apply_route();
+                let skipped = index - taken;
+                let catch_up = if skipped > 0 {
+                    format!(" ({skipped} earlier entries were overdue)")
+                } else {
+                    String::new()
+                };
+                self.event(
+                    EventReason::Advanced,
+                    format!(
+                        "scheduled weight {weight} (entry {} of {}){catch_up}",
+                        index + 1,
+                        entries.len()
+                    ),
+                    Evidence::default(),
+                );
+            }
+            None if taken >= entries.len() => {
+                if self.status.canary_weight == Weight::FULL {
+                    self.at_end_of_plan(hooks);
+                } else if self.status.phase != Phase::WaitingPromotion {
+                    self.set_phase(Phase::WaitingPromotion);
+                    let weight = self.status.canary_weight;
+                    self.event(
+                        EventReason::WaitingPromotion,
+                        format!(
+                            "schedule complete at {weight}: `weir promote` finishes the rollout"
+                        ),
+                        Evidence::default(),
+                    );
+                }
+            }
+            None => {}
+        }
+    }
+
+    pub(super) fn advance_iterations(&mut self, required: u32, hooks: &[HookResult]) {
+        if self.status.iterations < required {
+            self.status.iterations += 1;
+            let changed = match &self.spec.plan {
+                Plan::AbTest(_) => !std::mem::replace(&mut self.status.match_active, true),
+                Plan::Mirror(mirror) => {
+                    let weight = Some(mirror.mirror_weight.unwrap_or(Weight::FULL));
+                    std::mem::replace(&mut self.status.mirror_weight, weight) != weight
+                }
+                _ => false,
+            };
+            if changed {
+                self.apply_route();
+            }
+            self.progressed();
+            self.event(
+                EventReason::Advanced,
+                format!("iteration {} of {required}", self.status.iterations),
+                Evidence::default(),
+            );
+            return;
+        }
+        self.at_end_of_plan(hooks);
+    }
+
+    pub(super) fn traffic_increase_allowed(&mut self, hooks: &[HookResult]) -> bool {
+        let answer = self.gate(HookType::ConfirmTrafficIncrease, hooks);
+        if !answer.open {
+            self.alert_closed_gate(&answer.refusals);
+            self.note(
+                EventReason::GateClosed,
+                format!(
+                    "confirm-traffic-increase holds the weight at {}",
+                    self.status.canary_weight
+                ),
+                answer.evidence,
+            );
+        } else if answer.evidence.actor.is_some() {
+            // The step a person let through records who did.
+            self.passed.actor = answer.evidence.actor;
+        }
+        answer.open
+    }
+
+    pub(super) fn at_end_of_plan(&mut self, hooks: &[HookResult]) {
+        let GateAnswer {
+            open,
+            evidence,
+            refusals,
+        } = self.gate(HookType::ConfirmPromotion, hooks);
+        if !open {
+            self.alert_closed_gate(&refusals);
+            if self.status.phase != Phase::WaitingPromotion {
+                self.set_phase(Phase::WaitingPromotion);
+                self.event(
+                    EventReason::WaitingPromotion,
+                    "waiting for confirm-promotion (or `weir gate open`, `weir promote`)",
+                    evidence,
+                );
+            }
+            return;
+        }
+        // Blue/green and mirror runs switch all traffic to the canary for one interval first.
+        let switches = matches!(self.spec.plan, Plan::BlueGreen(_) | Plan::Mirror(_));
+        if switches && !self.status.switched {
+            self.status.switched = true;
+            self.status.canary_weight = Weight::FULL;
+            self.status.mirror_weight = None;
+            self.set_phase(Phase::Progressing);
+            self.progressed();
+            self.apply_route();
+            self.event(
+                EventReason::Advanced,
+                "switched all traffic to the canary",
+                evidence,
+            );
+            return;
+        }
+        self.promote("analysis passed: promoting".into(), evidence);
+    }
+}
