@@ -9,16 +9,11 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, StatusCode};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
-use tempfile::TempDir;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use weir_core::model::TargetKind;
@@ -26,17 +21,17 @@ use weir_engine::hooks::{HttpHookRunner, LogNotifier};
 use weir_engine::synthetic::{SyntheticMetrics, SyntheticTargets};
 use weir_engine::{Engine, EngineOptions, Providers};
 use weir_store::SqliteStore;
+use weir_testkit::client::{HttpClient, http1_client, request};
 use weir_testkit::engine::Background;
-
-/// How long anything may take before the test calls it a hang.
-const DEADLINE: Duration = Duration::from_secs(30);
+use weir_testkit::fixtures::TempDb;
+use weir_testkit::wait::{DEADLINE, wait_for_ok};
 
 // === harness ===
 
 struct Server {
     base: String,
-    client: Client<HttpConnector, Full<Bytes>>,
-    _dir: TempDir,
+    client: HttpClient,
+    _db: TempDb,
     _engine: Background,
 }
 
@@ -74,10 +69,8 @@ async fn start() -> Server {
 
 /// A server whose watch streams end when `watch_shutdown` fires (as `weir serve` wires it).
 async fn start_with(watch_shutdown: Option<oneshot::Receiver<()>>) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("weir.db"))
-        .await
-        .unwrap();
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.path()).await.unwrap();
     let synthetic = Arc::new(SyntheticTargets::default());
     let providers = Providers {
         targets: vec![
@@ -102,8 +95,8 @@ async fn start_with(watch_shutdown: Option<oneshot::Receiver<()>>) -> Server {
     tokio::spawn(async move { axum::serve(listener, app).await });
     Server {
         base: format!("http://{addr}"),
-        client: Client::builder(TokioExecutor::new()).build_http(),
-        _dir: dir,
+        client: http1_client(),
+        _db: db,
         _engine: engine,
     }
 }
@@ -116,30 +109,18 @@ impl Server {
         headers: &[(&str, &str)],
         body: impl Into<Bytes>,
     ) -> Reply {
-        let mut request = Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.base));
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let request = request.body(Full::new(body.into())).unwrap();
-        let response = tokio::time::timeout(DEADLINE, self.client.request(request))
-            .await
-            .expect("no answer before the deadline")
-            .unwrap();
-        let (parts, body) = response.into_parts();
-        let bytes = body.collect().await.unwrap().to_bytes();
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).unwrap_or_else(|error| {
-                panic!("not JSON ({error}): {}", String::from_utf8_lossy(&bytes))
-            })
-        };
-        Reply {
-            status: parts.status,
-            headers: parts.headers,
+        let answer = request(
+            &self.client,
+            method,
+            &format!("{}{path}", self.base),
+            headers,
             body,
+        )
+        .await;
+        Reply {
+            status: answer.status,
+            body: answer.json(),
+            headers: answer.headers,
         }
     }
 
@@ -175,20 +156,16 @@ impl Server {
         done: impl Fn(&Value) -> bool,
     ) -> Value {
         let path = format!("/api/v1/rollouts/{namespace}/{name}");
-        let deadline = tokio::time::Instant::now() + DEADLINE;
-        loop {
+        let what = format!("{namespace}/{name} to reach {what}");
+        wait_for_ok(&what, || async {
             let reply = self.get(&path).await;
             if reply.status == StatusCode::OK && done(&reply.body) {
-                return reply.body;
+                Ok(reply.body)
+            } else {
+                Err(format!("{} {:#}", reply.status, reply.body))
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{namespace}/{name} never reached {what}; last: {} {:#}",
-                reply.status,
-                reply.body
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 
     async fn wait_for_phase(&self, namespace: &str, name: &str, phase: &str) -> Value {
@@ -896,8 +873,7 @@ async fn a_delete_with_a_stale_if_match_changes_nothing() {
     assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{:?}", bad.body);
     // The engine's own steps change the version too: read it fresh, and read again if a step
     // landed in between (how a client uses If-Match).
-    let mut deleted = None;
-    for _ in 0..5 {
+    let deleted = wait_for_ok("a delete with a fresh If-Match", || async {
         let current = server.get(&path).await.header("etag").unwrap().to_string();
         let reply = server
             .send(
@@ -907,12 +883,17 @@ async fn a_delete_with_a_stale_if_match_changes_nothing() {
                 Bytes::new(),
             )
             .await;
-        if reply.status != StatusCode::CONFLICT {
-            deleted = Some(reply.status);
-            break;
+        if reply.status == StatusCode::CONFLICT {
+            Err(format!(
+                "a step landed between GET and DELETE: {:?}",
+                reply.body
+            ))
+        } else {
+            Ok(reply.status)
         }
-    }
-    assert_eq!(deleted, Some(StatusCode::NO_CONTENT));
+    })
+    .await;
+    assert_eq!(deleted, StatusCode::NO_CONTENT);
     assert_eq!(server.get(&path).await.status, StatusCode::NOT_FOUND);
 }
 

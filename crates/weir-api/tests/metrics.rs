@@ -10,35 +10,27 @@
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::time::Duration;
 
-use axum::routing::get;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::{Method, Request, StatusCode};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use hyper::{Method, StatusCode};
 use serde_json::{Value, json};
-use tempfile::TempDir;
 use tokio::net::TcpListener;
 use weir_engine::local::LocalTargets;
 use weir_engine::{Engine, EngineOptions, Integrations};
 use weir_store::{RolloutKey, SqliteStore};
+use weir_testkit::client::{Answer, HttpClient, get, http1_client, request};
 use weir_testkit::engine::Background;
-
-/// How long anything may take before the test calls it a hang.
-const DEADLINE: Duration = Duration::from_secs(60);
-
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+use weir_testkit::fixtures::TempDb;
+use weir_testkit::metrics::Exposition;
+use weir_testkit::wait::wait_for_ok;
 
 // === harness ===
 
 /// A version of the service: answers its name on `/` and `ok` on `/healthz`.
 async fn version(name: &'static str) -> SocketAddr {
     let app = axum::Router::new()
-        .route("/", get(move || async move { name }))
-        .route("/healthz", get(|| async { "ok" }));
+        .route("/", axum::routing::get(move || async move { name }))
+        .route("/healthz", axum::routing::get(|| async { "ok" }));
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -51,16 +43,14 @@ struct Server {
     /// port the system picked).
     router: SocketAddr,
     client: HttpClient,
-    _dir: TempDir,
+    _db: TempDb,
     _engine: Background,
 }
 
 /// `weir serve` in miniature: a SQLite file, an engine with local targets, the API.
 async fn start() -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("weir.db"))
-        .await
-        .unwrap();
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.path()).await.unwrap();
     let targets = LocalTargets::default();
     let router = targets
         .reserve_listener(
@@ -79,36 +69,27 @@ async fn start() -> Server {
     Server {
         base: format!("http://{address}"),
         router,
-        client: Client::builder(TokioExecutor::new()).build_http(),
-        _dir: dir,
+        client: http1_client(),
+        _db: db,
         _engine: engine,
     }
 }
 
-async fn send(
-    client: &HttpClient,
-    method: Method,
-    uri: &str,
-    headers: &[(&str, &str)],
-    body: impl Into<Bytes>,
-) -> (StatusCode, hyper::HeaderMap, Bytes) {
-    let mut request = Request::builder().method(method).uri(uri);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let request = request.body(Full::new(body.into())).unwrap();
-    let response = tokio::time::timeout(DEADLINE, client.request(request))
-        .await
-        .expect("no answer before the deadline")
-        .unwrap();
-    let (parts, body) = response.into_parts();
-    let bytes = body.collect().await.unwrap().to_bytes();
-    (parts.status, parts.headers, bytes)
-}
-
 impl Server {
+    /// `PUT` the rollout `default/web` as YAML.
+    async fn apply(&self, yaml: String) -> Answer {
+        request(
+            &self.client,
+            Method::PUT,
+            &format!("{}/api/v1/rollouts/default/web", self.base),
+            &[("content-type", "application/yaml")],
+            yaml,
+        )
+        .await
+    }
+
     async fn json(&self, method: Method, path: &str, body: Value) -> (StatusCode, Value) {
-        let (status, _, bytes) = send(
+        let answer = request(
             &self.client,
             method,
             &format!("{}{path}", self.base),
@@ -123,12 +104,7 @@ impl Server {
             },
         )
         .await;
-        let value = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).unwrap()
-        };
-        (status, value)
+        (answer.status, answer.json())
     }
 
     async fn rollout(&self) -> Value {
@@ -141,19 +117,15 @@ impl Server {
 
     /// Polls the rollout until `done` holds, and returns it.
     async fn wait_for(&self, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + DEADLINE;
-        loop {
+        wait_for_ok(what, || async {
             let rollout = self.rollout().await;
             if done(&rollout) {
-                return rollout;
+                Ok(rollout)
+            } else {
+                Err(format!("{:#}", rollout["status"]))
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "never reached {what}; last: {:#}",
-                rollout["status"]
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 
     async fn command(&self, command: &str) {
@@ -169,7 +141,7 @@ impl Server {
 
     /// `GET /metrics`, checked for its content type and its OpenMetrics ending.
     async fn metrics(&self) -> Exposition {
-        let (status, headers, body) = send(
+        let answer = request(
             &self.client,
             Method::GET,
             &format!("{}/metrics", self.base),
@@ -177,33 +149,27 @@ impl Server {
             Bytes::new(),
         )
         .await;
-        assert_eq!(status, StatusCode::OK);
+        assert_eq!(answer.status, StatusCode::OK);
         assert_eq!(
-            headers
-                .get("content-type")
-                .and_then(|value| value.to_str().ok()),
+            answer.header("content-type"),
             Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
         );
-        let text = String::from_utf8(body.to_vec()).unwrap();
-        assert!(text.ends_with("# EOF\n"), "{text}");
-        Exposition::parse(text)
+        assert!(answer.body.ends_with("# EOF\n"), "{}", answer.body);
+        Exposition::parse(answer.body)
     }
 
     /// Polls `/metrics` until `done` holds, and returns that exposition.
     async fn metrics_until(&self, what: &str, done: impl Fn(&Exposition) -> bool) -> Exposition {
-        let deadline = tokio::time::Instant::now() + DEADLINE;
-        loop {
+        let what = format!("{what} in /metrics");
+        wait_for_ok(&what, || async {
             let exposition = self.metrics().await;
             if done(&exposition) {
-                return exposition;
+                Ok(exposition)
+            } else {
+                Err(format!("\n{}", exposition.text))
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "/metrics never showed {what}:\n{}",
-                exposition.text
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await
     }
 }
 
@@ -211,86 +177,11 @@ impl Server {
 async fn traffic(client: &HttpClient, router: SocketAddr, count: usize) -> BTreeMap<String, u64> {
     let mut answered = BTreeMap::new();
     for _ in 0..count {
-        let (status, _, body) = send(
-            client,
-            Method::GET,
-            &format!("http://{router}/"),
-            &[],
-            Bytes::new(),
-        )
-        .await;
-        assert_eq!(status, StatusCode::OK);
-        *answered
-            .entry(String::from_utf8(body.to_vec()).unwrap())
-            .or_default() += 1;
+        let answer = get(client, router, "/", &[]).await;
+        assert_eq!(answer.status, StatusCode::OK);
+        *answered.entry(answer.body).or_default() += 1;
     }
     answered
-}
-
-/// One parsed sample line.
-struct Sample {
-    name: String,
-    labels: BTreeMap<String, String>,
-    value: f64,
-}
-
-/// An OpenMetrics text exposition, parsed enough to look samples up by name and labels.
-struct Exposition {
-    text: String,
-    samples: Vec<Sample>,
-}
-
-impl Exposition {
-    fn parse(text: String) -> Exposition {
-        let mut samples = Vec::new();
-        for line in text.lines().filter(|line| !line.starts_with('#')) {
-            let (series, value) = line.rsplit_once(' ').expect("a sample has a value");
-            let (name, labels) = match series.split_once('{') {
-                Some((name, rest)) => (name, rest.strip_suffix('}').expect("labels close")),
-                None => (series, ""),
-            };
-            let mut parsed = BTreeMap::new();
-            let mut rest = labels;
-            while !rest.is_empty() {
-                let (label, after) = rest.split_once("=\"").expect("label=\"value\"");
-                // Label values here are names and hashes: no escaped quotes to worry about.
-                let (value, after) = after.split_once('"').expect("closing quote");
-                parsed.insert(label.to_string(), value.to_string());
-                rest = after.strip_prefix(',').unwrap_or(after);
-            }
-            samples.push(Sample {
-                name: name.to_string(),
-                labels: parsed,
-                value: value.parse().expect("a numeric value"),
-            });
-        }
-        Exposition { text, samples }
-    }
-
-    /// Every sample named `name` whose labels include `labels`.
-    fn all(&self, name: &str, labels: &[(&str, &str)]) -> Vec<&Sample> {
-        self.samples
-            .iter()
-            .filter(|sample| {
-                sample.name == name
-                    && labels.iter().all(|(label, value)| {
-                        sample.labels.get(*label).map(String::as_str) == Some(*value)
-                    })
-            })
-            .collect()
-    }
-
-    /// The value of the one sample named `name` with `labels`, if there is one.
-    fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        let found = self.all(name, labels);
-        assert!(
-            found.len() <= 1,
-            "{name} {labels:?} matches {} samples:\n{}",
-            found.len(),
-            self.text
-        );
-        found.first().map(|sample| sample.value)
-    }
 }
 
 fn rollout_yaml(v1: SocketAddr, v2: SocketAddr) -> String {
@@ -340,20 +231,8 @@ async fn metrics_follow_a_local_rollout_and_its_router_traffic() {
     let server = start().await;
     let (v1, v2) = (version("v1").await, version("v2").await);
     let router = server.router;
-    let (status, _, body) = send(
-        &server.client,
-        Method::PUT,
-        &format!("{}/api/v1/rollouts/default/web", server.base),
-        &[("content-type", "application/yaml")],
-        rollout_yaml(v1, v2),
-    )
-    .await;
-    assert_eq!(
-        status,
-        StatusCode::CREATED,
-        "{}",
-        String::from_utf8_lossy(&body)
-    );
+    let applied = server.apply(rollout_yaml(v1, v2)).await;
+    assert_eq!(applied.status, StatusCode::CREATED, "{}", applied.body);
 
     // --- at the 50% step, waiting for a person ---
     let rollout = server
@@ -575,15 +454,8 @@ async fn an_aborted_run_counts_a_rollback_and_the_openapi_document_mentions_metr
     let server = start().await;
     let (v1, v2) = (version("v1").await, version("v2").await);
     let router = server.router;
-    let (status, _, _) = send(
-        &server.client,
-        Method::PUT,
-        &format!("{}/api/v1/rollouts/default/web", server.base),
-        &[("content-type", "application/yaml")],
-        rollout_yaml(v1, v2),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED);
+    let applied = server.apply(rollout_yaml(v1, v2)).await;
+    assert_eq!(applied.status, StatusCode::CREATED, "{}", applied.body);
     server
         .wait_for("Progressing at 50%", |rollout| {
             rollout["status"]["phase"] == "Progressing" && rollout["status"]["canaryWeight"] == 50

@@ -4,25 +4,19 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use weir_core::machine::Command;
 use weir_core::model::{EventReason, Phase, Rollout};
 use weir_engine::local::LocalTargets;
-use weir_engine::{Engine, EngineHandle, EngineOptions, Integrations};
+use weir_engine::{Engine, EngineHandle, EngineOptions, EngineStats, Integrations};
 use weir_router::RouterConfig;
 use weir_store::{RolloutKey, SqliteStore, Store};
-use weir_testkit::engine::Background;
-use weir_testkit::fixtures::{sample_config, start_sample_app};
+use weir_testkit::client::{get, http1_client};
+use weir_testkit::engine::{Background, Load};
+use weir_testkit::fixtures::start_faulty_sample_app as sample_app;
 use weir_testkit::wait::wait_for as wait_until;
-use weir_tools::load::{LoadConfig, LoadGenerator};
-
-async fn sample_app(version: &str, error_percent: f64) -> SocketAddr {
-    let mut config = sample_config(version);
-    config.error_percent = error_percent;
-    config.seed = 11;
-    start_sample_app(config).await
-}
 
 /// Every rollout of these tests listens on a port the system picks.
 const ANY_PORT: &str = "127.0.0.1:0";
@@ -33,6 +27,7 @@ struct Running {
     targets: LocalTargets,
     /// Where the router of the rollout named at start listens.
     listen: SocketAddr,
+    stats: Arc<EngineStats>,
     engine: Background,
 }
 
@@ -55,6 +50,7 @@ async fn start_engine(db: &Path, name: &str) -> Running {
         store,
         targets,
         listen,
+        stats: engine.stats(),
         engine: Background::start(engine),
     }
 }
@@ -86,31 +82,14 @@ async fn wait_for(store: &SqliteStore, key: &RolloutKey, phases: &[Phase]) -> Ph
     .await
 }
 
-/// Load through the router of `running`, from the moment it serves (its socket is bound before
-/// the rollout starts; requests sent before the first tick would only wait in its backlog).
-fn load(
-    running: &Running,
-    key: &RolloutKey,
-) -> (
-    tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<weir_tools::load::LoadSummary>,
-) {
-    let (listen, targets, key) = (running.listen, running.targets.clone(), key.clone());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        wait_until("the router to serve", || async {
-            targets.metrics(&key).await.map(|_| ())
-        })
-        .await;
-        let generator =
-            LoadGenerator::new(LoadConfig::new(format!("http://{listen}/"), 300.0, None)).unwrap();
-        generator
-            .run_until(async move {
-                let _ = stopped.await;
-            })
-            .await
-    });
-    (stop, task)
+/// Load through the router of `running` (300 requests a second), from the moment it serves.
+fn load(running: &Running, key: &RolloutKey) -> Load {
+    Load::start(&running.targets, key, 300.0)
+}
+
+/// The body of `GET /` through the router at `address`.
+async fn body_at(address: SocketAddr) -> String {
+    get(&http1_client(), address, "/", &[]).await.body
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -125,7 +104,7 @@ async fn a_healthy_canary_is_promoted_step_by_step_and_then_serves_everything() 
     );
     let key = RolloutKey::of(&spec);
     running.handle.apply(spec, None).await.unwrap();
-    let (stop_load, load) = load(&running, &key);
+    let load = load(&running, &key);
     assert_eq!(
         wait_for(&running.store, &key, &[Phase::Succeeded, Phase::Failed]).await,
         Phase::Succeeded
@@ -138,8 +117,7 @@ async fn a_healthy_canary_is_promoted_step_by_step_and_then_serves_everything() 
         (window.versions.iter().map(|v| v.requests).sum::<u64>() >= 100).then_some(now)
     })
     .await;
-    let _ = stop_load.send(());
-    let summary = load.await.unwrap();
+    let summary = load.stop().await;
     assert_eq!(
         summary.failed, 0,
         "no request failed during the rollout: {summary}"
@@ -182,13 +160,12 @@ async fn a_faulty_canary_is_rolled_back_with_its_evidence() {
     );
     let key = RolloutKey::of(&spec);
     running.handle.apply(spec, None).await.unwrap();
-    let (stop_load, load) = load(&running, &key);
+    let load = load(&running, &key);
     assert_eq!(
         wait_for(&running.store, &key, &[Phase::Succeeded, Phase::Failed]).await,
         Phase::Failed
     );
-    let _ = stop_load.send(());
-    let summary = load.await.unwrap();
+    let summary = load.stop().await;
     let v2_served = summary
         .by_version
         .get("v2")
@@ -236,15 +213,14 @@ async fn the_sequential_judge_rolls_back_between_ticks() {
     let spec: Rollout = serde_saphyr::from_str(&yaml).unwrap();
     let key = RolloutKey::of(&spec);
     running.handle.apply(spec, None).await.unwrap();
-    let (stop_load, load) = load(&running, &key);
+    let load = load(&running, &key);
     // The canary's 80% success passes the threshold check (min 50%): only the judge, comparing it
     // with the primary, can find it worse.
     assert_eq!(
         wait_for(&running.store, &key, &[Phase::Succeeded, Phase::Failed]).await,
         Phase::Failed
     );
-    let _ = stop_load.send(());
-    let _ = load.await;
+    load.stop().await;
     let events = running.store.events(&key, 0, 500).await.unwrap();
     let rolled_back = events
         .iter()
@@ -322,15 +298,14 @@ async fn command_versions_are_started_promoted_and_the_old_primary_stopped() {
     let spec = rollout(&serve("v1"), &serve("v2"), "[50, 100]");
     let key = RolloutKey::of(&spec);
     running.handle.apply(spec, None).await.unwrap();
-    let (stop_load, load) = load(&running, &key);
+    let load = load(&running, &key);
     assert_eq!(
         wait_for(&running.store, &key, &[Phase::Succeeded, Phase::Failed]).await,
         Phase::Succeeded
     );
-    let _ = stop_load.send(());
-    let _ = load.await;
+    load.stop().await;
     // The router now serves v2's directory.
-    let body = http_get(running.listen).await;
+    let body = body_at(running.listen).await;
     assert!(body.contains("v2"), "{body}");
     running.stop(&key).await;
 }
@@ -347,7 +322,7 @@ async fn commands_pause_resume_and_abort_a_run() {
     );
     let key = RolloutKey::of(&spec);
     running.handle.apply(spec, None).await.unwrap();
-    let (stop_load, load) = load(&running, &key);
+    let load = load(&running, &key);
     wait_for(&running.store, &key, &[Phase::Progressing]).await;
     let paused = running
         .handle
@@ -356,9 +331,12 @@ async fn commands_pause_resume_and_abort_a_run() {
         .unwrap();
     assert!(paused.status.paused);
     let weight = paused.status.canary_weight;
-    // Not synchronisation: a paused run must hold its weight through several intervals (1s), so
-    // time has to pass; a slow machine only makes the check run over fewer ticks.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // A paused run holds its weight through several ticks (counted, not timed).
+    let ticks = running.stats.ticks.load(Ordering::Relaxed);
+    wait_until("three ticks of the paused run", || async {
+        (running.stats.ticks.load(Ordering::Relaxed) >= ticks + 3).then_some(())
+    })
+    .await;
     let still = running.store.get(&key).await.unwrap().unwrap();
     assert_eq!(
         still.status.canary_weight, weight,
@@ -383,8 +361,7 @@ async fn commands_pause_resume_and_abort_a_run() {
         matches!(rejected, Err(weir_engine::EngineError::Rejected(_))),
         "{rejected:?}"
     );
-    let _ = stop_load.send(());
-    let _ = load.await;
+    load.stop().await;
     let events = running.store.events(&key, 0, 500).await.unwrap();
     let actors: Vec<&str> = events
         .iter()
@@ -407,7 +384,7 @@ async fn a_restarted_engine_resumes_the_run_where_it_was() {
     let key = RolloutKey::of(&spec);
     let first = start_engine(&db, "shop").await;
     first.handle.apply(spec, None).await.unwrap();
-    let (stop_load, load) = load(&first, &key);
+    let load = load(&first, &key);
     // Let it take a couple of steps, then stop the engine mid-run.
     wait_until("two steps before the restart", || async {
         let stored = first.store.get(&key).await.unwrap()?;
@@ -416,12 +393,11 @@ async fn a_restarted_engine_resumes_the_run_where_it_was() {
     .await;
     // Load stops with the engine: a process that dies takes its router's connections with it,
     // which stopping an in-process engine does not do.
-    let _ = stop_load.send(());
-    let _ = load.await;
+    load.stop().await;
     first.stop(&key).await;
     // The restarted engine's router listens on a new port the system picks.
     let second = start_engine(&db, "shop").await;
-    let (stop_load, load) = self::load(&second, &key);
+    let load = self::load(&second, &key);
     let phase = wait_for(&second.store, &key, &[Phase::Succeeded, Phase::Failed]).await;
     let events = second.store.events(&key, 0, 500).await.unwrap();
     assert_eq!(
@@ -430,8 +406,7 @@ async fn a_restarted_engine_resumes_the_run_where_it_was() {
         "{:#?}",
         events.iter().map(|e| &e.event.message).collect::<Vec<_>>()
     );
-    let _ = stop_load.send(());
-    let _ = load.await;
+    load.stop().await;
     let events = second.store.events(&key, 0, 500).await.unwrap();
     let weights: Vec<u32> = events
         .iter()
@@ -445,18 +420,6 @@ async fn a_restarted_engine_resumes_the_run_where_it_was() {
     );
     assert!(events.windows(2).all(|pair| pair[1].seq == pair[0].seq + 1));
     second.stop(&key).await;
-}
-
-async fn http_get(address: SocketAddr) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-    stream
-        .write_all(b"GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut body = String::new();
-    stream.read_to_string(&mut body).await.unwrap();
-    body
 }
 
 /// A person promotes half-way: once the run has succeeded every request reaches the promoted
@@ -473,7 +436,7 @@ async fn a_promotion_half_way_sends_all_traffic_to_the_new_version() {
     );
     let key = RolloutKey::of(&spec);
     running.handle.apply(spec, None).await.unwrap();
-    let (stop_load, load) = load(&running, &key);
+    let load = load(&running, &key);
     wait_for(&running.store, &key, &[Phase::Progressing]).await;
     let promoted = running
         .handle
@@ -486,11 +449,10 @@ async fn a_promotion_half_way_sends_all_traffic_to_the_new_version() {
         promoted.status
     );
     wait_for(&running.store, &key, &[Phase::Succeeded]).await;
-    let _ = stop_load.send(());
-    let _ = load.await;
+    load.stop().await;
     let mut versions = Vec::new();
     for _ in 0..40 {
-        let answer = http_get(running.listen).await;
+        let answer = body_at(running.listen).await;
         versions.push(if answer.contains("\"version\":\"v2\"") {
             "v2"
         } else {

@@ -3,147 +3,44 @@
 //! retries, the idempotency id, and one rollout rolled back by the engine end to end.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::convert::Infallible;
-use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
-use serde_json::{Value, json};
+use serde_json::json;
 use weir_core::Weight;
 use weir_core::catalog::Catalog;
-use weir_core::document::{Document, load};
 use weir_core::machine::Notification;
 use weir_core::model::{
-    CheckOutcome, CheckResult, Evidence, HookResult, HookType, JudgeVerdict, Phase, Rollout,
-    Severity, VerdictOutcome,
+    CheckOutcome, CheckResult, Evidence, HookResult, HookType, JudgeVerdict, Phase, Severity,
+    VerdictOutcome,
 };
 use weir_engine::http::HttpClient;
 use weir_engine::notify::{AlertNotifier, RetryPolicy};
 use weir_engine::{Notifier, ProviderError};
 use weir_store::RolloutKey;
+use weir_testkit::fixtures::{ClosedPort, catalog_and_rollout};
+use weir_testkit::receiver::{Receiver, Reply};
 
 // --- local receivers ---
 
-/// One request a receiver got.
-#[derive(Debug, Clone)]
-struct Received {
-    path: String,
-    headers: http::HeaderMap,
-    body: Value,
+/// A receiver answering `status` ("receiver says no") to its first `fail_first` requests, 200
+/// ("ok") afterwards.
+async fn failing(fail_first: usize, status: u16) -> Receiver {
+    Receiver::start(move |index, _| {
+        if index < fail_first {
+            Reply::new(status, "receiver says no")
+        } else {
+            Reply::new(200, "ok")
+        }
+    })
+    .await
 }
 
-impl Received {
-    fn header(&self, name: &str) -> &str {
-        self.headers
-            .get(name)
-            .and_then(|value| value.to_str().ok())
-            .unwrap_or_default()
-    }
-}
-
-/// An HTTP/1.1 server on loopback that records every request and answers `fail_status` to the
-/// first `fail_first` of them, 200 afterwards.
-struct Receiver {
-    address: SocketAddr,
-    log: Arc<Mutex<Vec<Received>>>,
-}
-
-impl Receiver {
-    async fn start(fail_first: usize, fail_status: u16) -> Receiver {
-        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .await
-            .unwrap();
-        let address = listener.local_addr().unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let seen = Arc::new(AtomicUsize::new(0));
-        let server_log = Arc::clone(&log);
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let log = Arc::clone(&server_log);
-                let seen = Arc::clone(&seen);
-                let service = service_fn(move |request: Request<Incoming>| {
-                    let log = Arc::clone(&log);
-                    let seen = Arc::clone(&seen);
-                    async move {
-                        let (parts, body) = request.into_parts();
-                        let bytes = body.collect().await.unwrap().to_bytes();
-                        log.lock().unwrap().push(Received {
-                            path: parts.uri.path().to_string(),
-                            headers: parts.headers,
-                            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-                        });
-                        let status = if seen.fetch_add(1, Ordering::SeqCst) < fail_first {
-                            fail_status
-                        } else {
-                            200
-                        };
-                        let text = if status == 200 {
-                            "ok"
-                        } else {
-                            "receiver says no"
-                        };
-                        Ok::<_, Infallible>(
-                            Response::builder()
-                                .status(status)
-                                .body(Full::new(Bytes::from(text)))
-                                .unwrap(),
-                        )
-                    }
-                });
-                tokio::spawn(async move {
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        Receiver { address, log }
-    }
-
-    async fn healthy() -> Receiver {
-        Receiver::start(0, 200).await
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.address)
-    }
-
-    fn received(&self) -> Vec<Received> {
-        self.log.lock().unwrap().clone()
-    }
-
-    fn only(&self) -> Received {
-        let received = self.received();
-        assert_eq!(received.len(), 1, "{received:#?}");
-        received.into_iter().next().unwrap()
-    }
+async fn healthy() -> Receiver {
+    failing(0, 200).await
 }
 
 // --- documents ---
-
-fn catalog_and_rollout(yaml: &str) -> (Arc<Catalog>, Rollout) {
-    let mut catalog = Catalog::default();
-    let mut rollouts = Vec::new();
-    for result in load(yaml.as_bytes()) {
-        let loaded = result.unwrap_or_else(|refused| panic!("{refused:?}"));
-        if let Some(Document::Rollout(rollout)) = catalog.add(loaded.document) {
-            rollouts.push(*rollout);
-        }
-    }
-    assert_eq!(rollouts.len(), 1);
-    let rollout = rollouts.remove(0);
-    let unresolved = catalog.check_rollout(&rollout);
-    assert!(unresolved.is_empty(), "{unresolved:?}");
-    (Arc::new(catalog), rollout)
-}
 
 /// One receiver per provider type, plus an error-only pager.
 struct Receivers {
@@ -157,11 +54,11 @@ struct Receivers {
 impl Receivers {
     async fn healthy() -> Receivers {
         Receivers {
-            slack: Receiver::healthy().await,
-            teams: Receiver::healthy().await,
-            discord: Receiver::healthy().await,
-            generic: Receiver::healthy().await,
-            pager: Receiver::healthy().await,
+            slack: healthy().await,
+            teams: healthy().await,
+            discord: healthy().await,
+            generic: healthy().await,
+            pager: healthy().await,
         }
     }
 
@@ -206,7 +103,7 @@ metadata: {{name: web, namespace: shop}}
 spec:
   target:
     kind: local
-    listen: 127.0.0.1:18080
+    listen: 127.0.0.1:0
     primary: {{url: "http://127.0.0.1:19001"}}
     canary: {{url: "http://127.0.0.1:19002"}}
   plan: {{canary: {{stepWeights: [20, 50, 100]}}}}
@@ -333,19 +230,24 @@ async fn an_error_reaches_every_provider_formatted_for_its_service_with_the_evid
     for (name, receiver) in receivers.all() {
         let received = receiver.only();
         assert_eq!(
-            received.header("idempotency-key"),
+            received.header("idempotency-key").unwrap_or_default(),
             notification.delivery_id,
             "{name}"
         );
         assert_eq!(
-            received.header("x-weir-delivery"),
+            received.header("x-weir-delivery").unwrap_or_default(),
             notification.delivery_id,
             "{name}"
         );
-        assert_eq!(received.header("x-weir-rollout"), "shop/web", "{name}");
+        assert_eq!(
+            received.header("x-weir-rollout").unwrap_or_default(),
+            "shop/web",
+            "{name}"
+        );
         assert!(
             received
                 .header("content-type")
+                .unwrap_or_default()
                 .starts_with("application/json"),
             "{name}"
         );
@@ -354,7 +256,7 @@ async fn an_error_reaches_every_provider_formatted_for_its_service_with_the_evid
     // Slack: a fallback text, one attachment in red with the facts and the evidence.
     let slack = receivers.slack.only();
     assert_eq!(slack.path, "/services/T000/B000/XXXX");
-    let body = &slack.body;
+    let body = &slack.json;
     assert!(
         body["text"]
             .as_str()
@@ -399,7 +301,7 @@ async fn an_error_reaches_every_provider_formatted_for_its_service_with_the_evid
     );
 
     // Teams: a MessageCard in red with facts and an evidence section.
-    let teams = receivers.teams.only().body;
+    let teams = receivers.teams.only().json;
     assert_eq!(teams["@type"], "MessageCard");
     assert_eq!(teams["@context"], "https://schema.org/extensions");
     assert_eq!(teams["themeColor"], "E01E5A");
@@ -419,7 +321,7 @@ async fn an_error_reaches_every_provider_formatted_for_its_service_with_the_evid
     // Discord: one red embed, no mentions, at the webhook's own URL.
     let discord = receivers.discord.only();
     assert_eq!(discord.path, "/api/webhooks/1/token");
-    let discord = discord.body;
+    let discord = discord.json;
     assert_eq!(discord["username"], "weir-bot");
     assert_eq!(discord["allowed_mentions"], json!({"parse": []}));
     let embed = &discord["embeds"][0];
@@ -445,7 +347,7 @@ async fn an_error_reaches_every_provider_formatted_for_its_service_with_the_evid
     // from the Secret, not the placeholder address.
     let generic = receivers.generic.only();
     assert_eq!(generic.path, "/weir");
-    let body = generic.body;
+    let body = generic.json;
     assert_eq!(body["id"], notification.delivery_id);
     assert_eq!(body["rollout"], json!({"namespace": "shop", "name": "web"}));
     assert_eq!(body["severity"], "error");
@@ -467,7 +369,7 @@ async fn an_error_reaches_every_provider_formatted_for_its_service_with_the_evid
             .starts_with("check request-success-rate failed")
     );
     // The pager (in another namespace) got the same document.
-    assert_eq!(receivers.pager.only().body, body);
+    assert_eq!(receivers.pager.only().json, body);
 }
 
 #[tokio::test]
@@ -483,7 +385,7 @@ async fn alerts_receive_their_severity_or_higher() {
         receiver
             .received()
             .iter()
-            .map(|r| r.header("x-weir-delivery").to_string())
+            .map(|r| r.header("x-weir-delivery").unwrap_or_default().to_string())
             .collect::<Vec<_>>()
     };
     // info: the info alerts (and `discord`, whose severity defaults to info) only.
@@ -507,13 +409,13 @@ async fn alerts_receive_their_severity_or_higher() {
         "error-only alert got warn"
     );
     // The colour follows the severity; the actor of a command is part of the evidence.
-    let teams = receivers.teams.only().body;
+    let teams = receivers.teams.only().json;
     assert_eq!(teams["themeColor"], "ECB22E");
     assert_eq!(teams["sections"][1]["text"], "- command by alice");
-    let slack = receivers.slack.received()[0].body.clone();
+    let slack = receivers.slack.received()[0].json.clone();
     assert_eq!(slack["attachments"][0]["color"], "#2EB67D");
     assert_eq!(
-        receivers.generic.received()[0].body["canaryWeight"],
+        receivers.generic.received()[0].json["canaryWeight"],
         json!(20)
     );
 }
@@ -521,7 +423,7 @@ async fn alerts_receive_their_severity_or_higher() {
 #[tokio::test]
 async fn a_receiver_failing_twice_gets_three_attempts_with_the_same_id() {
     let receivers = Receivers::healthy().await;
-    let flaky = Receiver::start(2, 503).await;
+    let flaky = failing(2, 503).await;
     let documents = receivers
         .documents()
         .replace(&receivers.generic.url("/weir"), &flaky.url("/weir"));
@@ -534,8 +436,11 @@ async fn a_receiver_failing_twice_gets_three_attempts_with_the_same_id() {
     let attempts = flaky.received();
     assert_eq!(attempts.len(), 3, "{attempts:#?}");
     for attempt in &attempts {
-        assert_eq!(attempt.header("idempotency-key"), notification.delivery_id);
-        assert_eq!(attempt.body["id"], notification.delivery_id);
+        assert_eq!(
+            attempt.header("idempotency-key").unwrap_or_default(),
+            notification.delivery_id
+        );
+        assert_eq!(attempt.json["id"], notification.delivery_id);
     }
     assert_eq!(receivers.slack.received().len(), 1);
 }
@@ -543,7 +448,7 @@ async fn a_receiver_failing_twice_gets_three_attempts_with_the_same_id() {
 #[tokio::test]
 async fn a_receiver_that_always_fails_makes_notify_fail_naming_it_and_is_retried_alone() {
     let receivers = Receivers::healthy().await;
-    let broken = Receiver::start(usize::MAX, 500).await;
+    let broken = failing(usize::MAX, 500).await;
     let documents = receivers
         .documents()
         .replace(&receivers.pager.url("/pager"), &broken.url("/pager"));
@@ -587,7 +492,7 @@ async fn a_receiver_that_always_fails_makes_notify_fail_naming_it_and_is_retried
 #[tokio::test]
 async fn a_refusal_is_not_retried() {
     let receivers = Receivers::healthy().await;
-    let refusing = Receiver::start(usize::MAX, 400).await;
+    let refusing = failing(usize::MAX, 400).await;
     let documents = receivers
         .documents()
         .replace(&receivers.teams.url("/webhookb2/team"), &refusing.url("/x"));
@@ -608,11 +513,9 @@ async fn a_refusal_is_not_retried() {
 #[tokio::test]
 async fn an_unreachable_provider_fails_without_revealing_its_url() {
     let receivers = Receivers::healthy().await;
-    // A port nobody listens on (bound, then released).
-    let closed = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    // Nothing listens there, and nothing can start to while the test holds it.
+    let closed = ClosedPort::new();
+    let closed = closed.address();
     let secret_url = format!("http://{closed}/services/T000/B000/TOP-SECRET-TOKEN");
     let documents = receivers.documents().replace(
         &receivers.slack.url("/services/T000/B000/XXXX"),
@@ -662,7 +565,7 @@ async fn long_evidence_is_truncated_and_counted() {
         .notify(&key(), &rollout, &notification)
         .await
         .unwrap();
-    let slack = receivers.slack.only().body;
+    let slack = receivers.slack.only().json;
     let size = slack.to_string().len();
     assert!(size < 12_000, "{size} bytes");
     let fields = slack["attachments"][0]["fields"].as_array().unwrap();
@@ -672,11 +575,11 @@ async fn long_evidence_is_truncated_and_counted() {
         evidence.lines().last().unwrap().contains("and 32 more"),
         "{evidence}"
     );
-    let discord = receivers.discord.only().body;
+    let discord = receivers.discord.only().json;
     let description = discord["embeds"][0]["description"].as_str().unwrap();
     assert!(description.chars().count() <= 4096);
     // The generic document keeps everything for programs.
-    let generic = receivers.generic.only().body;
+    let generic = receivers.generic.only().json;
     assert_eq!(generic["evidence"]["checks"].as_array().unwrap().len(), 40);
     assert_eq!(generic["message"].as_str().unwrap().len(), 5_000);
 }
@@ -689,21 +592,13 @@ mod end_to_end {
     use weir_engine::{Engine, EngineOptions, Integrations, Providers, TargetProvider};
     use weir_router::RouterConfig;
     use weir_store::{SqliteStore, Store};
-    use weir_testkit::engine::Background;
-    use weir_testkit::fixtures::{sample_config, start_sample_app};
+    use weir_testkit::engine::{Background, Load};
+    use weir_testkit::fixtures::start_faulty_sample_app as sample_app;
     use weir_testkit::wait::wait_for;
-    use weir_tools::load::{LoadConfig, LoadGenerator};
-
-    async fn sample_app(version: &str, error_percent: f64) -> SocketAddr {
-        let mut config = sample_config(version);
-        config.error_percent = error_percent;
-        config.seed = 11;
-        start_sample_app(config).await
-    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_rolled_back_canary_notifies_the_generic_receiver_with_its_evidence() {
-        let receiver = Receiver::healthy().await;
+        let receiver = healthy().await;
         let (v1, v2) = (sample_app("v1", 0.0).await, sample_app("v2", 30.0).await);
         let documents = format!(
             r#"
@@ -737,15 +632,8 @@ spec:
         let store = SqliteStore::open(&dir.path().join("weir.db"))
             .await
             .unwrap();
+        // The router binds a port the system picks; the load reads it back once it serves.
         let targets = LocalTargets::new(RouterConfig::default());
-        // The router's socket, on a port the system picks, bound before the rollout starts.
-        let listen = targets
-            .reserve_listener(
-                &RolloutKey::of(&rollout),
-                SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-            )
-            .await
-            .unwrap();
         let local = targets.providers(&Integrations {
             catalog: Arc::clone(&catalog),
             ..Integrations::default()
@@ -759,36 +647,19 @@ spec:
         let key = RolloutKey::of(&rollout);
         handle.apply(rollout, None).await.unwrap();
 
-        let (stop_load, stopped_load) = tokio::sync::oneshot::channel::<()>();
-        let serving = (targets.clone(), key.clone());
-        let load = tokio::spawn(async move {
-            let (targets, key) = serving;
-            wait_for("the router to serve", || async {
-                targets.metrics(&key).await.map(|_| ())
-            })
-            .await;
-            let generator =
-                LoadGenerator::new(LoadConfig::new(format!("http://{listen}/"), 300.0, None))
-                    .unwrap();
-            generator
-                .run_until(async move {
-                    let _ = stopped_load.await;
-                })
-                .await
-        });
+        let load = Load::start(&targets, &key, 300.0);
 
         // Wait (a generous deadline, not a timing assertion) for the rollback's notification.
         let received = wait_for("the error notification", || async {
             receiver
                 .received()
                 .into_iter()
-                .find(|r| r.body["severity"] == "error")
+                .find(|r| r.json["severity"] == "error")
         })
         .await;
-        let _ = stop_load.send(());
-        let _ = load.await;
+        load.stop().await;
 
-        let body = &received.body;
+        let body = &received.json;
         assert_eq!(
             body["rollout"],
             json!({"namespace": "default", "name": "shop"})
@@ -813,8 +684,8 @@ spec:
         );
         let id = body["id"].as_str().unwrap();
         assert!(id.starts_with("run-1/Failed/"), "{id}");
-        assert_eq!(received.header("idempotency-key"), id);
-        assert_eq!(received.header("x-weir-delivery"), id);
+        assert_eq!(received.header("idempotency-key").unwrap_or_default(), id);
+        assert_eq!(received.header("x-weir-delivery").unwrap_or_default(), id);
 
         // Delivered, so nothing stays pending; and the rollout did roll back.
         let stored = wait_for("nothing pending after delivery", || async {

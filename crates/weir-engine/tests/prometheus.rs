@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use weir_core::catalog::Catalog;
 use weir_core::document::{Document, load};
-use weir_core::model::{CheckOutcome, Rollout};
+use weir_core::model::CheckOutcome;
 use weir_engine::MetricSource;
 use weir_engine::prometheus::{Endpoint, PrometheusClient, PrometheusSource};
 use weir_store::RolloutKey;
+use weir_testkit::fixtures::catalog_and_rollout;
 use weir_testkit::prometheus::{self, PrometheusOptions, PrometheusServer};
 use weir_testkit::wait::wait_for;
 
@@ -65,18 +65,6 @@ async fn wait_for_series(server: &PrometheusServer, endpoint: &Endpoint) {
         (samples.len() == 3).then_some(())
     })
     .await;
-}
-
-fn catalog_and_rollout(yaml: &str) -> (Arc<Catalog>, Rollout) {
-    let mut catalog = Catalog::default();
-    let mut rollout = None;
-    for result in load(yaml.as_bytes()) {
-        let loaded = result.unwrap_or_else(|refused| panic!("{refused:?}"));
-        if let Some(Document::Rollout(found)) = catalog.add(loaded.document) {
-            rollout = Some(*found);
-        }
-    }
-    (Arc::new(catalog), rollout.unwrap())
 }
 
 fn documents(address: &str) -> String {

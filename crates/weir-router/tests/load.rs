@@ -2,20 +2,22 @@
 //! observed split over real requests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::*;
 use http::StatusCode;
 use weir_router::{RouteSpec, RouterConfig, Traffic, Weight};
+use weir_testkit::client::{http1_client, http2_client, send};
+use weir_testkit::router::{start_router, weight};
+use weir_testkit::upstream::{Behavior, TestUpstream};
+use weir_testkit::wait::{no_hang, no_hang_within, wait_for};
 
 /// Runs `total` GET requests from `clients` concurrent tasks (half HTTP/1.1 keep-alive, half
 /// HTTP/2), counting answers per body. Returns (v1 answers, v2 answers, failures).
 async fn drive(
-    addr: std::net::SocketAddr,
+    addr: SocketAddr,
     total: u64,
     clients: usize,
     completed: Arc<AtomicU64>,
@@ -56,11 +58,63 @@ async fn drive(
     (v1, v2, failures)
 }
 
+/// Sends `count` `GET /` requests over one raw HTTP/1.1 connection, pipelined in batches of
+/// `batch`, and returns how many answers had each body (`v1`, `v2`) and the other answers. A
+/// deliberately minimal client: enough for responses with a `Content-Length`, cheap enough that
+/// the router, not the client, is what a load test exercises.
+async fn pipelined_gets(addr: SocketAddr, count: u64, batch: u64) -> (u64, u64, Vec<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let request = b"GET / HTTP/1.1\r\nhost: router.test\r\n\r\n";
+    let (mut v1, mut v2, mut other) = (0u64, 0u64, Vec::new());
+    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut sent = 0u64;
+    while sent < count {
+        let n = batch.min(count - sent);
+        stream.write_all(&request.repeat(n as usize)).await.unwrap();
+        sent += n;
+        let mut answered = 0;
+        while answered < n {
+            // Parse as many complete responses as the buffer holds.
+            let Some(head_end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                let mut chunk = [0u8; 16 * 1024];
+                let read = stream.read(&mut chunk).await.unwrap();
+                assert!(read > 0, "router closed the connection");
+                buf.extend_from_slice(&chunk[..read]);
+                continue;
+            };
+            let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .map_or(0, |value| value.trim().parse().unwrap());
+            let total = head_end + 4 + length;
+            if buf.len() < total {
+                let mut chunk = [0u8; 16 * 1024];
+                let read = stream.read(&mut chunk).await.unwrap();
+                assert!(read > 0, "router closed the connection");
+                buf.extend_from_slice(&chunk[..read]);
+                continue;
+            }
+            let body = &buf[head_end + 4..total];
+            match (head.starts_with("http/1.1 200"), body) {
+                (true, b"v1") => v1 += 1,
+                (true, b"v2") => v2 += 1,
+                _ => other.push(format!("{head} {}", String::from_utf8_lossy(body))),
+            }
+            buf.drain(..total);
+            answered += 1;
+        }
+    }
+    (v1, v2, other)
+}
+
 /// 20,000 requests while the table changes 100 times (weights, role swaps, rule changes,
 /// whole-table replacements): not one request fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn table_changes_under_load_fail_zero_requests() {
-    guard(async {
+    no_hang(async {
         let v1 = TestUpstream::start("v1", Behavior::Normal).await;
         let v2 = TestUpstream::start("v2", Behavior::Normal).await;
         let spec = RouteSpec::weighted(v1.backend(), v2.backend(), weight("10"));
@@ -76,9 +130,11 @@ async fn table_changes_under_load_fail_zero_requests() {
                 for i in 0..CHANGES {
                     // Spread the changes over the first three quarters of the load, so every
                     // one of them happens while requests are in flight.
-                    while completed.load(Ordering::Relaxed) < (i + 1) * (TOTAL * 3 / 4) / CHANGES {
-                        tokio::time::sleep(Duration::from_millis(1)).await;
-                    }
+                    let due = (i + 1) * (TOTAL * 3 / 4) / CHANGES;
+                    wait_for("the load to reach the next change", || async {
+                        (completed.load(Ordering::Relaxed) >= due).then_some(())
+                    })
+                    .await;
                     let result = match i % 4 {
                         0 => handle.set_canary_weight(
                             Weight::from_basis_points(((i * 997) % 10_001) as u32).unwrap(),
@@ -130,7 +186,7 @@ async fn table_changes_under_load_fail_zero_requests() {
 /// 25 s in a debug build on a busy 2-core machine; the hang guard is set far above that.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn observed_split_over_100k_real_requests_is_within_half_a_point() {
-    guard_for(Duration::from_secs(600), async {
+    no_hang_within(Duration::from_secs(600), async {
         let v1 = TestUpstream::start("v1", Behavior::Normal).await;
         let v2 = TestUpstream::start("v2", Behavior::Normal).await;
         let spec = RouteSpec::weighted(v1.backend(), v2.backend(), weight("10"));

@@ -2,12 +2,9 @@
 //! limits and the admin endpoint.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::*;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
@@ -15,6 +12,11 @@ use hyper_util::rt::TokioExecutor;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use weir_router::{Backend, RouteSpec, RouterConfig, Traffic, Weight};
+use weir_testkit::client::{get, http1_client, http2_client};
+use weir_testkit::fixtures::ClosedPort;
+use weir_testkit::router::{start_router, weight};
+use weir_testkit::upstream::{Behavior, ChannelBody, TestUpstream};
+use weir_testkit::wait::{DEADLINE, no_hang};
 
 async fn two_versions(canary_percent: &str) -> (TestUpstream, TestUpstream, RouteSpec) {
     let v1 = TestUpstream::start("v1", Behavior::Normal).await;
@@ -25,7 +27,7 @@ async fn two_versions(canary_percent: &str) -> (TestUpstream, TestUpstream, Rout
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http1_keep_alive_and_h2c_reach_the_primary() {
-    guard(async {
+    no_hang(async {
         let (v1, _v2, spec) = two_versions("0").await;
         let (addr, handle) = start_router(spec, RouterConfig::default()).await;
         for client in [http1_client(), http2_client()] {
@@ -46,7 +48,7 @@ async fn http1_keep_alive_and_h2c_reach_the_primary() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hop_by_hop_headers_are_dropped_and_forwarded_for_is_appended() {
-    guard(async {
+    no_hang(async {
         let (_v1, _v2, spec) = two_versions("0").await;
         let (addr, _handle) = start_router(spec, RouterConfig::default()).await;
         let answer = get(
@@ -92,7 +94,7 @@ async fn hop_by_hop_headers_are_dropped_and_forwarded_for_is_appended() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_stream_in_both_directions() {
-    guard(async {
+    no_hang(async {
         let (v1, _v2, spec) = two_versions("0").await;
         let (addr, _handle) = start_router(spec, RouterConfig::default()).await;
 
@@ -146,13 +148,11 @@ async fn bodies_stream_in_both_directions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_down_upstream_gets_a_502_counted_as_that_versions_error() {
-    guard(async {
+    no_hang(async {
         let v1 = TestUpstream::start("v1", Behavior::Normal).await;
-        // A port that was just free: nothing listens there.
-        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let dead_addr = closed.local_addr().unwrap();
-        drop(closed);
-        let dead = Backend::new("v2", vec![format!("{dead_addr}").parse().unwrap()]);
+        // Nothing listens there, and nothing can start to while the test holds it.
+        let closed = ClosedPort::new();
+        let dead = Backend::new("v2", vec![closed.address().to_string().parse().unwrap()]);
         let spec = RouteSpec::weighted(v1.backend(), dead, Weight::FULL);
         let (addr, handle) = start_router(spec, RouterConfig::default()).await;
         let client = http1_client();
@@ -182,7 +182,7 @@ async fn a_down_upstream_gets_a_502_counted_as_that_versions_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_upstream_gets_a_504_after_the_response_timeout() {
-    guard(async {
+    no_hang(async {
         let (_v1, _v2, spec) = two_versions("0").await;
         let config = RouterConfig {
             response_timeout: Duration::from_millis(300),
@@ -202,11 +202,13 @@ async fn a_slow_upstream_gets_a_504_after_the_response_timeout() {
 /// timeout, and the client connection stays usable after both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeouts_apply_to_their_own_phase_only() {
-    guard(async {
+    no_hang(async {
         let (v1, _v2, spec) = two_versions("0").await;
+        // Bounds long enough that a stalled test process cannot trip them where the test
+        // expects an answer (a request head sent at once, an upstream answering at once).
         let config = RouterConfig {
-            header_read_timeout: Duration::from_millis(200),
-            response_timeout: Duration::from_millis(500),
+            header_read_timeout: Duration::from_secs(1),
+            response_timeout: Duration::from_secs(2),
             ..RouterConfig::default()
         };
         let (addr, handle) = start_router(spec, config).await;
@@ -222,9 +224,9 @@ async fn timeouts_apply_to_their_own_phase_only() {
         let mut body = response.into_body();
         let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
         assert_eq!(first, "first|");
-        // Well past the header-read timeout, in the middle of the body. Not synchronisation:
-        // the time itself is under test, and a slow machine only makes it longer.
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        // Well past both timeouts, in the middle of the body. Not synchronisation: the time
+        // itself is under test, and a slow machine only makes it longer.
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
         v1.release.notify_one();
         assert_eq!(body.collect().await.unwrap().to_bytes(), "second");
         // The same keep-alive connection: a hanging upstream gets a 504, the next request works.
@@ -242,10 +244,11 @@ async fn timeouts_apply_to_their_own_phase_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_and_oversized_clients_are_cut_off() {
-    guard(async {
+    no_hang(async {
         let (_v1, _v2, spec) = two_versions("0").await;
+        // Long enough that a stalled test process still sends its well-formed heads in time.
         let config = RouterConfig {
-            header_read_timeout: Duration::from_millis(300),
+            header_read_timeout: Duration::from_secs(1),
             max_header_bytes: 16 * 1024,
             ..RouterConfig::default()
         };
@@ -299,10 +302,13 @@ async fn slow_and_oversized_clients_are_cut_off() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_limit_holds_excess_clients_without_failing_served_ones() {
-    guard(async {
+    no_hang(async {
         let (_v1, _v2, spec) = two_versions("0").await;
         let config = RouterConfig {
             max_connections: 2,
+            // The idle connections below must hold their slots for as long as the test runs,
+            // however slowly: they are never closed for not sending a request.
+            header_read_timeout: DEADLINE,
             ..RouterConfig::default()
         };
         let (addr, _handle) = start_router(spec, config).await;
@@ -326,7 +332,7 @@ async fn connection_limit_holds_excess_clients_without_failing_served_ones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_robin_spreads_over_a_versions_addresses() {
-    guard(async {
+    no_hang(async {
         let a = TestUpstream::start("v1", Behavior::Normal).await;
         let b = TestUpstream::start("v1", Behavior::Normal).await;
         let canary = TestUpstream::start("v2", Behavior::Normal).await;
@@ -347,7 +353,7 @@ async fn round_robin_spreads_over_a_versions_addresses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_endpoint_exposes_prometheus_text() {
-    guard(async {
+    no_hang(async {
         let (_v1, _v2, spec) = two_versions("100").await;
         let (addr, handle) = start_router(spec, RouterConfig::default()).await;
         let client = http1_client();

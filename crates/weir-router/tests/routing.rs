@@ -1,19 +1,20 @@
 //! Routing features over real loopback sockets: match rules, session affinity, mirroring.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::*;
 use http::{Request, StatusCode};
 use http_body_util::Full;
 use weir_router::{Mirror, RouteSpec, RouterConfig, SessionAffinity, Traffic, Weight};
+use weir_testkit::client::{get, http1_client, send};
+use weir_testkit::router::start_router;
+use weir_testkit::upstream::{Behavior, TestUpstream};
+use weir_testkit::wait::{no_hang, wait_for};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn match_rules_route_to_the_canary_with_flagger_semantics() {
-    guard(async {
+    no_hang(async {
         let v1 = TestUpstream::start("v1", Behavior::Normal).await;
         let v2 = TestUpstream::start("v2", Behavior::Normal).await;
         let mut spec = RouteSpec::weighted(v1.backend(), v2.backend(), Weight::ZERO);
@@ -65,7 +66,7 @@ async fn match_rules_route_to_the_canary_with_flagger_semantics() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_affinity_pins_clients_until_rollback() {
-    guard(async {
+    no_hang(async {
         let v1 = TestUpstream::start("v1", Behavior::Normal).await;
         let v2 = TestUpstream::start("v2", Behavior::Normal).await;
         let mut spec = RouteSpec::weighted(v1.backend(), v2.backend(), "50".parse().unwrap());
@@ -122,7 +123,7 @@ async fn session_affinity_pins_clients_until_rollback() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirror_copies_requests_and_counts_them_separately() {
-    guard(async {
+    no_hang(async {
         let v1 = TestUpstream::start("v1", Behavior::Normal).await;
         let v2 = TestUpstream::start("v2", Behavior::Normal).await;
         let mut spec = RouteSpec::weighted(v1.backend(), v2.backend(), Weight::ZERO);
@@ -143,13 +144,15 @@ async fn mirror_copies_requests_and_counts_them_separately() {
             );
         }
         // Mirror copies finish asynchronously; wait until all 20 are counted.
-        let mirrored = loop {
+        let mirrored = wait_for("the 20 mirror copies counted", || async {
             let snapshot = handle.metrics();
-            match snapshot.get("v2", Traffic::Mirror) {
-                Some(series) if series.requests == 20 => break series.clone(),
-                _ => tokio::time::sleep(Duration::from_millis(10)).await,
-            }
-        };
+            snapshot
+                .get("v2", Traffic::Mirror)
+                .filter(|series| series.requests >= 20)
+                .cloned()
+        })
+        .await;
+        assert_eq!(mirrored.requests, 20);
         assert_eq!(mirrored.errors, 0);
         assert_eq!(v2.requests(), 20);
         let expected_bytes: u64 = (0..20).map(|i| 1000 + i).sum();
@@ -177,7 +180,7 @@ async fn mirror_copies_requests_and_counts_them_separately() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_mirror_never_slows_the_primary() {
-    guard(async {
+    no_hang(async {
         let v1 = TestUpstream::start("v1", Behavior::Normal).await;
         let stuck = TestUpstream::start("v2", Behavior::Hang).await;
         let mut spec = RouteSpec::weighted(v1.backend(), stuck.backend(), Weight::ZERO);

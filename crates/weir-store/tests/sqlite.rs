@@ -4,7 +4,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -22,6 +22,8 @@ use weir_store::{
     ApplyOutcome, CommitItem, ListQuery, MAX_PAGE, RolloutKey, SqliteStore, Store, StoreError,
     StoredRollout,
 };
+use weir_testkit::process::Guard;
+use weir_testkit::wait::DEADLINE;
 
 // === fixtures ===
 
@@ -1148,20 +1150,21 @@ fn kill_9_loses_no_acknowledged_commit() {
 
     let mut acknowledged = 1;
     for round in 0..6 {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "crash_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CRASH_DB_ENV, &path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
+        // Killed and reaped however the round ends, so a failed round leaves no child committing.
+        let mut child = Guard::spawn(
+            Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "crash_child",
+                    "--exact",
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(CRASH_DB_ENV, &path)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        );
+        let stdout = child.0.stdout.take().unwrap();
         let (acks, received) = mpsc::channel();
         let reader = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
@@ -1175,21 +1178,23 @@ fn kill_9_loses_no_acknowledged_commit() {
         // Let it commit a little, then kill it at a random moment, mid-commit or between.
         let wanted = 5 + random_below(30);
         for _ in 0..wanted {
-            match received.recv_timeout(Duration::from_secs(60)) {
+            match received.recv_timeout(DEADLINE) {
                 Ok(version) => acknowledged = acknowledged.max(version),
                 Err(error) => {
-                    let _ = child.kill();
-                    let output = child.wait_with_output().unwrap();
-                    panic!(
-                        "round {round}: the child stopped acknowledging ({error}): {}",
-                        String::from_utf8_lossy(&output.stderr)
-                    );
+                    let _ = child.0.kill();
+                    let mut stderr = String::new();
+                    if let Some(mut pipe) = child.0.stderr.take() {
+                        let _ = pipe.read_to_string(&mut stderr);
+                    }
+                    panic!("round {round}: the child stopped acknowledging ({error}): {stderr}");
                 }
             }
         }
+        // Not synchronisation: a random moment to kill at, so rounds hit different points of a
+        // commit; any moment is a valid one, so no machine is too slow for it.
         std::thread::sleep(Duration::from_millis(random_below(100)));
-        child.kill().unwrap(); // SIGKILL on Unix
-        let exit = child.wait().unwrap();
+        child.0.kill().unwrap(); // SIGKILL on Unix
+        let exit = child.0.wait().unwrap();
         assert!(!exit.success(), "the child ended on its own: {exit:?}");
         reader.join().unwrap();
         // Acknowledgements printed before the kill are still in the pipe.

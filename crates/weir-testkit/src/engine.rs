@@ -1,8 +1,13 @@
-//! An engine running in the background of a test, on the test's runtime, until stopped.
+//! An engine running in the background of a test, on the test's runtime, until stopped; and
+//! load through the router of one of its local rollouts.
 
 use tokio::sync::oneshot;
 use weir_engine::Engine;
-use weir_store::Store;
+use weir_engine::local::LocalTargets;
+use weir_store::{RolloutKey, Store};
+use weir_tools::load::{LoadConfig, LoadGenerator, LoadSummary};
+
+use crate::wait::wait_for;
 
 /// A running engine. [`Background::stop`] ends it; dropping it ends it too (the run sees its
 /// shutdown signal when the runtime next polls it).
@@ -28,5 +33,52 @@ impl Background {
             .await
             .expect("the engine task panicked")
             .expect("the engine failed");
+    }
+}
+
+/// Open-loop load through the router of a local rollout, from the moment that router serves
+/// (its socket may be bound before the rollout starts; requests sent before its first tick would
+/// only wait in the backlog) until stopped.
+pub struct Load {
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Option<LoadSummary>>,
+}
+
+impl Load {
+    /// Starts `rate` requests a second at `/` of the router of rollout `key`, once it serves,
+    /// at the address it bound.
+    pub fn start(targets: &LocalTargets, key: &RolloutKey, rate: f64) -> Load {
+        let (targets, key) = (targets.clone(), key.clone());
+        let (stop, mut stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let what = format!("the router of {key} to serve");
+            let serving = wait_for(&what, || async {
+                targets.metrics(&key).await?;
+                targets.router_address(&key).await
+            });
+            // Stopped (or dropped) before the router served: no load was sent.
+            let address = tokio::select! {
+                address = serving => address,
+                _ = &mut stopped => return None,
+            };
+            let config = LoadConfig::new(format!("http://{address}/"), rate, None);
+            let summary = LoadGenerator::new(config)
+                .unwrap()
+                .run_until(async move {
+                    let _ = stopped.await;
+                })
+                .await;
+            Some(summary)
+        });
+        Load { stop, task }
+    }
+
+    /// Stops the load and returns what it saw; panics if the router never served before.
+    pub async fn stop(self) -> LoadSummary {
+        let _ = self.stop.send(());
+        self.task
+            .await
+            .expect("the load task panicked")
+            .expect("the load was stopped before the router served")
     }
 }

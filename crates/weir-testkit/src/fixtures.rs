@@ -1,9 +1,16 @@
-//! Things tests stand up: sample apps on ports the system picks, temporary databases.
+//! Things tests stand up: sample apps on ports the system picks, an address that refuses
+//! connections, temporary databases, documents loaded into a catalog.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use weir_tools::sample_app::{SampleApp, SampleAppConfig};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use weir_core::catalog::Catalog;
+use weir_core::document::{Document, load};
+use weir_core::model::Rollout;
+use weir_tools::sample_app::{SampleApp, SampleAppConfig, SampleAppStats};
 
 /// A multi-threaded runtime for tests that are not `#[tokio::test]` (they drive a `weir`
 /// process and serve sample apps meanwhile).
@@ -28,6 +35,16 @@ pub async fn start_sample_app(config: SampleAppConfig) -> SocketAddr {
     address
 }
 
+/// Starts a sample app reporting `version` that fails `error_percent`% of its requests (seeded,
+/// so the same requests fail run after run) on the current runtime; returns the address it
+/// bound.
+pub async fn start_faulty_sample_app(version: &str, error_percent: f64) -> SocketAddr {
+    let mut config = sample_config(version);
+    config.error_percent = error_percent;
+    config.seed = 11;
+    start_sample_app(config).await
+}
+
 /// Healthy sample apps reporting `versions`, in order, on `runtime`.
 pub fn sample_apps(runtime: &tokio::runtime::Runtime, versions: &[&str]) -> Vec<SocketAddr> {
     runtime.block_on(async {
@@ -37,6 +54,89 @@ pub fn sample_apps(runtime: &tokio::runtime::Runtime, versions: &[&str]) -> Vec<
         }
         addresses
     })
+}
+
+/// A sample app serving on the current runtime until stopped (or until the runtime ends), with
+/// its counters.
+pub struct RunningApp {
+    /// The address it bound.
+    pub addr: SocketAddr,
+    /// What it served.
+    pub stats: SampleAppStats,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl RunningApp {
+    /// Starts one reporting `version` on `127.0.0.1:0`, configured further by `configure`.
+    pub async fn start(version: &str, configure: impl FnOnce(&mut SampleAppConfig)) -> RunningApp {
+        let mut config = sample_config(version);
+        configure(&mut config);
+        let app = SampleApp::bind(config).await.unwrap();
+        let addr = app.local_addr();
+        assert_ne!(addr.port(), 0, "the bound port, not the asked one");
+        let stats = app.stats();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            app.serve(async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+        });
+        RunningApp {
+            addr,
+            stats,
+            stop,
+            task,
+        }
+    }
+
+    /// `http://ADDRESS` and `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Stops the app and waits until `serve` has returned (its listener is closed by then).
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap();
+    }
+}
+
+/// A loopback address where nothing listens and nothing else can start listening while this
+/// lives: a socket bound to it that never listens, so every connection is refused. (A port that
+/// was merely free a moment ago can be taken by a test running in parallel.)
+#[derive(Debug)]
+pub struct ClosedPort {
+    _socket: tokio::net::TcpSocket,
+    address: SocketAddr,
+}
+
+impl ClosedPort {
+    /// Binds `127.0.0.1:0` without listening.
+    pub fn new() -> ClosedPort {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket
+            .bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+            .unwrap();
+        let address = socket.local_addr().unwrap();
+        ClosedPort {
+            _socket: socket,
+            address,
+        }
+    }
+
+    /// The address, which refuses connections.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+}
+
+impl Default for ClosedPort {
+    fn default() -> Self {
+        ClosedPort::new()
+    }
 }
 
 /// A temporary directory (removed on drop) with a database path in it.
@@ -67,5 +167,38 @@ impl TempDb {
 impl Default for TempDb {
     fn default() -> Self {
         TempDb::new()
+    }
+}
+
+/// Loads YAML documents: the catalog documents (templates, alert providers, Secrets) into a
+/// catalog, and the one Rollout among them, whose every reference must resolve.
+pub fn catalog_and_rollout(yaml: &str) -> (Arc<Catalog>, Rollout) {
+    let mut catalog = Catalog::default();
+    let mut rollouts = Vec::new();
+    for result in load(yaml.as_bytes()) {
+        let loaded = result.unwrap_or_else(|refused| panic!("{refused:?}"));
+        if let Some(Document::Rollout(rollout)) = catalog.add(loaded.document) {
+            rollouts.push(*rollout);
+        }
+    }
+    assert_eq!(rollouts.len(), 1, "one Rollout among the documents");
+    let rollout = rollouts.remove(0);
+    let unresolved = catalog.check_rollout(&rollout);
+    assert!(unresolved.is_empty(), "{unresolved:?}");
+    (Arc::new(catalog), rollout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_closed_port_refuses_connections_while_it_is_held() {
+        let closed = ClosedPort::new();
+        assert_ne!(closed.address().port(), 0);
+        let refused = std::net::TcpStream::connect(closed.address()).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+        // Nobody else can listen there meanwhile.
+        assert!(std::net::TcpListener::bind(closed.address()).is_err());
     }
 }

@@ -5,23 +5,33 @@
 //! `weir` command prints with `--output json`); no fixed sleep as synchronisation - tests wait on
 //! the condition itself with a generous deadline ([`wait`]).
 //!
-//! - [`wait`]: `wait_until` and its async twin, polling a condition until a deadline.
+//! - [`wait`]: `wait_until` and its async twins, polling a condition until a deadline; `no_hang`,
+//!   which fails a test that deadlocks instead of letting it hang.
 //! - [`engine`]: an engine running in the background of a test until stopped.
 //! - [`http`]: one-shot HTTP/1.1 requests over loopback, blocking, for tests without a runtime.
+//! - [`client`]: HTTP from async tests through hyper's pooled client (HTTP/1.1 or h2c).
+//! - [`upstream`]: a test server standing in for a version behind weir's router.
+//! - [`router`]: weir's router started on port 0 in the test's runtime.
+//! - [`receiver`]: a webhook receiver that records what it gets and answers as told.
 //! - [`metrics`]: samples of an OpenMetrics / Prometheus text body.
 //! - [`process`]: children killed when the test ends however it ends; `weir` commands started
 //!   with their bound addresses read back.
-//! - [`fixtures`]: sample apps on port 0, temporary databases.
+//! - [`fixtures`]: sample apps on port 0, an address that refuses connections, temporary
+//!   databases, documents loaded into a catalog.
 //! - [`prometheus`]: the real `prometheus` binary, on a port it picks, scraping given targets.
 
 #![forbid(unsafe_code)]
 // Test support: a failed set-up is a failed test, and a panic says where.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod client;
 pub mod engine;
 pub mod fixtures;
 pub mod http;
 pub mod metrics;
 pub mod process;
 pub mod prometheus;
+pub mod receiver;
+pub mod router;
+pub mod upstream;
 pub mod wait;

@@ -1,13 +1,12 @@
 //! The load generator against real sample apps (and weir's router) over loopback.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::time::Duration;
 
-use common::{RunningApp, guard};
 use http::header::{HeaderName, HeaderValue};
 use weir_router::{Backend, RouteSpec, Router, RouterConfig, Upstream, Weight};
+use weir_testkit::fixtures::{ClosedPort, RunningApp};
+use weir_testkit::wait::{no_hang, wait_for};
 use weir_tools::load::{LoadConfig, LoadError, LoadGenerator, LoadSummary, parse_header, run};
 
 fn assert_counts_add_up(summary: &LoadSummary) {
@@ -43,7 +42,7 @@ fn assert_counts_add_up(summary: &LoadSummary) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_add_up_against_a_flaky_app() {
-    guard(async {
+    no_hang(async {
         let app = RunningApp::start("v7", |config| {
             config.error_percent = 30.0;
             config.seed = 5;
@@ -82,7 +81,7 @@ async fn counts_add_up_against_a_flaky_app() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_version_counts_through_the_router() {
-    guard(async {
+    no_hang(async {
         let v1 = RunningApp::start("v1", |_| {}).await;
         let v2 = RunningApp::start("v2", |_| {}).await;
         let upstream = |app: &RunningApp| -> Upstream { app.addr.to_string().parse().unwrap() };
@@ -135,7 +134,7 @@ async fn per_version_counts_through_the_router() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn summary_json_shape() {
-    guard(async {
+    no_hang(async {
         let app = RunningApp::start("json", |_| {}).await;
         let summary = run(LoadConfig::new(
             app.url("/"),
@@ -197,7 +196,7 @@ async fn summary_json_shape() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overload_drops_instead_of_delaying_the_schedule() {
-    guard(async {
+    no_hang(async {
         // Every request takes at least 100 ms and only one may be in flight, so at most a
         // handful of the 50 requests due in 0.5 s can be sent; the rest must be dropped, and
         // the schedule must still count all 50.
@@ -220,7 +219,7 @@ async fn overload_drops_instead_of_delaying_the_schedule() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_responses_count_as_timeouts() {
-    guard(async {
+    no_hang(async {
         let app = RunningApp::start("slow", |config| {
             config.latency = Duration::from_millis(400);
         })
@@ -240,13 +239,11 @@ async fn slow_responses_count_as_timeouts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_target_gives_connection_errors() {
-    guard(async {
-        // A port that was just free: bind, read it, release it.
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        drop(listener);
+    no_hang(async {
+        // Nothing listens there, and nothing can start to while the test holds it.
+        let closed = ClosedPort::new();
         let config = LoadConfig::new(
-            format!("http://{addr}/"),
+            format!("http://{}/", closed.address()),
             100.0,
             Some(Duration::from_millis(100)),
         );
@@ -272,7 +269,7 @@ async fn unreachable_target_gives_connection_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_snapshot_and_early_stop() {
-    guard(async {
+    no_hang(async {
         let app = RunningApp::start("live", |_| {}).await;
         // No duration: runs until stopped.
         let generator = LoadGenerator::new(LoadConfig::new(app.url("/"), 200.0, None)).unwrap();
@@ -282,17 +279,15 @@ async fn live_snapshot_and_early_stop() {
         let running = tokio::spawn(generator.run_until(async {
             let _ = stopped.await;
         }));
-        // Wait (without a time bound) until some responses are visible while it runs.
-        loop {
+        // Some responses become visible while it runs; every snapshot on the way adds up.
+        wait_for("20 responses in a live snapshot", || async {
             let snapshot = stats.snapshot();
             assert!(!snapshot.finished);
             assert_eq!(snapshot.scheduled, snapshot.sent + snapshot.dropped);
             assert!(snapshot.ok + snapshot.failed <= snapshot.sent);
-            if snapshot.ok >= 20 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+            (snapshot.ok >= 20).then_some(())
+        })
+        .await;
         let _ = stop.send(());
         let summary = running.await.unwrap();
         assert_counts_add_up(&summary);

@@ -1,38 +1,38 @@
 //! The sample app over real loopback sockets.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{RunningApp, client, get, guard};
 use http::StatusCode;
+use weir_testkit::client::{get, http1_client};
+use weir_testkit::fixtures::RunningApp;
+use weir_testkit::wait::no_hang;
 use weir_tools::sample_app::{SampleApp, SampleAppConfig, SampleAppError};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_with_its_version_body_and_header() {
-    guard(async {
+    no_hang(async {
         let app = RunningApp::start("v1.2.3", |_| {}).await;
-        let client = client();
+        let client = http1_client();
 
-        let answer = get(&client, &app.url("/some/path?q=1")).await;
+        let answer = get(&client, app.addr, "/some/path?q=1", &[]).await;
         assert_eq!(answer.status, StatusCode::OK);
-        assert_eq!(answer.version_header.as_deref(), Some("v1.2.3"));
-        assert_eq!(answer.content_type.as_deref(), Some("application/json"));
+        assert_eq!(answer.header("x-weir-version"), Some("v1.2.3"));
+        assert_eq!(answer.header("content-type"), Some("application/json"));
         let body: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
         assert_eq!(
             body,
             serde_json::json!({"version": "v1.2.3", "path": "/some/path"})
         );
 
-        let version = get(&client, &app.url("/version")).await;
+        let version = get(&client, app.addr, "/version", &[]).await;
         assert_eq!(version.status, StatusCode::OK);
         assert_eq!(version.body, "v1.2.3\n");
-        assert_eq!(version.version_header.as_deref(), Some("v1.2.3"));
+        assert_eq!(version.header("x-weir-version"), Some("v1.2.3"));
 
-        let health = get(&client, &app.url("/healthz")).await;
+        let health = get(&client, app.addr, "/healthz", &[]).await;
         assert_eq!(health.status, StatusCode::OK);
-        assert_eq!(health.version_header.as_deref(), Some("v1.2.3"));
+        assert_eq!(health.header("x-weir-version"), Some("v1.2.3"));
 
         // Only the application request counts.
         assert_eq!(app.stats.requests(), 1);
@@ -44,24 +44,24 @@ async fn answers_with_its_version_body_and_header() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn error_rate_100_fails_everything_but_healthz_and_version() {
-    guard(async {
+    no_hang(async {
         let app = RunningApp::start("bad", |config| config.error_percent = 100.0).await;
-        let client = client();
+        let client = http1_client();
         for _ in 0..50 {
-            let answer = get(&client, &app.url("/")).await;
+            let answer = get(&client, app.addr, "/", &[]).await;
             assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
-            assert_eq!(answer.version_header.as_deref(), Some("bad"));
+            assert_eq!(answer.header("x-weir-version"), Some("bad"));
             let body: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
             assert_eq!(body["error"], "injected fault");
             assert_eq!(body["version"], "bad");
         }
         for _ in 0..10 {
             assert_eq!(
-                get(&client, &app.url("/healthz")).await.status,
+                get(&client, app.addr, "/healthz", &[]).await.status,
                 StatusCode::OK
             );
             assert_eq!(
-                get(&client, &app.url("/version")).await.status,
+                get(&client, app.addr, "/version", &[]).await.status,
                 StatusCode::OK
             );
         }
@@ -74,11 +74,11 @@ async fn error_rate_100_fails_everything_but_healthz_and_version() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn error_rate_0_fails_nothing() {
-    guard(async {
+    no_hang(async {
         let app = RunningApp::start("good", |config| config.seed = 99).await;
-        let client = client();
+        let client = http1_client();
         for i in 0..300 {
-            let answer = get(&client, &app.url(&format!("/item/{i}"))).await;
+            let answer = get(&client, app.addr, &format!("/item/{i}"), &[]).await;
             assert_eq!(answer.status, StatusCode::OK, "request {i}");
         }
         assert_eq!(app.stats.injected_errors(), 0);
@@ -89,7 +89,7 @@ async fn error_rate_0_fails_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn error_rate_20_percent_is_binomial_and_seeded() {
-    guard(async {
+    no_hang(async {
         let n = 2_000u32;
         let mut runs = Vec::new();
         for _ in 0..2 {
@@ -98,10 +98,10 @@ async fn error_rate_20_percent_is_binomial_and_seeded() {
                 config.seed = 2024;
             })
             .await;
-            let client = client();
+            let client = http1_client();
             let mut failures = Vec::new();
             for i in 0..n {
-                let status = get(&client, &app.url("/")).await.status;
+                let status = get(&client, app.addr, "/", &[]).await.status;
                 match status {
                     StatusCode::OK => {}
                     StatusCode::INTERNAL_SERVER_ERROR => failures.push(i),
@@ -127,21 +127,24 @@ async fn error_rate_20_percent_is_binomial_and_seeded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn latency_adds_at_least_the_configured_delay() {
-    guard(async {
+    no_hang(async {
         let app = RunningApp::start("slow", |config| {
             config.latency = Duration::from_millis(150);
             config.jitter = Duration::from_millis(20);
         })
         .await;
-        let client = client();
+        let client = http1_client();
         // Warm the connection so only the request itself is measured (a lower bound anyway).
         assert_eq!(
-            get(&client, &app.url("/healthz")).await.status,
+            get(&client, app.addr, "/healthz", &[]).await.status,
             StatusCode::OK
         );
         for _ in 0..3 {
             let started = Instant::now();
-            assert_eq!(get(&client, &app.url("/")).await.status, StatusCode::OK);
+            assert_eq!(
+                get(&client, app.addr, "/", &[]).await.status,
+                StatusCode::OK
+            );
             let took = started.elapsed();
             assert!(took >= Duration::from_millis(150), "{took:?}");
         }
@@ -178,10 +181,13 @@ async fn invalid_configs_are_refused_and_busy_ports_reported() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_returns_after_shutdown() {
-    guard(async {
+    no_hang(async {
         let app = RunningApp::start("v1", |_| {}).await;
-        let client = client();
-        assert_eq!(get(&client, &app.url("/")).await.status, StatusCode::OK);
+        let client = http1_client();
+        assert_eq!(
+            get(&client, app.addr, "/", &[]).await.status,
+            StatusCode::OK
+        );
         let addr = app.addr;
         app.stop().await;
         drop(client);
