@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use weir_core::model::TargetKind;
-use weir_engine::hooks::{HttpHookRunner, LogNotifier};
 use weir_engine::synthetic::{SyntheticMetrics, SyntheticTargets};
 use weir_engine::{Engine, EngineOptions, Providers};
 use weir_store::SqliteStore;
@@ -25,6 +24,7 @@ use weir_testkit::client::{HttpClient, http1_client, request};
 use weir_testkit::engine::Background;
 use weir_testkit::fixtures::TempDb;
 use weir_testkit::wait::{DEADLINE, wait_for_ok};
+use weir_webhooks::hooks::{HttpHookRunner, LogNotifier};
 
 // === harness ===
 

@@ -15,8 +15,8 @@ use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use weir_engine::local::LocalTargets;
-use weir_engine::{Engine, EngineOptions, Integrations};
+use weir_engine::{Engine, EngineOptions};
+use weir_local::LocalTargets;
 use weir_store::{RolloutKey, SqliteStore};
 use weir_testkit::client::{Answer, HttpClient, get, http1_client, request};
 use weir_testkit::engine::Background;
@@ -59,7 +59,7 @@ async fn start() -> Server {
         )
         .await
         .unwrap();
-    let providers = targets.providers(&Integrations::default());
+    let providers = weir_testkit::engine::local_providers(&targets, Default::default());
     let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
     let engine = Background::start(engine);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -366,7 +366,13 @@ async fn metrics_follow_a_local_rollout_and_its_router_traffic() {
             rollout["status"]["phase"] == "Succeeded"
         })
         .await;
-    let metrics = server.metrics().await;
+    // The store says Succeeded as soon as the step is durable; the engine counts it once the
+    // job that committed it has applied its effects, a moment later.
+    let metrics = server
+        .metrics_until("the promotion counted", |metrics| {
+            metrics.value("weir_rollout_promotions_total", &WEB) == Some(1.0)
+        })
+        .await;
     assert_eq!(
         metrics.value("weir_rollout_promotions_total", &WEB),
         Some(1.0),
@@ -466,7 +472,12 @@ async fn an_aborted_run_counts_a_rollback_and_the_openapi_document_mentions_metr
         .wait_for("Failed", |rollout| rollout["status"]["phase"] == "Failed")
         .await;
     let canary_revision = rollout["status"]["canaryRevision"].as_str().unwrap();
-    let metrics = server.metrics().await;
+    // Counted a moment after the store says Failed (see the promotion above).
+    let metrics = server
+        .metrics_until("the rollback counted", |metrics| {
+            metrics.value("weir_rollout_rollbacks_total", &WEB) == Some(1.0)
+        })
+        .await;
     assert_eq!(
         metrics.value("weir_rollout_rollbacks_total", &WEB),
         Some(1.0),

@@ -63,8 +63,8 @@ async fn main() {
     let providers = Providers {
         targets: vec![(TargetKind::Flag, Arc::new(SyntheticTargets::default()))],
         metrics: vec![Arc::new(SyntheticMetrics)],
-        hooks: Arc::new(weir_engine::hooks::HttpHookRunner::default()),
-        notifier: Arc::new(weir_engine::hooks::LogNotifier),
+        hooks: Arc::new(weir_webhooks::hooks::HttpHookRunner::default()),
+        notifier: Arc::new(weir_webhooks::hooks::LogNotifier),
         catalog: Default::default(),
     };
     let samples: Arc<Mutex<Vec<(Instant, u64)>>> = Arc::default();

@@ -162,17 +162,6 @@ pub trait Notifier: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<(), ProviderError>>;
 }
 
-/// How a process reaches the world beyond its targets: the documents rollouts refer to by name,
-/// and the Prometheus that builtin checks and inline queries go to.
-#[derive(Debug, Clone, Default)]
-pub struct Integrations {
-    /// Metric templates, alert providers and secrets.
-    pub catalog: Arc<weir_core::catalog::Catalog>,
-    /// The Prometheus for builtin checks and inline queries (Flagger's `-metrics-server`);
-    /// `None`: local rollouts read their router's counters directly.
-    pub metrics_server: Option<String>,
-}
-
 /// The providers an engine runs with.
 #[derive(Clone)]
 pub struct Providers {
@@ -189,6 +178,28 @@ pub struct Providers {
 }
 
 impl Providers {
+    /// Providers with the given hook runner and notifier, and no target or metric source yet:
+    /// adapters add theirs (`weir_local::LocalTargets::add_to`, [`Providers::with_metrics`]).
+    pub fn new(
+        catalog: Arc<weir_core::catalog::Catalog>,
+        hooks: Arc<dyn HookRunner>,
+        notifier: Arc<dyn Notifier>,
+    ) -> Providers {
+        Providers {
+            targets: Vec::new(),
+            metrics: Vec::new(),
+            hooks,
+            notifier,
+            catalog,
+        }
+    }
+
+    /// These providers with `source` asked after the metric sources already there.
+    pub fn with_metrics(mut self, source: Arc<dyn MetricSource>) -> Providers {
+        self.metrics.push(source);
+        self
+    }
+
     /// The provider for a rollout's target kind.
     pub fn target(&self, rollout: &Rollout) -> Option<&Arc<dyn TargetProvider>> {
         self.targets

@@ -438,7 +438,7 @@ impl Telemetry {
     /// Exposes the traffic of the routers in `routers` as the `weir_router_*` families. Adding the
     /// same map twice (an engine restarted in-process over the same providers) is a no-op, so no
     /// series is ever encoded twice.
-    pub(crate) fn add_routers(&self, routers: &LocalRouters) {
+    pub fn add_routers(&self, routers: &LocalRouters) {
         let mut sources = self
             .inner
             .routers
@@ -460,13 +460,13 @@ fn count(n: usize) -> i64 {
 /// What the router collector needs of one local rollout: its router and which revision plays
 /// which role.
 #[derive(Clone)]
-pub(crate) struct RouterEntry {
+pub struct RouterEntry {
     /// The rollout's router (counters only grow; see weir-router's invariants).
-    pub(crate) handle: RouteHandle,
+    pub handle: RouteHandle,
     /// The revision the primary runs.
-    pub(crate) primary: String,
+    pub primary: String,
     /// The revision of the canary's definition.
-    pub(crate) canary: String,
+    pub canary: String,
 }
 
 /// A synchronous side map of the local rollouts' routers, kept by `LocalTargets` wherever it
@@ -474,11 +474,11 @@ pub(crate) struct RouterEntry {
 /// of `LocalTargets` sits behind async mutexes a scrape must not wait on (a reconcile may hold
 /// one while a version starts); this map is only ever held for an insert or a copy.
 #[derive(Clone, Default)]
-pub(crate) struct LocalRouters(Arc<Mutex<HashMap<RolloutKey, RouterEntry>>>);
+pub struct LocalRouters(Arc<Mutex<HashMap<RolloutKey, RouterEntry>>>);
 
 impl LocalRouters {
     /// Records (or updates) a rollout's router and roles.
-    pub(crate) fn set(&self, key: &RolloutKey, entry: RouterEntry) {
+    pub fn set(&self, key: &RolloutKey, entry: RouterEntry) {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -486,7 +486,7 @@ impl LocalRouters {
     }
 
     /// Forgets a rollout's router (the rollout is gone).
-    pub(crate) fn remove(&self, key: &RolloutKey) {
+    pub fn remove(&self, key: &RolloutKey) {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -1,13 +1,27 @@
 //! An engine running in the background of a test, on the test's runtime, until stopped; and
-//! load through the router of one of its local rollouts.
+//! load through the router of one of its local rollouts; the providers of local rollouts.
+
+use std::sync::Arc;
 
 use tokio::sync::oneshot;
-use weir_engine::Engine;
-use weir_engine::local::LocalTargets;
+use weir_core::catalog::Catalog;
+use weir_engine::{Engine, Providers};
+use weir_local::LocalTargets;
 use weir_store::{RolloutKey, Store};
 use weir_tools::load::{LoadConfig, LoadGenerator, LoadSummary};
 
 use crate::wait::wait_for;
+
+/// The providers of local rollouts in a test: `targets`, judged by their routers' counters,
+/// webhooks over HTTP signed with `catalog`'s secrets, and notifications to its alert providers.
+/// (`weir` adds Prometheus in front; the tests of that live with weir-prometheus and weir.)
+pub fn local_providers(targets: &LocalTargets, catalog: Arc<Catalog>) -> Providers {
+    targets.add_to(Providers::new(
+        Arc::clone(&catalog),
+        Arc::new(weir_webhooks::HttpHookRunner::new(Arc::clone(&catalog))),
+        Arc::new(weir_webhooks::AlertNotifier::new(catalog)),
+    ))
+}
 
 /// A running engine. [`Background::stop`] ends it; dropping it ends it too (the run sees its
 /// shutdown signal when the runtime next polls it).

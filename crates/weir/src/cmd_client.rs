@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use http::Method;
 use serde_json::{Value, json};
 use weir_core::machine::Command;
-use weir_engine::http::{Answer, HttpClient};
+use weir_http::{Answer, HttpClient};
 
 use crate::cmd_core::OutputFormat;
 

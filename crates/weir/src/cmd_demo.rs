@@ -123,7 +123,7 @@ async fn run_demo(args: &DemoArgs) -> Result<Outcome> {
     let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
     let foreground = Foreground::start(
         &dir.path().join("demo.db"),
-        &weir_engine::Integrations::default(),
+        &crate::integrations::Integrations::default(),
     )
     .await?;
     let listen = foreground

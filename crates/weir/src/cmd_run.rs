@@ -9,9 +9,8 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use weir_core::document::{self, Document};
 use weir_core::model::{Phase, Rollout, TargetKind};
-use weir_engine::local::LocalTargets;
-use weir_engine::local::config::LocalTargetConfig;
 use weir_engine::{Engine, EngineHandle, EngineOptions};
+use weir_local::LocalTargets;
 use weir_router::RouterConfig;
 use weir_store::{RolloutKey, SqliteStore, Store};
 
@@ -83,7 +82,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         );
         return Ok(ExitCode::from(2));
     }
-    let config = match LocalTargetConfig::of(&rollout) {
+    let config = match weir_local::settings(&rollout) {
         Ok(config) => config,
         Err(errors) => {
             eprintln!(
@@ -239,12 +238,15 @@ pub struct Foreground {
 }
 
 impl Foreground {
-    pub async fn start(db: &Path, integrations: &weir_engine::Integrations) -> Result<Foreground> {
+    pub async fn start(
+        db: &Path,
+        integrations: &crate::integrations::Integrations,
+    ) -> Result<Foreground> {
         let store = SqliteStore::open(db)
             .await
             .with_context(|| format!("cannot open {}", db.display()))?;
         let targets = LocalTargets::new(RouterConfig::default());
-        let providers = targets.providers(integrations);
+        let providers = integrations.providers(&targets);
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let engine = tokio::spawn(async move {
@@ -290,7 +292,7 @@ impl Foreground {
         until: Option<tokio::sync::oneshot::Receiver<()>>,
     ) -> Result<Outcome> {
         let key = RolloutKey::of(&rollout);
-        let config = LocalTargetConfig::of(&rollout)
+        let config = weir_local::settings(&rollout)
             .map_err(|errors| anyhow::anyhow!("invalid local target: {errors:?}"))?;
         let canary_revision = config.canary.revision();
         let primary_revision = config.primary.revision();

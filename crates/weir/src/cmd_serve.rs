@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use weir_engine::local::LocalTargets;
 use weir_engine::{Engine, EngineOptions};
+use weir_local::LocalTargets;
 use weir_router::RouterConfig;
 use weir_store::SqliteStore;
 
@@ -48,7 +48,7 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
             .await
             .with_context(|| format!("cannot open {}", db.display()))?;
         let integrations = args.integrations.integrations(Vec::new())?;
-        let providers = LocalTargets::new(RouterConfig::default()).providers(&integrations);
+        let providers = integrations.providers(&LocalTargets::new(RouterConfig::default()));
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let signal = {

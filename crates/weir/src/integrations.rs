@@ -1,6 +1,7 @@
 //! The flags that connect weir to the world beyond its targets, shared by `weir serve` and
 //! `weir run`: the default Prometheus and the files of metric templates, alert providers and
-//! secrets that rollouts refer to by name.
+//! secrets that rollouts refer to by name. Also where the adapters are wired into one set of
+//! providers for the engine.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,7 +10,42 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use weir_core::catalog::Catalog;
 use weir_core::document::{self, Document};
-use weir_engine::Integrations;
+use weir_engine::Providers;
+use weir_local::LocalTargets;
+use weir_prometheus::PrometheusSource;
+use weir_webhooks::{AlertNotifier, HttpHookRunner};
+
+/// How a process reaches the world beyond its targets: the documents rollouts refer to by name,
+/// and the Prometheus that builtin checks and inline queries go to.
+#[derive(Debug, Clone, Default)]
+pub struct Integrations {
+    /// Metric templates, alert providers and secrets.
+    pub catalog: Arc<Catalog>,
+    /// The Prometheus for builtin checks and inline queries (Flagger's `-metrics-server`);
+    /// `None`: local rollouts read their router's counters directly.
+    pub metrics_server: Option<String>,
+}
+
+impl Integrations {
+    /// The providers of a process that runs local rollouts: `targets`, Prometheus (for
+    /// templates, inline queries, and builtin checks when a metrics server is set), the
+    /// targets' own router counters for builtin checks otherwise, HTTP webhooks (signed with
+    /// the catalog's secrets), and notifications to the rollouts' alert providers.
+    pub fn providers(&self, targets: &LocalTargets) -> Providers {
+        let catalog = &self.catalog;
+        let providers = Providers::new(
+            Arc::clone(catalog),
+            Arc::new(HttpHookRunner::new(Arc::clone(catalog))),
+            Arc::new(AlertNotifier::new(Arc::clone(catalog))),
+        )
+        // Asked first, so a metrics server takes the builtins over from the router's counters.
+        .with_metrics(Arc::new(PrometheusSource::new(
+            Arc::clone(catalog),
+            self.metrics_server.clone(),
+        )));
+        targets.add_to(providers)
+    }
+}
 
 /// `--prometheus` and `--catalog`.
 #[derive(Debug, Clone, Args)]

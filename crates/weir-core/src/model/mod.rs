@@ -3,6 +3,7 @@
 //! the same document can later be served as a CRD.
 
 mod event;
+pub mod local;
 mod provider;
 mod spec;
 mod status;

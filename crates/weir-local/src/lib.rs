@@ -7,7 +7,9 @@
 //! becomes the primary and the old primary is stopped; after a restart the same rule brings the
 //! same processes back.
 
-pub mod config;
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
 mod process;
 
 use std::collections::HashMap;
@@ -27,11 +29,13 @@ use weir_router::{Backend, RouteHandle, RouteSpec, Router, RouterConfig, Upstrea
 use weir_router::{Condition, MatchBlock, Matcher, Subject};
 use weir_store::RolloutKey;
 
-use self::config::{LocalTargetConfig, VersionSpec};
 use self::process::VersionProcess;
-use crate::http::HttpClient;
-use crate::providers::{BoxFuture, MetricSource, ProviderError, TargetObservation, TargetProvider};
-use crate::telemetry::{LocalRouters, RouterEntry};
+use weir_core::model::local::{LocalTargetConfig, VersionSpec};
+use weir_engine::telemetry::{LocalRouters, RouterEntry};
+use weir_engine::{
+    BoxFuture, MetricSource, ProviderError, Providers, TargetObservation, TargetProvider,
+};
+use weir_http::HttpClient;
 
 /// Local targets for every local rollout of this process.
 #[derive(Clone, Default)]
@@ -72,6 +76,29 @@ struct LocalRollout {
     judge_snapshot: Option<MetricsSnapshot>,
 }
 
+/// A local rollout's target settings, checked as weir-core checks them and, beyond that, with
+/// every version URL one the router can forward to; each problem names its path.
+pub fn settings(rollout: &Rollout) -> Result<LocalTargetConfig, Vec<FieldError>> {
+    let config = LocalTargetConfig::of(rollout)?;
+    let errors: Vec<FieldError> = [("primary", &config.primary), ("canary", &config.canary)]
+        .into_iter()
+        .filter_map(|(name, version)| {
+            let url = version.url.as_ref()?;
+            let reason = url.parse::<Upstream>().err()?;
+            Some(FieldError::with_value(
+                format!("spec.target.{name}.url"),
+                format!("{url:?}"),
+                reason,
+            ))
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(config)
+    } else {
+        Err(errors)
+    }
+}
+
 fn error(text: impl Into<String>) -> ProviderError {
     ProviderError(text.into())
 }
@@ -85,29 +112,16 @@ impl LocalTargets {
         }
     }
 
-    /// The providers of a process that runs local rollouts: these targets, Prometheus (for
-    /// templates, inline queries, and builtin checks when a metrics server is set), the
-    /// targets' own router counters for builtin checks otherwise, HTTP webhooks (signed with
-    /// the catalog's secrets), and notifications to the rollouts' alert providers.
-    pub fn providers(&self, integrations: &crate::Integrations) -> crate::Providers {
-        crate::Providers {
-            targets: vec![(TargetKind::Local, Arc::new(self.clone()))],
-            // Asked in order: Prometheus first, so a metrics server takes over the builtins.
-            metrics: vec![
-                Arc::new(crate::prometheus::PrometheusSource::new(
-                    Arc::clone(&integrations.catalog),
-                    integrations.metrics_server.clone(),
-                )),
-                Arc::new(self.clone()),
-            ],
-            hooks: Arc::new(crate::hooks::HttpHookRunner::new(Arc::clone(
-                &integrations.catalog,
-            ))),
-            notifier: Arc::new(crate::notify::AlertNotifier::new(Arc::clone(
-                &integrations.catalog,
-            ))),
-            catalog: Arc::clone(&integrations.catalog),
-        }
+    /// `providers` with these targets added: the target of `kind: local` rollouts, and the
+    /// metric source of their builtin checks (the router's own counters). The source is asked
+    /// after the ones already there, so a Prometheus added first takes the builtins over when a
+    /// metrics server is set.
+    pub fn add_to(&self, mut providers: Providers) -> Providers {
+        providers
+            .targets
+            .push((TargetKind::Local, Arc::new(self.clone())));
+        providers.metrics.push(Arc::new(self.clone()));
+        providers
     }
 
     fn slot(&self, key: &RolloutKey) -> Arc<AsyncMutex<LocalRollout>> {
@@ -413,7 +427,7 @@ fn route_spec(
 
 impl TargetProvider for LocalTargets {
     fn validate(&self, rollout: &Rollout) -> Vec<FieldError> {
-        LocalTargetConfig::of(rollout).err().unwrap_or_default()
+        settings(rollout).err().unwrap_or_default()
     }
 
     fn reconcile<'a>(
@@ -423,8 +437,7 @@ impl TargetProvider for LocalTargets {
         status: &'a RolloutStatus,
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
-            let config =
-                LocalTargetConfig::of(rollout).map_err(|errors| error(format!("{errors:?}")))?;
+            let config = settings(rollout).map_err(|errors| error(format!("{errors:?}")))?;
             let slot = self.slot(key);
             let mut local = slot.lock().await;
             self.ensure_primary(&mut local, &config, status).await?;
@@ -446,8 +459,7 @@ impl TargetProvider for LocalTargets {
         status: &'a RolloutStatus,
     ) -> BoxFuture<'a, Result<TargetObservation, ProviderError>> {
         Box::pin(async move {
-            let config =
-                LocalTargetConfig::of(rollout).map_err(|errors| error(format!("{errors:?}")))?;
+            let config = settings(rollout).map_err(|errors| error(format!("{errors:?}")))?;
             let slot = self.slot(key);
             let mut local = slot.lock().await;
             if local.primary.is_none() && status.phase != weir_core::model::Phase::Initializing {
@@ -491,8 +503,7 @@ impl TargetProvider for LocalTargets {
         effect: &'a Effect,
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
-            let config =
-                LocalTargetConfig::of(rollout).map_err(|errors| error(format!("{errors:?}")))?;
+            let config = settings(rollout).map_err(|errors| error(format!("{errors:?}")))?;
             let slot = self.slot(key);
             let mut local = slot.lock().await;
             match effect {
@@ -592,7 +603,7 @@ impl TargetProvider for LocalTargets {
         })
     }
 
-    fn register_metrics(&self, telemetry: &crate::Telemetry) {
+    fn register_metrics(&self, telemetry: &weir_engine::Telemetry) {
         telemetry.add_routers(&self.routers);
     }
 

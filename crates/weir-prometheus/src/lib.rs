@@ -17,6 +17,9 @@
 //! both versions' request and error counters and hands the judges what changed since the last
 //! read, so the sequential judge decides on the same evidence Prometheus holds.
 
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -32,9 +35,9 @@ use weir_core::model::{
 };
 use weir_store::RolloutKey;
 
-use crate::http::HttpClient;
-use crate::local::config::LocalTargetConfig;
-use crate::providers::{BoxFuture, MetricSource};
+use weir_core::model::local::LocalTargetConfig;
+use weir_engine::{BoxFuture, MetricSource};
+use weir_http::HttpClient;
 
 /// How long a query may take before it counts as no data.
 pub const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(10);

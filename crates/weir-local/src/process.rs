@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use tokio::process::{Child, Command};
 
-use super::config::VersionSpec;
-use crate::http::HttpClient;
+use weir_core::model::local::VersionSpec;
+use weir_http::HttpClient;
 
 /// A started version.
 #[derive(Debug)]

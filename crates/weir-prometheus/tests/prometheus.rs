@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use weir_core::document::{Document, load};
 use weir_core::model::CheckOutcome;
 use weir_engine::MetricSource;
-use weir_engine::prometheus::{Endpoint, PrometheusClient, PrometheusSource};
+use weir_prometheus::{Endpoint, PrometheusClient, PrometheusSource};
 use weir_store::RolloutKey;
 use weir_testkit::fixtures::catalog_and_rollout;
 use weir_testkit::prometheus::{self, PrometheusOptions, PrometheusServer};
@@ -296,7 +296,7 @@ fn every_flagger_metric_template_renders() {
                     .collect();
                 metric.template_variables.insert(key, "x".into());
             }
-            let variables = weir_engine::prometheus::variables(&rollout, &metric);
+            let variables = weir_prometheus::variables(&rollout, &metric);
             let text = weir_core::query::render(query, &variables)
                 .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
             assert!(!text.contains("{{"), "{}: {text}", path.display());
@@ -324,7 +324,7 @@ spec:
   plan: {canary: {stepWeight: 50}}
 "#;
     let (_, rollout) = catalog_and_rollout(yaml);
-    let errors = weir_engine::local::config::LocalTargetConfig::of(&rollout).unwrap_err();
+    let errors = weir_core::model::local::LocalTargetConfig::of(&rollout).unwrap_err();
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].path, "spec.target.metricsServer");
     assert!(errors[0].to_string().contains("http://"), "{errors:?}");

@@ -9,12 +9,12 @@ use std::sync::atomic::Ordering;
 
 use weir_core::machine::Command;
 use weir_core::model::{EventReason, Phase, Rollout};
-use weir_engine::local::LocalTargets;
-use weir_engine::{Engine, EngineHandle, EngineOptions, EngineStats, Integrations};
+use weir_engine::{Engine, EngineHandle, EngineOptions, EngineStats};
+use weir_local::LocalTargets;
 use weir_router::RouterConfig;
 use weir_store::{RolloutKey, SqliteStore, Store};
 use weir_testkit::client::{get, http1_client};
-use weir_testkit::engine::{Background, Load};
+use weir_testkit::engine::{Background, Load, local_providers};
 use weir_testkit::fixtures::start_faulty_sample_app as sample_app;
 use weir_testkit::wait::wait_for as wait_until;
 
@@ -43,7 +43,7 @@ async fn start_engine(db: &Path, name: &str) -> Running {
         )
         .await
         .unwrap();
-    let providers = targets.providers(&Integrations::default());
+    let providers = local_providers(&targets, Default::default());
     let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
     Running {
         handle,

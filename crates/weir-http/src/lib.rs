@@ -1,6 +1,9 @@
 //! A small HTTP/1.1 client for health checks, webhooks, notifications and metric queries: plain
 //! http, or https verified against the Mozilla root certificates (webpki-roots) with rustls.
 
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

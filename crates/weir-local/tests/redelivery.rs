@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use weir_core::machine::Notification;
 use weir_core::model::{Phase, Rollout, Severity};
-use weir_engine::local::LocalTargets;
-use weir_engine::{BoxFuture, Engine, EngineOptions, Integrations, Notifier, ProviderError};
+use weir_engine::{BoxFuture, Engine, EngineOptions, Notifier, ProviderError};
+use weir_local::LocalTargets;
 use weir_router::RouterConfig;
 use weir_store::{RolloutKey, SqliteStore, Store};
-use weir_testkit::engine::Background;
+use weir_testkit::engine::{Background, local_providers};
 use weir_testkit::fixtures::{sample_config, start_sample_app};
 use weir_testkit::wait::wait_for;
 
@@ -53,7 +53,7 @@ async fn a_failed_notification_is_delivered_by_a_later_tick_exactly_once_more() 
         .await
         .unwrap();
     let targets = LocalTargets::new(RouterConfig::default());
-    let mut providers = targets.providers(&Integrations::default());
+    let mut providers = local_providers(&targets, Default::default());
     let receiver = FlakyReceiver::default();
     providers.notifier = Arc::new(receiver.clone());
     let options = EngineOptions {

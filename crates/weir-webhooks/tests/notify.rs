@@ -14,12 +14,12 @@ use weir_core::model::{
     CheckOutcome, CheckResult, Evidence, HookResult, HookType, JudgeVerdict, Phase, Severity,
     VerdictOutcome,
 };
-use weir_engine::http::HttpClient;
-use weir_engine::notify::{AlertNotifier, RetryPolicy};
 use weir_engine::{Notifier, ProviderError};
+use weir_http::HttpClient;
 use weir_store::RolloutKey;
 use weir_testkit::fixtures::{ClosedPort, catalog_and_rollout};
 use weir_testkit::receiver::{Receiver, Reply};
+use weir_webhooks::notify::{AlertNotifier, RetryPolicy};
 
 // --- local receivers ---
 
@@ -588,11 +588,11 @@ async fn long_evidence_is_truncated_and_counted() {
 
 mod end_to_end {
     use super::*;
-    use weir_engine::local::LocalTargets;
-    use weir_engine::{Engine, EngineOptions, Integrations, Providers, TargetProvider};
+    use weir_engine::{Engine, EngineOptions, TargetProvider};
+    use weir_local::LocalTargets;
     use weir_router::RouterConfig;
     use weir_store::{SqliteStore, Store};
-    use weir_testkit::engine::{Background, Load};
+    use weir_testkit::engine::{Background, Load, local_providers};
     use weir_testkit::fixtures::start_faulty_sample_app as sample_app;
     use weir_testkit::wait::wait_for;
 
@@ -634,14 +634,7 @@ spec:
             .unwrap();
         // The router binds a port the system picks; the load reads it back once it serves.
         let targets = LocalTargets::new(RouterConfig::default());
-        let local = targets.providers(&Integrations {
-            catalog: Arc::clone(&catalog),
-            ..Integrations::default()
-        });
-        let providers = Providers {
-            notifier: Arc::new(AlertNotifier::new(Arc::clone(&catalog))),
-            ..local
-        };
+        let providers = local_providers(&targets, Arc::clone(&catalog));
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let engine = Background::start(engine);
         let key = RolloutKey::of(&rollout);

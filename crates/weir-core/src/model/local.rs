@@ -16,10 +16,10 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::model::{Plan, Rollout};
+use crate::{FieldError, GoDuration};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use weir_core::model::{Plan, Rollout};
-use weir_core::{FieldError, GoDuration};
 
 /// A local target's settings.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -75,7 +75,7 @@ impl VersionSpec {
 
     /// The version's revision: a hash of its definition.
     pub fn revision(&self) -> String {
-        weir_core::revision::of_definition(&serde_json::to_value(self).unwrap_or(Value::Null))
+        crate::revision::of_definition(&serde_json::to_value(self).unwrap_or(Value::Null))
     }
 }
 
@@ -89,7 +89,7 @@ impl LocalTargetConfig {
             fields.insert(key.clone(), value.clone());
         }
         let config: LocalTargetConfig =
-            weir_core::document::deserialize_collecting(&Value::Object(fields))
+            crate::document::deserialize_collecting(&Value::Object(fields))
                 .map_err(|errors| prefixed(errors, "spec.target"))?;
         let mut errors = Vec::new();
         for (name, version) in [("primary", &config.primary), ("canary", &config.canary)] {
@@ -130,11 +130,8 @@ fn prefixed(errors: Vec<FieldError>, prefix: &str) -> Vec<FieldError> {
 
 fn version_errors(path: &str, version: &VersionSpec, errors: &mut Vec<FieldError>) {
     match (&version.url, &version.command) {
-        (Some(url), None) => {
-            if let Err(reason) = url.parse::<weir_router::Upstream>() {
-                errors.push(FieldError::with_value(format!("{path}.url"), format!("{url:?}"), reason));
-            }
-        }
+        // Whether the URL is one the router can forward to is the local target's to say.
+        (Some(_), None) => {}
         (None, Some(command)) => {
             if command.first().is_none_or(|program| program.trim().is_empty()) {
                 errors.push(FieldError::new(format!("{path}.command"), "needs a program: [\"./app\", \"--port\", \"{port}\"]"));

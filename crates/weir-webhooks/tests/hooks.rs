@@ -13,8 +13,6 @@ use weir_core::catalog::Catalog;
 use weir_core::document::{Document, load};
 use weir_core::machine::{Command, GateRef};
 use weir_core::model::{EventReason, HookType, Phase, Rollout, RolloutStatus, TargetKind, Webhook};
-use weir_engine::hooks::LogNotifier;
-use weir_engine::hooks::{Backoff, HttpHookRunner};
 use weir_engine::synthetic::{SyntheticMetrics, SyntheticTargets};
 use weir_engine::{Engine, EngineOptions, HookRunner, Providers};
 use weir_store::{RolloutKey, SqliteStore, Store};
@@ -22,6 +20,8 @@ use weir_testkit::engine::Background;
 use weir_testkit::fixtures::ClosedPort;
 use weir_testkit::receiver::{Receiver, Reply};
 use weir_testkit::wait::wait_for;
+use weir_webhooks::hooks::LogNotifier;
+use weir_webhooks::hooks::{Backoff, HttpHookRunner};
 
 // --- helpers ---
 

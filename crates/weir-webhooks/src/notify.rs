@@ -28,9 +28,9 @@ use weir_core::model::{
 };
 use weir_store::RolloutKey;
 
-use crate::http::HttpClient;
-use crate::providers::{BoxFuture, Notifier, ProviderError};
 use crate::text::truncate;
+use weir_engine::{BoxFuture, Notifier, ProviderError};
+use weir_http::HttpClient;
 
 /// How hard one [`AlertNotifier::notify`] call tries each provider before giving up (the engine
 /// retries the whole notification later).

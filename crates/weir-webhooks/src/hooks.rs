@@ -33,9 +33,9 @@ use weir_core::model::{
 };
 use weir_store::RolloutKey;
 
-use crate::http::{Answer, HttpClient};
-use crate::providers::{BoxFuture, HookRunner, Notifier, ProviderError};
 use crate::text::truncate;
+use weir_engine::{BoxFuture, HookRunner, Notifier, ProviderError};
+use weir_http::{Answer, HttpClient};
 
 /// The timeout of one attempt when the hook sets none (Flagger's default).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
