@@ -28,6 +28,7 @@ use weir_core::machine::{self, Command, CommandInput, Effect, Input, Observation
 use weir_core::model::{CheckOutcome, CheckResult, Event, HookType, Rollout};
 use weir_store::{CommitItem, RolloutKey, Store, StoreError, StoredEvent, StoredRollout};
 
+use crate::clock::{SharedClock, SystemClock};
 use crate::handle::{Applied, EngineError, EngineHandle, Request, StatusChange};
 use crate::providers::{Providers, TargetObservation};
 use crate::telemetry::Telemetry;
@@ -51,6 +52,9 @@ pub struct EngineOptions {
     /// Where the engine's own metrics go (`None`: a fresh [`Telemetry`]); the engine handle
     /// exposes it either way. Give one to share a registry with other parts of a process.
     pub telemetry: Option<Telemetry>,
+    /// Where every time the engine uses comes from: the system clock by default; tests give a
+    /// [`crate::clock::ManualClock`] to move time instead of waiting for it.
+    pub clock: SharedClock,
 }
 
 impl Default for EngineOptions {
@@ -63,6 +67,7 @@ impl Default for EngineOptions {
             judge_period: Duration::from_secs(1),
             redelivery_pause: Duration::from_secs(60),
             telemetry: None,
+            clock: SystemClock::shared(),
         }
     }
 }
@@ -112,7 +117,7 @@ pub struct Engine<S: Store> {
 /// When each one-shot effect that could not be delivered last failed (by rollout and delivery
 /// id), so a tick retries it once `EngineOptions::redelivery_pause` has passed instead of on
 /// every tick: a notification provider that is down must not slow every analysis step.
-type FailedDeliveries = Arc<std::sync::Mutex<HashMap<(RolloutKey, String), std::time::Instant>>>;
+type FailedDeliveries = Arc<std::sync::Mutex<HashMap<(RolloutKey, String), Timestamp>>>;
 
 /// A step waiting for the group commit.
 struct CommitRequest {
@@ -290,7 +295,7 @@ impl<S: Store> Engine<S> {
         loop {
             self.start_ready_jobs();
             let next_wake = self.timers.peek().map(|Reverse((at, _))| *at);
-            let sleep = sleep_until(next_wake);
+            let sleep = sleep_until(&self.options.clock, next_wake);
             tokio::select! {
                 _ = &mut shutdown => break,
                 // The engine holds a sender itself (for the judge task), so this never closes.
@@ -376,7 +381,7 @@ impl<S: Store> Engine<S> {
     }
 
     fn fire_timers(&mut self) {
-        let now = Timestamp::now();
+        let now = self.options.clock.now();
         while let Some(Reverse((at, _))) = self.timers.peek() {
             if *at > now {
                 break;
@@ -431,6 +436,7 @@ impl<S: Store> Engine<S> {
                 telemetry: self.telemetry.clone(),
                 failed_deliveries: Arc::clone(&self.failed_deliveries),
                 redelivery_pause: self.options.redelivery_pause,
+                clock: self.options.clock.clone(),
                 key: key.clone(),
                 stored: entry.stored.clone(),
                 needs_reconcile,
@@ -471,15 +477,10 @@ impl<S: Store> Engine<S> {
     }
 }
 
-async fn sleep_until(at: Option<Timestamp>) {
+async fn sleep_until(clock: &SharedClock, at: Option<Timestamp>) {
     match at {
         None => std::future::pending().await,
-        Some(at) => {
-            let wait = Timestamp::now().duration_until(at);
-            if wait > SignedDuration::ZERO {
-                tokio::time::sleep(Duration::try_from(wait).unwrap_or(Duration::MAX)).await;
-            }
-        }
+        Some(at) => clock.sleep_until(at).await,
     }
 }
 
@@ -490,6 +491,7 @@ async fn sleep_until(at: Option<Timestamp>) {
 async fn record_target_notes(
     commits: &mpsc::Sender<CommitRequest>,
     providers: &Providers,
+    clock: &SharedClock,
     mut done: JobDone,
 ) -> JobDone {
     let Some(stored) = done.stored.as_ref() else {
@@ -502,7 +504,7 @@ async fn record_target_notes(
     if notes.is_empty() {
         return done;
     }
-    let now = Timestamp::now();
+    let now = clock.now();
     let events: Vec<Event> = notes
         .into_iter()
         .map(|note| Event::of_target(&stored.status, now, note))
@@ -553,6 +555,7 @@ struct JobContext<S: Store> {
     telemetry: Telemetry,
     failed_deliveries: FailedDeliveries,
     redelivery_pause: Duration,
+    clock: SharedClock,
     key: RolloutKey,
     stored: Option<StoredRollout>,
     needs_reconcile: bool,
@@ -562,6 +565,7 @@ impl<S: Store> JobContext<S> {
     async fn run(self, job: Job) -> JobDone {
         let commits = self.commits.clone();
         let providers = self.providers.clone();
+        let clock = self.clock.clone();
         let done = match job {
             Job::Restore => self.restore().await,
             Job::Tick { due } => self.tick(due).await,
@@ -593,7 +597,7 @@ impl<S: Store> JobContext<S> {
             }
             Job::Verdict { run, verdict } => self.verdict(run, verdict).await,
         };
-        record_target_notes(&commits, &providers, done).await
+        record_target_notes(&commits, &providers, &clock, done).await
     }
 
     /// A judge's verdict between ticks: acted on at once, if its run is still the current one.
@@ -604,7 +608,7 @@ impl<S: Store> JobContext<S> {
         if stored.status.run != run {
             return self.unchanged(None);
         }
-        let now = Timestamp::now();
+        let now = self.clock.now();
         match machine::step(
             &stored.rollout.spec,
             &stored.status,
@@ -651,7 +655,7 @@ impl<S: Store> JobContext<S> {
         // taken early, nor twice.
         let interval = SignedDuration::try_from(stored.rollout.spec.analysis.interval.get())
             .unwrap_or(SignedDuration::MAX);
-        let now = Timestamp::now();
+        let now = self.clock.now();
         let wake = stored
             .status
             .last_progress_at
@@ -677,7 +681,7 @@ impl<S: Store> JobContext<S> {
         let Some(stored) = self.stored.clone() else {
             return self.unchanged(None);
         };
-        let started = Timestamp::now();
+        let started = self.clock.now();
         self.stats.ticks.fetch_add(1, Ordering::Relaxed);
         let late = Duration::try_from(started.duration_since(due)).unwrap_or_default();
         record_lateness(&self.stats, self.lateness.as_ref(), late);
@@ -705,7 +709,7 @@ impl<S: Store> JobContext<S> {
             }
         };
         let observations = self.gather(&stored, observed).await;
-        let now = Timestamp::now();
+        let now = self.clock.now();
         let transition = match machine::step(
             &rollout.spec,
             &stored.status,
@@ -729,7 +733,7 @@ impl<S: Store> JobContext<S> {
         let rollout = &stored.rollout;
         let status = &stored.status;
         let needs = machine::needs(&rollout.spec, status, observed.canary_revision.as_deref());
-        let now_ms = Timestamp::now().as_millisecond();
+        let now_ms = self.clock.now().as_millisecond();
         let mut hooks = Vec::new();
         for hook_type in &needs.hooks {
             for hook in rollout.spec.analysis.hooks_of(*hook_type) {
@@ -883,7 +887,11 @@ impl<S: Store> JobContext<S> {
                     effect.delivery_id().is_some_and(|id| {
                         failed
                             .get(&(self.key.clone(), id.to_string()))
-                            .is_none_or(|at| at.elapsed() >= self.redelivery_pause)
+                            .is_none_or(|at| {
+                                self.clock.now().duration_since(*at)
+                                    >= SignedDuration::try_from(self.redelivery_pause)
+                                        .unwrap_or(SignedDuration::MAX)
+                            })
                     })
                 })
                 .cloned()
@@ -953,10 +961,7 @@ impl<S: Store> JobContext<S> {
                         self.failed_deliveries
                             .lock()
                             .unwrap_or_else(PoisonError::into_inner)
-                            .insert(
-                                (self.key.clone(), id.to_string()),
-                                std::time::Instant::now(),
-                            );
+                            .insert((self.key.clone(), id.to_string()), self.clock.now());
                         self.provider_error("notify", error);
                     }
                 },
@@ -1011,7 +1016,7 @@ impl<S: Store> JobContext<S> {
         if !errors.is_empty() {
             return (self.unchanged(None), Err(EngineError::Invalid(errors)));
         }
-        let now = Timestamp::now();
+        let now = self.clock.now();
         match self.store.apply(&rollout, expected_version, now).await {
             Ok((stored, outcome)) => {
                 let changed = outcome != weir_store::ApplyOutcome::Unchanged;
@@ -1049,7 +1054,7 @@ impl<S: Store> JobContext<S> {
             let key = self.key.clone();
             return (self.unchanged(None), Err(EngineError::NotFound(key)));
         };
-        let now = Timestamp::now();
+        let now = self.clock.now();
         let input = Input::Command(CommandInput { command, actor });
         match machine::step(&stored.rollout.spec, &stored.status, &input, now) {
             Err(rejected) => (self.unchanged(None), Err(rejected.into())),
@@ -1082,7 +1087,7 @@ impl<S: Store> JobContext<S> {
             };
             return (self.unchanged(None), Err(conflict.into()));
         }
-        let now = Timestamp::now();
+        let now = self.clock.now();
         if let Ok(transition) =
             machine::step(&stored.rollout.spec, &stored.status, &Input::Deleted, now)
             && let Some(target) = self.providers.target(&stored.rollout)

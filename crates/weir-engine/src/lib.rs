@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod clock;
 mod engine;
 mod handle;
 pub mod judging;

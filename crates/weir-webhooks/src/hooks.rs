@@ -31,6 +31,7 @@ use weir_core::model::{
     Event, HMAC_SECRET_KEY, HookResult, HookType, MAX_WEBHOOK_RETRIES, Phase, RolloutStatus,
     Webhook,
 };
+use weir_engine::clock::{SharedClock, SystemClock};
 use weir_store::RolloutKey;
 
 use crate::text::truncate;
@@ -85,6 +86,7 @@ pub struct HttpHookRunner {
     client: HttpClient,
     catalog: Arc<Catalog>,
     backoff: Backoff,
+    clock: SharedClock,
 }
 
 impl Default for HttpHookRunner {
@@ -103,7 +105,15 @@ impl HttpHookRunner {
             client: HttpClient::default(),
             catalog,
             backoff: Backoff::default(),
+            clock: SystemClock::shared(),
         }
+    }
+
+    /// The same runner stamping payloads with `clock`'s time (the engine's, in a process that
+    /// moves time itself).
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The same runner with other waits between attempts (tests use short ones).
@@ -314,7 +324,7 @@ impl HttpHookRunner {
                 success,
                 message,
             };
-            let now_ms = jiff::Timestamp::now().as_millisecond();
+            let now_ms = self.clock.now().as_millisecond();
             let body = payload(key, status, hook, event, now_ms);
             let mut headers = vec![
                 (DELIVERY_HEADER, delivery_id.to_string()),
