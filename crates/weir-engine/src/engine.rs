@@ -191,6 +191,11 @@ enum Job {
         run: u64,
         verdict: weir_core::model::JudgeVerdict,
     },
+    /// The target failed permanently during run `run`.
+    TargetFailed {
+        run: u64,
+        reason: String,
+    },
 }
 
 struct JobDone {
@@ -203,6 +208,9 @@ struct JobDone {
     change: Option<StatusChange>,
     /// Whether an effect failed to apply.
     needs_reconcile: bool,
+    /// The run and the reason, when the target failed in a way retrying cannot fix: a job of
+    /// its own then tells the machine (after this job's commit, which already happened).
+    target_failed: Option<(u64, String)>,
 }
 
 impl<S: Store> Engine<S> {
@@ -456,6 +464,9 @@ impl<S: Store> Engine<S> {
         let Some(entry) = self.entries.get_mut(&key) else {
             return;
         };
+        if let Some((run, reason)) = done.target_failed {
+            entry.queued.push_back(Job::TargetFailed { run, reason });
+        }
         entry.busy = false;
         entry.needs_reconcile |= done.needs_reconcile;
         self.watched.update(&key, done.stored.as_ref());
@@ -596,12 +607,22 @@ impl<S: Store> JobContext<S> {
                 done
             }
             Job::Verdict { run, verdict } => self.verdict(run, verdict).await,
+            Job::TargetFailed { run, reason } => self.target_failed(run, reason).await,
         };
         record_target_notes(&commits, &providers, &clock, done).await
     }
 
     /// A judge's verdict between ticks: acted on at once, if its run is still the current one.
     async fn verdict(self, run: u64, verdict: weir_core::model::JudgeVerdict) -> JobDone {
+        self.between_ticks(run, Input::Verdict(verdict)).await
+    }
+
+    /// A permanent target failure: acted on at once, if its run is still the current one.
+    async fn target_failed(self, run: u64, reason: String) -> JobDone {
+        self.between_ticks(run, Input::TargetFailed(reason)).await
+    }
+
+    async fn between_ticks(self, run: u64, input: Input) -> JobDone {
         let Some(stored) = self.stored.clone() else {
             return self.unchanged(None);
         };
@@ -609,12 +630,7 @@ impl<S: Store> JobContext<S> {
             return self.unchanged(None);
         }
         let now = self.clock.now();
-        match machine::step(
-            &stored.rollout.spec,
-            &stored.status,
-            &Input::Verdict(verdict),
-            now,
-        ) {
+        match machine::step(&stored.rollout.spec, &stored.status, &input, now) {
             Ok(transition) => self.commit_and_apply(&stored, transition, now).await,
             Err(_) => self.unchanged(None),
         }
@@ -627,6 +643,7 @@ impl<S: Store> JobContext<S> {
             wake_at,
             change: None,
             needs_reconcile: false,
+            target_failed: None,
         }
     }
 
@@ -667,6 +684,7 @@ impl<S: Store> JobContext<S> {
             wake_at: Some(wake),
             change: None,
             needs_reconcile: self.needs_reconcile,
+            target_failed: None,
         }
     }
 
@@ -701,6 +719,17 @@ impl<S: Store> JobContext<S> {
         }
         let observed = match target.observe(&self.key, rollout, &stored.status).await {
             Ok(observed) => observed,
+            Err(error) if error.is_permanent() => {
+                self.provider_error("observe", &error);
+                // Ticks go on (the machine may note the failure without ending anything).
+                let interval = SignedDuration::try_from(rollout.spec.analysis.interval.get())
+                    .unwrap_or(SignedDuration::MAX);
+                let now = self.clock.now();
+                let mut done = self.unchanged(Some(now.checked_add(interval).unwrap_or(now)));
+                done.target_failed = Some((stored.status.run, error.message));
+                done.needs_reconcile = needs_reconcile;
+                return done;
+            }
             Err(error) => {
                 // Unobservable counts as not ready: the run halts and the progress deadline
                 // bounds how long.
@@ -819,6 +848,7 @@ impl<S: Store> JobContext<S> {
         };
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
         let mut needs_reconcile = false;
+        let mut target_failed = None;
         if let Some(target) = self.providers.target(&committed.rollout) {
             for effect in effects
                 .iter()
@@ -828,8 +858,11 @@ impl<S: Store> JobContext<S> {
                     .apply(&self.key, &committed.rollout, &committed.status, effect)
                     .await
                 {
-                    self.provider_error("apply effect", error);
+                    self.provider_error("apply effect", &error);
                     needs_reconcile = true;
+                    if error.is_permanent() {
+                        target_failed = Some((committed.status.run, error.message));
+                    }
                 }
             }
         }
@@ -854,6 +887,7 @@ impl<S: Store> JobContext<S> {
             wake_at,
             change: Some(change),
             needs_reconcile,
+            target_failed,
         }
     }
 
@@ -957,6 +991,11 @@ impl<S: Store> JobContext<S> {
                     .await
                 {
                     Ok(()) => delivered.push(id.to_string()),
+                    // Sending it again would fail the same way: it is dropped, not kept pending.
+                    Err(error) if error.is_permanent() => {
+                        self.provider_error("notify", error);
+                        delivered.push(id.to_string());
+                    }
                     Err(error) => {
                         self.failed_deliveries
                             .lock()
@@ -1032,6 +1071,7 @@ impl<S: Store> JobContext<S> {
                         events: Vec::new(),
                     }),
                     needs_reconcile: false,
+                    target_failed: None,
                 };
                 (
                     done,
@@ -1127,6 +1167,7 @@ impl<S: Store> JobContext<S> {
                             events: Vec::new(),
                         }),
                         needs_reconcile: false,
+                        target_failed: None,
                     },
                     Ok(()),
                 )

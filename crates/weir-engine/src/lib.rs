@@ -20,7 +20,7 @@ pub mod telemetry;
 pub use engine::{Engine, EngineOptions, EngineStats, LatenessSink};
 pub use handle::{Applied, EngineError, EngineHandle, StatusChange};
 pub use providers::{
-    BoxFuture, HookRunner, MetricSource, Notifier, ProviderError, Providers, TargetObservation,
-    TargetProvider,
+    BoxFuture, ErrorKind, HookRunner, MetricSource, Notifier, ProviderError, Providers,
+    TargetObservation, TargetProvider,
 };
 pub use telemetry::Telemetry;

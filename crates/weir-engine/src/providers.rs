@@ -29,10 +29,61 @@ pub struct TargetObservation {
     pub canary_ready: bool,
 }
 
-/// A failure of a provider; the engine records it and retries at the next tick.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ProviderError(pub String);
+/// Whether trying again can help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// It may work next time (a timeout, a refused connection, a 5xx): the engine counts it and
+    /// tries again at the next tick.
+    Transient,
+    /// It can never work as things are (settings the target cannot use, a program that does
+    /// not exist, a receiver that refuses the request): the engine stops trying; a target's
+    /// permanent failure rolls the run back with this reason.
+    Permanent,
+}
+
+/// A failure of a provider: what happened, whether trying again can help, and its cause.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message} ({})", match .kind { ErrorKind::Transient => "transient, will retry", ErrorKind::Permanent => "permanent" })]
+pub struct ProviderError {
+    /// Whether trying again can help.
+    pub kind: ErrorKind,
+    /// What happened, in words.
+    pub message: String,
+    /// The underlying error, when there is one.
+    #[source]
+    pub source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl ProviderError {
+    /// A failure that may go away by itself.
+    pub fn transient(message: impl Into<String>) -> ProviderError {
+        ProviderError {
+            kind: ErrorKind::Transient,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A failure that trying again cannot fix.
+    pub fn permanent(message: impl Into<String>) -> ProviderError {
+        ProviderError {
+            kind: ErrorKind::Permanent,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The same failure, caused by `source`.
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Arc::new(source));
+        self
+    }
+
+    /// Whether trying again cannot help.
+    pub fn is_permanent(&self) -> bool {
+        self.kind == ErrorKind::Permanent
+    }
+}
 
 /// Where exposure is changed: the embedded router, Kubernetes, flags.
 pub trait TargetProvider: Send + Sync + 'static {

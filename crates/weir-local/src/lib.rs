@@ -100,7 +100,14 @@ pub fn settings(rollout: &Rollout) -> Result<LocalTargetConfig, Vec<FieldError>>
 }
 
 fn error(text: impl Into<String>) -> ProviderError {
-    ProviderError(text.into())
+    ProviderError::transient(text)
+}
+
+/// Settings this target cannot use: trying again cannot help (they were checked when the
+/// rollout was applied, so this means a rollout stored by an older, more lenient weir).
+fn unusable(errors: Vec<FieldError>) -> ProviderError {
+    let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    ProviderError::permanent(format!("unusable target settings: {}", errors.join("; ")))
 }
 
 impl LocalTargets {
@@ -182,9 +189,7 @@ impl LocalTargets {
                 process: None,
             }),
             _ => {
-                let process = VersionProcess::start(spec, &self.client, notes)
-                    .await
-                    .map_err(error)?;
+                let process = VersionProcess::start(spec, &self.client, notes).await?;
                 Ok(Running {
                     revision,
                     upstream: process
@@ -437,7 +442,7 @@ impl TargetProvider for LocalTargets {
         status: &'a RolloutStatus,
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
-            let config = settings(rollout).map_err(|errors| error(format!("{errors:?}")))?;
+            let config = settings(rollout).map_err(unusable)?;
             let slot = self.slot(key);
             let mut local = slot.lock().await;
             self.ensure_primary(&mut local, &config, status).await?;
@@ -459,7 +464,7 @@ impl TargetProvider for LocalTargets {
         status: &'a RolloutStatus,
     ) -> BoxFuture<'a, Result<TargetObservation, ProviderError>> {
         Box::pin(async move {
-            let config = settings(rollout).map_err(|errors| error(format!("{errors:?}")))?;
+            let config = settings(rollout).map_err(unusable)?;
             let slot = self.slot(key);
             let mut local = slot.lock().await;
             if local.primary.is_none() && status.phase != weir_core::model::Phase::Initializing {
@@ -503,7 +508,7 @@ impl TargetProvider for LocalTargets {
         effect: &'a Effect,
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
-            let config = settings(rollout).map_err(|errors| error(format!("{errors:?}")))?;
+            let config = settings(rollout).map_err(unusable)?;
             let slot = self.slot(key);
             let mut local = slot.lock().await;
             match effect {

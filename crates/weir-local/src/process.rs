@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::process::{Child, Command};
 
 use weir_core::model::local::VersionSpec;
+use weir_engine::ProviderError;
 use weir_http::HttpClient;
 
 /// A started version.
@@ -95,8 +96,10 @@ fn port_taken(port: u16) -> bool {
 enum StartFailure {
     /// It exited before it was healthy and its port is held by someone else: it could not bind.
     PortTaken(String),
-    /// Anything else: starting it again would fail the same way.
+    /// It could not start or did not become healthy: perhaps it will next time.
     Failed(String),
+    /// The program does not exist or cannot be executed: it never will.
+    Unrunnable(String),
 }
 
 impl VersionProcess {
@@ -108,10 +111,12 @@ impl VersionProcess {
         spec: &VersionSpec,
         client: &HttpClient,
         notes: &mut Vec<String>,
-    ) -> Result<VersionProcess, String> {
+    ) -> Result<VersionProcess, ProviderError> {
         let mut attempt = 1;
         loop {
-            let port = pick_port().map_err(|error| format!("cannot find a free port: {error}"))?;
+            let port = pick_port().map_err(|error| {
+                ProviderError::transient(format!("cannot find a free port: {error}"))
+            })?;
             match Self::start_on(spec, client, port).await {
                 Ok(process) => return Ok(process),
                 Err(StartFailure::PortTaken(reason)) if attempt < START_ATTEMPTS => {
@@ -122,7 +127,10 @@ impl VersionProcess {
                     attempt += 1;
                 }
                 Err(StartFailure::PortTaken(reason) | StartFailure::Failed(reason)) => {
-                    return Err(reason);
+                    return Err(ProviderError::transient(reason));
+                }
+                Err(StartFailure::Unrunnable(reason)) => {
+                    return Err(ProviderError::permanent(reason));
                 }
             }
         }
@@ -167,6 +175,12 @@ impl VersionProcess {
         loop {
             if let Ok(Some(exit)) = process.child.try_wait() {
                 let reason = format!("{program:?} exited with {exit} before becoming healthy");
+                // The shell's codes for "not found" and "not executable": no retry can help.
+                if matches!(exit.code(), Some(126 | 127)) {
+                    return Err(StartFailure::Unrunnable(format!(
+                        "{reason}: {program:?} cannot be run (not found or not executable)"
+                    )));
+                }
                 return Err(if port_taken(port) {
                     StartFailure::PortTaken(reason)
                 } else {

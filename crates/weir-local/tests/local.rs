@@ -467,3 +467,31 @@ async fn a_promotion_half_way_sends_all_traffic_to_the_new_version() {
     assert_eq!(stored.status.canary_weight.basis_points(), 0);
     running.stop(&key).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_program_that_does_not_exist_rolls_back_at_once_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_engine(&dir.path().join("weir.db"), "shop").await;
+    let v1 = sample_app("v1", 0.0).await;
+    let spec = rollout(
+        &format!("{{url: \"http://{v1}\", healthCheck: /healthz}}"),
+        "{command: [\"./no-such-program-weir-test\", \"--port\", \"{port}\"]}",
+        "[20, 50, 100]",
+    );
+    let key = RolloutKey::of(&spec);
+    running.handle.apply(spec, None).await.unwrap();
+    // The progress deadline is 30 s; a permanent failure ends the run long before that, but the
+    // test only waits for the outcome (with a generous deadline), it does not time it.
+    assert_eq!(
+        wait_for(&running.store, &key, &[Phase::Succeeded, Phase::Failed]).await,
+        Phase::Failed
+    );
+    let status = running.store.get(&key).await.unwrap().unwrap().status;
+    assert!(
+        status.message.contains("retrying cannot help")
+            && status.message.contains("no-such-program-weir-test"),
+        "{}",
+        status.message
+    );
+    running.stop(&key).await;
+}

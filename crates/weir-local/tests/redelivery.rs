@@ -38,7 +38,7 @@ impl Notifier for FlakyReceiver {
                 .or_insert((0, notification.clone()));
             entry.0 += 1;
             if entry.0 == 1 {
-                Err(ProviderError("the receiver is down".into()))
+                Err(ProviderError::transient("the receiver is down"))
             } else {
                 Ok(())
             }

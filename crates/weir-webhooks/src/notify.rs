@@ -29,7 +29,7 @@ use weir_core::model::{
 use weir_store::RolloutKey;
 
 use crate::text::truncate;
-use weir_engine::{BoxFuture, Notifier, ProviderError};
+use weir_engine::{BoxFuture, ErrorKind, Notifier, ProviderError};
 use weir_http::HttpClient;
 
 /// How hard one [`AlertNotifier::notify`] call tries each provider before giving up (the engine
@@ -201,27 +201,38 @@ impl Notifier for AlertNotifier {
                     (destination, memory_key, result)
                 });
             }
+            // Providers that cannot be reached as configured fail the same way every time.
+            let mut worth_retrying = false;
             while let Some(joined) = sending.join_next().await {
                 match joined {
                     Ok((_, memory_key, Ok(()))) => self.remember(memory_key),
-                    Ok((destination, _, Err(error))) => {
+                    Ok((destination, _, Err((kind, error)))) => {
                         let failure = format!("{}: {error}", destination.describe());
                         tracing::warn!(rollout = %key, id = %notification.delivery_id, "notification not delivered: {failure}");
                         failures.push(failure);
+                        worth_retrying |= kind == ErrorKind::Transient;
                     }
-                    Err(error) => failures.push(format!("a delivery task ended early: {error}")),
+                    Err(error) => {
+                        failures.push(format!("a delivery task ended early: {error}"));
+                        worth_retrying = true;
+                    }
                 }
             }
             if failures.is_empty() {
                 Ok(())
             } else {
                 failures.sort();
-                Err(ProviderError(format!(
+                let message = format!(
                     "notification {} not delivered to {} of {total} providers: {}",
                     notification.delivery_id,
                     failures.len(),
                     failures.join("; ")
-                )))
+                );
+                Err(if worth_retrying {
+                    ProviderError::transient(message)
+                } else {
+                    ProviderError::permanent(message)
+                })
             }
         })
     }
@@ -303,7 +314,7 @@ async fn post(
     headers: Vec<(&'static str, String)>,
     body: Vec<u8>,
     retry: RetryPolicy,
-) -> Result<(), String> {
+) -> Result<(), (ErrorKind, String)> {
     let attempts = retry.attempts.max(1);
     let mut backoff = retry.first_backoff;
     let mut last = String::new();
@@ -323,7 +334,7 @@ async fn post(
                 };
                 // The request was understood and refused: sending it again cannot help.
                 if !retryable(answer.status) {
-                    return Err(format!("{last} (not retried)"));
+                    return Err((ErrorKind::Permanent, format!("{last} (not retried)")));
                 }
             }
             // The client's errors start with the URL, which may hold a token.
@@ -334,7 +345,10 @@ async fn post(
             backoff = (backoff * 2).min(retry.max_backoff);
         }
     }
-    Err(format!("{last} (after {attempts} attempts)"))
+    Err((
+        ErrorKind::Transient,
+        format!("{last} (after {attempts} attempts)"),
+    ))
 }
 
 /// Flagger posts Slack-formatted messages to Discord's Slack-compatible endpoint, the webhook

@@ -14,7 +14,7 @@ use weir_core::model::{
     CheckOutcome, CheckResult, Evidence, HookResult, HookType, JudgeVerdict, Phase, Severity,
     VerdictOutcome,
 };
-use weir_engine::{Notifier, ProviderError};
+use weir_engine::Notifier;
 use weir_http::HttpClient;
 use weir_store::RolloutKey;
 use weir_testkit::fixtures::{ClosedPort, catalog_and_rollout};
@@ -455,10 +455,12 @@ async fn a_receiver_that_always_fails_makes_notify_fail_naming_it_and_is_retried
     let (catalog, rollout) = catalog_and_rollout(&documents);
     let notifier = notifier(catalog);
     let notification = rolled_back();
-    let ProviderError(error) = notifier
+    let failure = notifier
         .notify(&key(), &rollout, &notification)
         .await
         .unwrap_err();
+    assert!(!failure.is_permanent(), "{failure}");
+    let error = failure.message;
     assert!(
         error.contains(r#"alert "pager" (AlertProvider ops/pager, generic)"#),
         "{error}"
@@ -497,10 +499,12 @@ async fn a_refusal_is_not_retried() {
         .documents()
         .replace(&receivers.teams.url("/webhookb2/team"), &refusing.url("/x"));
     let (catalog, rollout) = catalog_and_rollout(&documents);
-    let ProviderError(error) = notifier(catalog)
+    let failure = notifier(catalog)
         .notify(&key(), &rollout, &rolled_back())
         .await
         .unwrap_err();
+    assert!(failure.is_permanent(), "{failure}");
+    let error = failure.message;
     assert_eq!(refusing.received().len(), 1);
     assert!(
         error
@@ -522,10 +526,12 @@ async fn an_unreachable_provider_fails_without_revealing_its_url() {
         &secret_url,
     );
     let (catalog, rollout) = catalog_and_rollout(&documents);
-    let ProviderError(error) = notifier(catalog)
+    let failure = notifier(catalog)
         .notify(&key(), &rollout, &rolled_back())
         .await
         .unwrap_err();
+    assert!(!failure.is_permanent(), "{failure}");
+    let error = failure.message;
     assert!(error.contains(r#"alert "chat""#), "{error}");
     assert!(error.contains(&format!("http://{closed}/…")), "{error}");
     assert!(!error.contains("TOP-SECRET-TOKEN"), "{error}");

@@ -295,6 +295,16 @@ impl Machine<'_> {
         }
     }
 
+    pub(super) fn target_failed(&mut self, reason: &str) {
+        let message = format!("the target failed and retrying cannot help: {reason}");
+        match self.status.phase {
+            Phase::Waiting | Phase::Progressing | Phase::WaitingPromotion | Phase::Held => {
+                self.fail(Failure::Forced, message, Evidence::default());
+            }
+            _ => self.note(EventReason::Target, message, Evidence::default()),
+        }
+    }
+
     pub(super) fn new_revision(&mut self, revision: &str) {
         match self.status.phase {
             Phase::Initialized | Phase::Succeeded | Phase::Failed => {

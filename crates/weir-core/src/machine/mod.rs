@@ -45,6 +45,9 @@ pub enum Input {
     Verdict(JudgeVerdict),
     /// The canary's definition changed.
     NewRevision(String),
+    /// The target failed in a way retrying cannot fix (settings it cannot use, a program that
+    /// does not exist): a run under way rolls back with this reason; otherwise it is recorded.
+    TargetFailed(String),
     /// The rollout was deleted.
     Deleted,
 }
@@ -360,6 +363,7 @@ pub fn step(
         Input::Command(command) => machine.command(command)?,
         Input::Verdict(verdict) => machine.verdict(verdict),
         Input::NewRevision(revision) => machine.new_revision(revision),
+        Input::TargetFailed(reason) => machine.target_failed(reason),
         Input::Deleted => machine.deleted(),
     }
     Ok(machine.finish())

@@ -51,7 +51,9 @@ async fn a_command_whose_port_is_taken_is_told_apart_from_one_that_fails() {
     let port = held.local_addr().unwrap().port();
     match VersionProcess::start_on(&python_server(), &client, port).await {
         Err(StartFailure::PortTaken(reason)) => assert!(reason.contains("exited"), "{reason}"),
-        Err(StartFailure::Failed(reason)) => panic!("not seen as a taken port: {reason}"),
+        Err(StartFailure::Failed(reason) | StartFailure::Unrunnable(reason)) => {
+            panic!("not seen as a taken port: {reason}")
+        }
         Ok(_) => panic!("started on a port someone else holds"),
     }
     drop(held);
@@ -60,11 +62,28 @@ async fn a_command_whose_port_is_taken_is_told_apart_from_one_that_fails() {
     let free = pick_port().unwrap();
     match VersionProcess::start_on(&failing, &client, free).await {
         Err(StartFailure::Failed(reason)) => assert!(reason.contains("exited"), "{reason}"),
-        Err(StartFailure::PortTaken(reason)) => {
-            panic!("a failing command taken for a clash: {reason}")
+        Err(StartFailure::PortTaken(reason) | StartFailure::Unrunnable(reason)) => {
+            panic!("a failing command taken for a clash or an unrunnable one: {reason}")
         }
         Ok(_) => panic!("a command that exits became healthy"),
     }
+}
+
+#[tokio::test]
+async fn a_program_that_does_not_exist_is_a_permanent_failure() {
+    let client = HttpClient::default();
+    let missing = command(&["./no-such-program-weir-test", "--port", "{port}"]);
+    let Err(error) = VersionProcess::start(&missing, &client, &mut Vec::new()).await else {
+        panic!("a missing program started");
+    };
+    assert!(error.is_permanent(), "{error}");
+    assert!(error.message.contains("cannot be run"), "{error}");
+
+    let failing = command(&["sh", "-c", "exit 3"]);
+    let Err(error) = VersionProcess::start(&failing, &client, &mut Vec::new()).await else {
+        panic!("a failing command started");
+    };
+    assert!(!error.is_permanent(), "{error}");
 }
 
 #[tokio::test]

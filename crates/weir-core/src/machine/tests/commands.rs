@@ -113,6 +113,31 @@ fn a_failing_verdict_rolls_back_between_ticks() {
 }
 
 #[test]
+fn a_permanent_target_failure_rolls_a_run_back_even_with_hold_and_is_only_noted_otherwise() {
+    let body = "  plan: {canary: {stepWeight: 20}}\n  analysis: {onFailure: hold}\n";
+    let mut harness = Harness::running(body);
+    harness.healthy();
+    assert_eq!(harness.weight(), 20);
+    harness.input(Input::TargetFailed("no such program: ./app".into()));
+    assert_eq!((harness.status.phase, harness.weight()), (Phase::Failed, 0));
+    assert_eq!(harness.last_reason(), Some(EventReason::RolledBack));
+    assert!(
+        harness
+            .status
+            .message
+            .contains("retrying cannot help: no such program: ./app"),
+        "{}",
+        harness.status.message
+    );
+    // After the run: recorded, nothing moves.
+    let before = harness.status.clone();
+    harness.input(Input::TargetFailed("still missing".into()));
+    assert_eq!(harness.status.phase, before.phase);
+    assert_eq!(harness.last_reason(), Some(EventReason::Target));
+    assert!(harness.routes().is_empty());
+}
+
+#[test]
 fn hold_instead_of_rollback_keeps_the_weight_until_a_person_decides() {
     let body = "  plan: {canary: {stepWeight: 20}}\n  analysis: {onFailure: hold, metrics: [{name: request-success-rate, thresholdRange: {min: 99}}]}\n";
     let mut harness = Harness::running(body);
