@@ -12,9 +12,10 @@
 //! - with a signing secret (`secretRef`), `X-Weir-Signature: sha256=<hex>`: the HMAC-SHA256 of
 //!   the exact body bytes under the Secret's `hmacSecret`.
 //!
-//! Any status up to 202 is success, as in Flagger. A connection error, a timeout, 429 or a 5xx
-//! other than 501 is tried again `retries` times (default 0, as in Flagger) after 0.5s, 1s, 2s,
-//! 4s, 5s, 5s, ... (deterministic, no jitter); any other answer is final. Each attempt has the
+//! Any status up to 202 is success, as in Flagger. A connection error, a timeout, or an answer
+//! weir-http's one retry policy calls worth retrying (408, 429, a 5xx other than 501) is tried
+//! again `retries` times (default 0, as in Flagger) after 0.5s, 1s, 2s, 4s, 5s, 5s, ...
+//! (deterministic, no jitter); any other answer is final. Each attempt has the
 //! hook's whole timeout (default 10s), as each of Flagger's does.
 
 use std::borrow::Cow;
@@ -36,6 +37,8 @@ use weir_store::RolloutKey;
 
 use crate::text::truncate;
 use weir_engine::{BoxFuture, HookRunner, Notifier, ProviderError};
+pub use weir_http::retry::Backoff;
+use weir_http::retry::worth_retrying;
 use weir_http::{Answer, HttpClient};
 
 /// The timeout of one attempt when the hook sets none (Flagger's default).
@@ -50,33 +53,6 @@ pub const SIGNATURE_HEADER: &str = "x-weir-signature";
 
 /// How much of a failing answer's body is kept in the hook's result (and so in the history).
 const MAX_MESSAGE_CHARS: usize = 300;
-
-/// The waits between attempts: `first`, then doubling, never more than `max`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
-    /// The wait before the first retry.
-    pub first: Duration,
-    /// The longest wait.
-    pub max: Duration,
-}
-
-impl Default for Backoff {
-    /// 0.5s doubling, at most 5s.
-    fn default() -> Self {
-        Backoff {
-            first: Duration::from_millis(500),
-            max: Duration::from_secs(5),
-        }
-    }
-}
-
-impl Backoff {
-    /// The wait before retry number `retry` (0 for the first).
-    pub fn delay(&self, retry: u32) -> Duration {
-        let factor = 1u32.checked_shl(retry).unwrap_or(u32::MAX);
-        self.first.saturating_mul(factor).min(self.max)
-    }
-}
 
 /// Calls webhooks over HTTP: POSTs Flagger's payload and counts any status up to 202 as
 /// success, as Flagger does, so existing Flagger receivers (load testers, gates) work unchanged.
@@ -256,7 +232,8 @@ pub fn signature(key: &[u8], body: &[u8]) -> String {
 /// What one attempt came to.
 enum Attempt {
     Success(String),
-    /// A failure worth another attempt (transport, timeout, 429, 5xx but 501).
+    /// A failure worth another attempt (transport, timeout, or an answer
+    /// [`worth_retrying`]).
     Transient(String),
     /// A final answer.
     Refused(String),
@@ -266,7 +243,6 @@ fn classify(outcome: Result<Answer, String>) -> Attempt {
     match outcome {
         Ok(answer) if answer.status.as_u16() <= 202 => Attempt::Success(answer.status.to_string()),
         Ok(answer) => {
-            let code = answer.status.as_u16();
             let body = String::from_utf8_lossy(&answer.body);
             let body = body.trim();
             let message = if body.is_empty() {
@@ -274,7 +250,7 @@ fn classify(outcome: Result<Answer, String>) -> Attempt {
             } else {
                 format!("{}: {}", answer.status, truncate(body, MAX_MESSAGE_CHARS))
             };
-            if code == 429 || (answer.status.is_server_error() && code != 501) {
+            if worth_retrying(answer.status) {
                 Attempt::Transient(message)
             } else {
                 Attempt::Refused(message)
@@ -391,14 +367,6 @@ impl Notifier for LogNotifier {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_doubles_from_half_a_second_up_to_five() {
-        let backoff = Backoff::default();
-        let delays: Vec<u128> = (0..6).map(|n| backoff.delay(n).as_millis()).collect();
-        assert_eq!(delays, [500, 1000, 2000, 4000, 5000, 5000]);
-        assert_eq!(backoff.delay(u32::MAX), Duration::from_secs(5));
-    }
 
     #[test]
     fn payloads_are_flaggers_byte_for_byte() {

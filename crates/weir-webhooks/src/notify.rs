@@ -19,7 +19,6 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use http::StatusCode;
 use serde_json::{Value, json};
 use weir_core::catalog::Catalog;
 use weir_core::machine::Notification;
@@ -31,6 +30,7 @@ use weir_store::RolloutKey;
 use crate::text::truncate;
 use weir_engine::{BoxFuture, ErrorKind, Notifier, ProviderError};
 use weir_http::HttpClient;
+use weir_http::retry::{Backoff, worth_retrying};
 
 /// How hard one [`AlertNotifier::notify`] call tries each provider before giving up (the engine
 /// retries the whole notification later).
@@ -316,7 +316,10 @@ async fn post(
     retry: RetryPolicy,
 ) -> Result<(), (ErrorKind, String)> {
     let attempts = retry.attempts.max(1);
-    let mut backoff = retry.first_backoff;
+    let backoff = Backoff {
+        first: retry.first_backoff,
+        max: retry.max_backoff,
+    };
     let mut last = String::new();
     for attempt in 1..=attempts {
         match client
@@ -333,7 +336,7 @@ async fn post(
                     format!("HTTP {}: {text}", answer.status)
                 };
                 // The request was understood and refused: sending it again cannot help.
-                if !retryable(answer.status) {
+                if !worth_retrying(answer.status) {
                     return Err((ErrorKind::Permanent, format!("{last} (not retried)")));
                 }
             }
@@ -341,8 +344,7 @@ async fn post(
             Err(error) => last = error.replace(url, &redact(url)),
         }
         if attempt < attempts {
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(retry.max_backoff);
+            tokio::time::sleep(backoff.delay(attempt - 1)).await;
         }
     }
     Err((
@@ -370,12 +372,6 @@ fn discord_native(url: &str) -> String {
 }
 
 /// Server errors, timeouts and rate limiting may pass; other answers will not change.
-fn retryable(status: StatusCode) -> bool {
-    status.is_server_error()
-        || status == StatusCode::REQUEST_TIMEOUT
-        || status == StatusCode::TOO_MANY_REQUESTS
-}
-
 /// `scheme://host[:port]/…`: enough to tell which service failed without the path and query,
 /// where Slack, Teams and Discord put the webhook's secret.
 fn redact(url: &str) -> String {
@@ -753,15 +749,6 @@ mod tests {
             discord_native("https://discord.com/api/webhooks/1/t"),
             "https://discord.com/api/webhooks/1/t"
         );
-    }
-
-    #[test]
-    fn only_transient_answers_are_retried() {
-        assert!(retryable(StatusCode::BAD_GATEWAY));
-        assert!(retryable(StatusCode::TOO_MANY_REQUESTS));
-        assert!(retryable(StatusCode::REQUEST_TIMEOUT));
-        assert!(!retryable(StatusCode::BAD_REQUEST));
-        assert!(!retryable(StatusCode::NOT_FOUND));
     }
 
     #[test]
