@@ -14,6 +14,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 // === impl Weight ===
 
 /// A share of traffic (or of a flag's audience), in basis points: `Weight(10_000)` is 100%.
+///
+/// weir-router has its own `Weight` (a `u16` its per-request draw compares against), since the
+/// router depends on no other weir crate; weir-local converts this one into it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Weight(u32);
 

@@ -1,23 +1,22 @@
 //! A tiny per-thread pseudo-random generator for routing draws.
 //!
 //! Routing needs a uniform draw per request, not cryptographic randomness; a shared generator
-//! would be a contended cache line, and a crate would be one more dependency for ten lines.
-//! SplitMix64 passes BigCrush and is seeded per thread from the standard library's random
-//! hasher keys.
+//! would be a contended cache line. weir-rng's SplitMix64, seeded per thread from the standard
+//! library's random hasher keys.
 
 use std::cell::Cell;
 use std::hash::{BuildHasher, Hasher, RandomState};
 
+use weir_rng::SplitMix64;
+
 /// A SplitMix64 generator. Seedable so tests of the routing decision are reproducible.
 #[derive(Debug, Clone)]
-pub struct Rng {
-    state: u64,
-}
+pub struct Rng(SplitMix64);
 
 impl Rng {
     /// A generator starting from `seed`.
     pub fn with_seed(seed: u64) -> Self {
-        Self { state: seed }
+        Self(SplitMix64::new(seed))
     }
 
     /// A generator seeded from the process's random hasher keys.
@@ -29,11 +28,7 @@ impl Rng {
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// A uniform draw in `0..10000` (basis points). The multiply-shift maps 32 random bits onto

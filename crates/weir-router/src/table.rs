@@ -31,6 +31,11 @@ use crate::rng::Rng;
 use crate::rules::{MatchBlock, any_block_matches, cookie_values};
 
 /// A traffic weight in basis points: 10000 = 100%, 1 = 0.01%.
+///
+/// weir-core has a `Weight` of its own (the plan's, with serde and percent parsing). The router
+/// keeps this one because it depends on no other weir crate (it also runs alone as `weir
+/// router`), and a `u16` bounded at 10000 is what the per-request draw compares against; the
+/// local target converts one into the other where it builds a route table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Weight(u16);
 

@@ -15,7 +15,6 @@
 
 mod histogram;
 pub mod load;
-mod rng;
 pub mod sample_app;
 
 /// The response header in which the sample app names its version, and from which the load

@@ -47,7 +47,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
-use crate::{VERSION_HEADER, rng};
+use crate::VERSION_HEADER;
 
 /// Largest request body the app reads (and discards); larger bodies are left unread and the
 /// connection is closed after the response.
@@ -282,13 +282,14 @@ async fn handle(
         _ => {
             let n = state.next.fetch_add(1, Ordering::Relaxed);
             let delay = state.latency
-                + state
-                    .jitter
-                    .mul_f64(rng::unit(state.seed ^ JITTER_STREAM, n));
+                + state.jitter.mul_f64(weir_rng::unit(weir_rng::draw(
+                    state.seed ^ JITTER_STREAM,
+                    n,
+                )));
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            let fail = rng::unit(state.seed, n) < state.error_fraction;
+            let fail = weir_rng::unit(weir_rng::draw(state.seed, n)) < state.error_fraction;
             state.stats.0.requests.fetch_add(1, Ordering::Relaxed);
             if fail {
                 state

@@ -5,9 +5,9 @@ fn same_seed_same_sequence_and_streams_differ() {
     let mut a = Rng::new(7, 3);
     let mut b = Rng::new(7, 3);
     let mut c = Rng::new(7, 4);
-    let xs: Vec<u64> = (0..100).map(|_| a.next_u64()).collect();
-    let ys: Vec<u64> = (0..100).map(|_| b.next_u64()).collect();
-    let zs: Vec<u64> = (0..100).map(|_| c.next_u64()).collect();
+    let xs: Vec<u64> = (0..100).map(|_| a.0.next_u64()).collect();
+    let ys: Vec<u64> = (0..100).map(|_| b.0.next_u64()).collect();
+    let zs: Vec<u64> = (0..100).map(|_| c.0.next_u64()).collect();
     assert_eq!(xs, ys);
     assert_ne!(xs, zs);
 }
