@@ -63,6 +63,9 @@ impl Reply {
     }
 }
 
+/// The canary revision whose checks fail.
+const FAILING_REVISION: &str = "r-bad";
+
 async fn start() -> Server {
     start_with(None).await
 }
@@ -77,7 +80,9 @@ async fn start_with(watch_shutdown: Option<oneshot::Receiver<()>>) -> Server {
             (TargetKind::Flag, synthetic.clone()),
             (TargetKind::Kubernetes, synthetic),
         ],
-        metrics: vec![Arc::new(SyntheticMetrics)],
+        metrics: vec![Arc::new(SyntheticMetrics::failing_revision(
+            FAILING_REVISION,
+        ))],
         hooks: Arc::new(HttpHookRunner::default()),
         notifier: Arc::new(LogNotifier),
         catalog: Default::default(),
@@ -436,7 +441,10 @@ spec:
     assert_eq!(reply.error_paths(), ["(document)"]);
 
     // A target kind this server does not run.
-    let local = flag_rollout("team", "ok", "r1").replace("kind: flag", "kind: local");
+    let local = flag_rollout("team", "ok", "r1").replace(
+        "{kind: flag, flag: ok, revision: r1}",
+        "{kind: local, listen: 127.0.0.1:0, primary: {url: http://127.0.0.1:1}, canary: {url: http://127.0.0.1:2}}",
+    );
     let reply = server
         .put_yaml(&rollout_path("team", "ok"), &local, &[])
         .await;
@@ -592,8 +600,7 @@ async fn list_filters_and_pages() {
         let (namespace, name) = key.split_once('/').unwrap();
         server.wait_for_phase(namespace, name, "Succeeded").await;
     }
-    let failing =
-        flag_rollout("blue", "r03", "r2").replace("revision: r2}", "revision: r2, failing: true}");
+    let failing = flag_rollout("blue", "r03", FAILING_REVISION);
     let reply = server
         .put_yaml(&rollout_path("blue", "r03"), &failing, &[])
         .await;

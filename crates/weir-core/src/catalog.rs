@@ -271,7 +271,7 @@ apiVersion: weir.dev/v1alpha1
 kind: Rollout
 metadata: {name: web, namespace: shop}
 spec:
-  target: {kind: local}
+  target: {kind: flag}
   plan: {canary: {stepWeight: 10}}
   analysis:
     metrics:
@@ -337,7 +337,7 @@ apiVersion: weir.dev/v1alpha1
 kind: Rollout
 metadata: {name: web, namespace: shop}
 spec:
-  target: {kind: local}
+  target: {kind: flag}
   plan: {canary: {stepWeight: 10}}
   analysis:
     webhooks:

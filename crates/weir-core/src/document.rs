@@ -19,7 +19,7 @@ use crate::error::{FieldError, Warning};
 use crate::flagger;
 use crate::model::{
     ALERT_PROVIDER_KIND, API_VERSION, AlertProvider, METRIC_TEMPLATE_KIND, MetricTemplate,
-    ROLLOUT_KIND, Rollout, SECRET_KIND, Secret,
+    ROLLOUT_KIND, Rollout, SECRET_KIND, Secret, Target,
 };
 use crate::validate;
 
@@ -172,7 +172,7 @@ pub fn load_value(value: &Value) -> LoadResult {
             )]));
         }
         ("weir.dev", ROLLOUT_KIND) => {
-            let rollout: Rollout = deserialize_collecting(value).map_err(&refuse)?;
+            let rollout = parse_rollout(value).map_err(&refuse)?;
             (
                 Document::Rollout(Box::new(rollout)),
                 Origin::Weir,
@@ -315,6 +315,44 @@ pub fn json_type_name(value: &Value) -> &'static str {
 }
 
 // === structural errors, all at once ===
+
+/// Reads a rollout, with `spec.target` read on its own so that its errors keep their paths.
+fn parse_rollout(value: &Value) -> Result<Rollout, Vec<FieldError>> {
+    let mut rest = value.clone();
+    let target = rest
+        .pointer_mut("/spec/target")
+        .map(|target| (Target::parse(target), target));
+    let target_errors = match target {
+        Some((Ok(parsed), slot)) => {
+            *slot = serde_json::to_value(&parsed).unwrap_or(Value::Null);
+            Vec::new()
+        }
+        Some((Err(errors), slot)) => {
+            // A valid stand-in, so that the rest of the document's errors are still collected.
+            *slot = serde_json::json!({"kind": "flag"});
+            errors
+        }
+        None => Vec::new(),
+    };
+    let parsed = deserialize_collecting::<Rollout>(&rest);
+    if target_errors.is_empty() {
+        return parsed;
+    }
+    // The rest is still held to every rule, so that one bad target setting hides nothing else.
+    // Reported in document order: the metadata's errors, the target's, then the rest.
+    let mut errors = match parsed {
+        Ok(rollout) => validate::rollout(&rollout),
+        Err(errors) => errors,
+    };
+    let after_metadata = errors
+        .iter()
+        .position(|error| {
+            !error.path.starts_with("metadata") && !error.path.starts_with("apiVersion")
+        })
+        .unwrap_or(errors.len());
+    errors.splice(after_metadata..after_metadata, target_errors);
+    Err(errors)
+}
 
 /// The most structural errors reported for one document.
 const MAX_STRUCTURAL_ERRORS: usize = 50;

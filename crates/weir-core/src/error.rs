@@ -45,6 +45,17 @@ impl FieldError {
     pub fn missing(path: impl Into<String>, what: impl fmt::Display) -> FieldError {
         FieldError::new(path, format!("is required: {what}"))
     }
+
+    /// The same error for a document read as part of a larger one at `prefix` (a path of
+    /// `(document)` is the part itself).
+    pub fn under(mut self, prefix: &str) -> FieldError {
+        self.path = if self.path == "(document)" {
+            prefix.to_string()
+        } else {
+            format!("{prefix}.{}", self.path)
+        };
+        self
+    }
 }
 
 /// Something accepted but worth knowing: a field kept but not acted on yet, a value adjusted.

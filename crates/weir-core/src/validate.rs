@@ -11,6 +11,8 @@ use crate::model::{
 };
 use crate::units::{GoDuration, Weight};
 
+mod target;
+
 /// Schedule entries must be at least this far apart (seed 004).
 pub const MIN_SCHEDULE_GAP_SECONDS: i64 = 300;
 /// The shortest analysis interval weir accepts (Flagger's floor is 10s).
@@ -22,6 +24,7 @@ pub const MAX_STEPS: usize = 10_000;
 pub fn rollout(rollout: &Rollout) -> Vec<FieldError> {
     let mut errors = Errors::default();
     metadata(&rollout.metadata, &mut errors);
+    target::target(&rollout.spec.target, &rollout.spec.plan, &mut errors);
     plan(&rollout.spec.plan, &mut errors);
     analysis(&rollout.spec.analysis, &mut errors);
     if let Some(affinity) = &rollout.spec.session_affinity {

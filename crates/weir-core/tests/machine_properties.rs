@@ -11,9 +11,9 @@ use weir_core::machine::{
 };
 use weir_core::model::{
     AbTestPlan, Analysis, CanaryPlan, CanaryStep, CheckOutcome, CheckResult, FailureAction,
-    FailureCounting, HookResult, HookType, IterationsPlan, JudgeVerdict, MatchRule, Metric,
-    MirrorPlan, NoDataPolicy, Pause, Phase, Plan, RolloutSpec, RolloutStatus, ScheduleEntry,
-    SchedulePlan, StringMatch, Target, TargetKind, ThresholdRange, VerdictOutcome, Webhook,
+    FailureCounting, FlagTarget, HookResult, HookType, IterationsPlan, JudgeVerdict, MatchRule,
+    Metric, MirrorPlan, NoDataPolicy, Pause, Phase, Plan, RolloutSpec, RolloutStatus,
+    ScheduleEntry, SchedulePlan, StringMatch, Target, ThresholdRange, VerdictOutcome, Webhook,
 };
 use weir_core::{GoDuration, Weight};
 
@@ -184,10 +184,7 @@ fn spec_strategy() -> impl Strategy<Value = RolloutSpec> {
                     ..Analysis::default()
                 };
                 RolloutSpec {
-                    target: Target {
-                        kind: TargetKind::Local,
-                        config: Default::default(),
-                    },
+                    target: Target::Flag(FlagTarget::default()),
                     plan,
                     analysis,
                     // Rarely: skipAnalysis promotes at once, which would hide most of the machine.

@@ -62,7 +62,7 @@ async fn main() {
         .unwrap();
     let providers = Providers {
         targets: vec![(TargetKind::Flag, Arc::new(SyntheticTargets::default()))],
-        metrics: vec![Arc::new(SyntheticMetrics)],
+        metrics: vec![Arc::new(SyntheticMetrics::default())],
         hooks: Arc::new(weir_webhooks::hooks::HttpHookRunner::default()),
         notifier: Arc::new(weir_webhooks::hooks::LogNotifier),
         catalog: Default::default(),

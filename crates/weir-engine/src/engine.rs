@@ -1047,7 +1047,7 @@ impl<S: Store> JobContext<S> {
                     .collect();
                 errors.push(FieldError::with_value(
                     "spec.target.kind",
-                    format!("{:?}", rollout.spec.target.kind).to_lowercase(),
+                    format!("{:?}", rollout.spec.target.kind()).to_lowercase(),
                     format!("this server runs targets of kind: {}", served.join(", ")),
                 ));
             }

@@ -26,7 +26,7 @@ pub fn judges_of(rollout: &Rollout) -> Vec<String> {
     if !rollout.spec.analysis.judges.is_empty() {
         return rollout.spec.analysis.judges.clone();
     }
-    if rollout.spec.target.kind == TargetKind::Local && !rollout.spec.skip_analysis {
+    if rollout.spec.target.kind() == TargetKind::Local && !rollout.spec.skip_analysis {
         return vec!["sequential".into()];
     }
     Vec::new()

@@ -255,7 +255,7 @@ impl Providers {
     pub fn target(&self, rollout: &Rollout) -> Option<&Arc<dyn TargetProvider>> {
         self.targets
             .iter()
-            .find(|(kind, _)| *kind == rollout.spec.target.kind)
+            .find(|(kind, _)| *kind == rollout.spec.target.kind())
             .map(|(_, provider)| provider)
     }
 }

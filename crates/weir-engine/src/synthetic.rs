@@ -1,8 +1,8 @@
 //! A synthetic target and metric source: no sockets, no processes. For the scale benchmark and
 //! for tests of what sits above the engine (the API), where the target's behaviour is not the
-//! subject. The canary's revision is `spec.target.revision` (or a hash of the target's settings);
-//! both versions are always ready; every builtin check passes unless `spec.target.failing` is
-//! true.
+//! subject. The canary's revision is a flag target's `revision` (or a hash of the target's
+//! settings); both versions are always ready; every check passes unless the canary's revision is
+//! one the metric source was told to fail.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,11 +30,12 @@ impl SyntheticTargets {
 }
 
 fn revision(rollout: &Rollout) -> String {
-    match rollout.spec.target.config.get("revision") {
-        Some(Value::String(revision)) => revision.clone(),
-        _ => weir_core::revision::of_definition(
-            &serde_json::to_value(&rollout.spec.target.config).unwrap_or(Value::Null),
-        ),
+    let target = &rollout.spec.target;
+    match target.flag().and_then(|flag| flag.revision.as_ref()) {
+        Some(revision) => revision.clone(),
+        None => {
+            weir_core::revision::of_definition(&serde_json::to_value(target).unwrap_or(Value::Null))
+        }
     }
 }
 
@@ -86,9 +87,20 @@ impl TargetProvider for SyntheticTargets {
     }
 }
 
-/// Synthetic checks: every metric passes, unless the rollout's target says `failing: true`.
+/// Synthetic checks: every metric passes, unless the canary's revision is one set to fail.
 #[derive(Clone, Default)]
-pub struct SyntheticMetrics;
+pub struct SyntheticMetrics {
+    failing_revision: Option<String>,
+}
+
+impl SyntheticMetrics {
+    /// Checks that fail for every rollout whose canary revision is `revision`.
+    pub fn failing_revision(revision: impl Into<String>) -> Self {
+        Self {
+            failing_revision: Some(revision.into()),
+        }
+    }
+}
 
 impl MetricSource for SyntheticMetrics {
     fn handles(&self, _rollout: &Rollout, _metric: &Metric) -> bool {
@@ -102,7 +114,7 @@ impl MetricSource for SyntheticMetrics {
         metric: &'a Metric,
     ) -> BoxFuture<'a, CheckResult> {
         Box::pin(async move {
-            let failing = rollout.spec.target.config.get("failing") == Some(&Value::Bool(true));
+            let failing = self.failing_revision.as_deref() == Some(revision(rollout).as_str());
             CheckResult {
                 name: metric.name.clone(),
                 outcome: if failing {

@@ -47,7 +47,7 @@ async fn ten_minute_steps_run_as_fast_as_the_clock_is_moved() {
         Arc::new(HttpHookRunner::default()),
         Arc::new(LogNotifier),
     )
-    .with_metrics(Arc::new(SyntheticMetrics));
+    .with_metrics(Arc::new(SyntheticMetrics::default()));
     let providers = Providers {
         targets: vec![(TargetKind::Flag, Arc::new(SyntheticTargets::default()))],
         ..providers

@@ -30,7 +30,7 @@ use weir_router::{Condition, MatchBlock, Matcher, Subject};
 use weir_store::RolloutKey;
 
 use self::process::VersionProcess;
-use weir_core::model::local::{LocalTargetConfig, VersionSpec};
+use weir_core::model::local::{LocalTarget, VersionSpec};
 use weir_engine::telemetry::{LocalRouters, RouterEntry};
 use weir_engine::{
     BoxFuture, MetricSource, ProviderError, Providers, TargetObservation, TargetProvider,
@@ -76,10 +76,16 @@ struct LocalRollout {
     judge_snapshot: Option<MetricsSnapshot>,
 }
 
-/// A local rollout's target settings, checked as weir-core checks them and, beyond that, with
+/// A local rollout's target settings (weir-core checked them when the document was read), with
 /// every version URL one the router can forward to; each problem names its path.
-pub fn settings(rollout: &Rollout) -> Result<LocalTargetConfig, Vec<FieldError>> {
-    let config = LocalTargetConfig::of(rollout)?;
+pub fn settings(rollout: &Rollout) -> Result<&LocalTarget, Vec<FieldError>> {
+    let Some(config) = rollout.spec.target.local() else {
+        return Err(vec![FieldError::with_value(
+            "spec.target.kind",
+            format!("{:?}", rollout.spec.target.kind()).to_lowercase(),
+            "this provider runs local targets (kind: local)",
+        )]);
+    };
     let errors: Vec<FieldError> = [("primary", &config.primary), ("canary", &config.canary)]
         .into_iter()
         .filter_map(|(name, version)| {
@@ -207,7 +213,7 @@ impl LocalTargets {
     async fn ensure_primary(
         &self,
         local: &mut LocalRollout,
-        config: &LocalTargetConfig,
+        config: &LocalTarget,
         status: &RolloutStatus,
     ) -> Result<(), ProviderError> {
         let wanted = primary_spec(config, status);
@@ -236,7 +242,7 @@ impl LocalTargets {
     async fn ensure_canary(
         &self,
         local: &mut LocalRollout,
-        config: &LocalTargetConfig,
+        config: &LocalTarget,
     ) -> Result<(), ProviderError> {
         let revision = config.canary.revision();
         if local
@@ -272,7 +278,7 @@ impl LocalTargets {
         &self,
         key: &RolloutKey,
         local: &mut LocalRollout,
-        config: &LocalTargetConfig,
+        config: &LocalTarget,
         route: Route,
     ) -> Result<(), ProviderError> {
         let Some(primary) = local.primary.as_ref() else {
@@ -342,7 +348,7 @@ fn stop(running: Running) {
     }
 }
 
-fn primary_spec<'a>(config: &'a LocalTargetConfig, status: &RolloutStatus) -> &'a VersionSpec {
+fn primary_spec<'a>(config: &'a LocalTarget, status: &RolloutStatus) -> &'a VersionSpec {
     let canary_revision = config.canary.revision();
     if status.primary_revision.as_deref() == Some(canary_revision.as_str()) {
         &config.canary
@@ -445,14 +451,14 @@ impl TargetProvider for LocalTargets {
             let config = settings(rollout).map_err(unusable)?;
             let slot = self.slot(key);
             let mut local = slot.lock().await;
-            self.ensure_primary(&mut local, &config, status).await?;
+            self.ensure_primary(&mut local, config, status).await?;
             let canary_needed = status.phase.in_run() && status.canary_revision.is_some();
             if canary_needed {
-                self.ensure_canary(&mut local, &config).await?;
+                self.ensure_canary(&mut local, config).await?;
             } else if let Some(canary) = local.canary.take() {
                 stop(canary);
             }
-            self.route(key, &mut local, &config, route_from_status(rollout, status))
+            self.route(key, &mut local, config, route_from_status(rollout, status))
                 .await
         })
     }
@@ -469,11 +475,11 @@ impl TargetProvider for LocalTargets {
             let mut local = slot.lock().await;
             if local.primary.is_none() && status.phase != weir_core::model::Phase::Initializing {
                 // After a restart before reconcile succeeded: bring the primary back first.
-                self.ensure_primary(&mut local, &config, status).await?;
+                self.ensure_primary(&mut local, config, status).await?;
             }
             let canary_revision = config.canary.revision();
             let primary_ready = match local.primary.as_mut() {
-                Some(primary) => self.healthy(primary, primary_spec(&config, status)).await,
+                Some(primary) => self.healthy(primary, primary_spec(config, status)).await,
                 // At set-up the primary has not been started yet: it starts with the route.
                 None => status.phase == weir_core::model::Phase::Initializing,
             };
@@ -513,20 +519,20 @@ impl TargetProvider for LocalTargets {
             let mut local = slot.lock().await;
             match effect {
                 Effect::SetRoute(route) => {
-                    self.ensure_primary(&mut local, &config, status).await?;
-                    self.route(key, &mut local, &config, route.clone()).await
+                    self.ensure_primary(&mut local, config, status).await?;
+                    self.route(key, &mut local, config, route.clone()).await
                 }
                 Effect::ScaleCanary(Scale::Up) => {
-                    self.ensure_primary(&mut local, &config, status).await?;
-                    self.ensure_canary(&mut local, &config).await?;
+                    self.ensure_primary(&mut local, config, status).await?;
+                    self.ensure_canary(&mut local, config).await?;
                     let route = local
                         .route
                         .clone()
                         .unwrap_or_else(|| route_from_status(rollout, status));
-                    self.route(key, &mut local, &config, route).await
+                    self.route(key, &mut local, config, route).await
                 }
                 Effect::ScaleCanary(Scale::Down) | Effect::Finalize => {
-                    self.ensure_primary(&mut local, &config, status).await?;
+                    self.ensure_primary(&mut local, config, status).await?;
                     let route = route_from_status(rollout, status);
                     if let Some(canary) = local.canary.take() {
                         let shared = local
@@ -535,23 +541,23 @@ impl TargetProvider for LocalTargets {
                             .is_some_and(|primary| primary.revision == canary.revision);
                         if !shared {
                             // Route away from it first, then stop it.
-                            self.route(key, &mut local, &config, route).await?;
+                            self.route(key, &mut local, config, route).await?;
                             stop(canary);
                             return Ok(());
                         }
                     }
-                    self.route(key, &mut local, &config, route).await
+                    self.route(key, &mut local, config, route).await
                 }
                 Effect::Promote { .. } => {
                     // The canary's process becomes the primary; the old primary is stopped once
                     // the router no longer sends it anything.
-                    self.ensure_canary(&mut local, &config).await?;
-                    self.ensure_primary(&mut local, &config, status).await?;
+                    self.ensure_canary(&mut local, config).await?;
+                    self.ensure_primary(&mut local, config, status).await?;
                     let route = local
                         .route
                         .clone()
                         .unwrap_or_else(|| route_from_status(rollout, status));
-                    self.route(key, &mut local, &config, route).await
+                    self.route(key, &mut local, config, route).await
                 }
                 Effect::RunHooks { .. } | Effect::Notify(_) => Ok(()),
             }
@@ -678,7 +684,7 @@ impl LocalTargets {
 
 impl MetricSource for LocalTargets {
     fn handles(&self, rollout: &Rollout, metric: &Metric) -> bool {
-        rollout.spec.target.kind == TargetKind::Local && metric.is_builtin()
+        rollout.spec.target.kind() == TargetKind::Local && metric.is_builtin()
     }
 
     fn check<'a>(
@@ -690,7 +696,10 @@ impl MetricSource for LocalTargets {
         Box::pin(async move {
             let slot = self.slot(key);
             let local = slot.lock().await;
-            let canary_revision = LocalTargetConfig::of(rollout)
+            let canary_revision = rollout
+                .spec
+                .target
+                .local()
                 .map(|config| config.canary.revision())
                 .unwrap_or_default();
             let series = local

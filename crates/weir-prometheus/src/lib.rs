@@ -31,11 +31,11 @@ use weir_analysis::{VersionCounts, Window};
 use weir_core::FieldError;
 use weir_core::catalog::Catalog;
 use weir_core::model::{
-    CheckOutcome, CheckResult, Metric, REQUEST_DURATION, REQUEST_SUCCESS_RATE, Rollout, TargetKind,
+    CheckOutcome, CheckResult, KubernetesTarget, Metric, ObjectReference, REQUEST_DURATION,
+    REQUEST_SUCCESS_RATE, Rollout, TargetKind,
 };
 use weir_store::RolloutKey;
 
-use weir_core::model::local::LocalTargetConfig;
 use weir_engine::{BoxFuture, MetricSource};
 use weir_http::HttpClient;
 
@@ -245,16 +245,15 @@ impl Mesh {
     /// The mesh of a rollout: weir's router for local targets, else `target.provider`
     /// (Istio when unset, as in Flagger).
     pub fn of(rollout: &Rollout) -> Result<Mesh, String> {
-        if rollout.spec.target.kind == TargetKind::Local {
+        if rollout.spec.target.kind() == TargetKind::Local {
             return Ok(Mesh::Weir);
         }
-        match rollout
+        let provider = rollout
             .spec
             .target
-            .config
-            .get("provider")
-            .and_then(Value::as_str)
-        {
+            .kubernetes()
+            .and_then(|kubernetes| kubernetes.provider.as_deref());
+        match provider {
             None | Some("istio") => Ok(Mesh::Istio),
             Some("linkerd") => Ok(Mesh::Linkerd),
             Some("weir") => Ok(Mesh::Weir),
@@ -296,23 +295,24 @@ pub fn builtin_query(mesh: Mesh, metric: &str) -> Option<&'static str> {
 /// `route`, `interval`, `version` (the canary's revision, when the target knows it) and
 /// `variables.<key>` from the metric's `templateVariables`.
 pub fn variables(rollout: &Rollout, metric: &Metric) -> BTreeMap<String, String> {
-    let config = &rollout.spec.target.config;
-    let reference_name = |field: &str| {
-        config
-            .get(field)
-            .and_then(|reference| reference.get("name"))
-            .and_then(Value::as_str)
-            .map(str::to_string)
+    let kubernetes = rollout.spec.target.kubernetes();
+    let reference_name = |reference: fn(&KubernetesTarget) -> Option<&ObjectReference>| {
+        kubernetes
+            .and_then(reference)
+            .map(|reference| reference.name.clone())
     };
     let name = rollout.metadata.name.clone();
-    let target = reference_name("targetRef").unwrap_or_else(|| name.clone());
-    let service = reference_name("service").unwrap_or_else(|| target.clone());
-    let version = match rollout.spec.target.kind {
-        TargetKind::Local => LocalTargetConfig::of(rollout)
-            .map(|local| local.canary.revision())
-            .unwrap_or_default(),
-        _ => String::new(),
-    };
+    let target = reference_name(|k| k.target_ref.as_ref()).unwrap_or_else(|| name.clone());
+    let service = kubernetes
+        .and_then(|k| k.service.as_ref())
+        .and_then(|service| service.name.clone())
+        .unwrap_or_else(|| target.clone());
+    let version = rollout
+        .spec
+        .target
+        .local()
+        .map(|local| local.canary.revision())
+        .unwrap_or_default();
     let interval = metric
         .interval
         .map_or_else(|| "1m".to_string(), |interval| interval.to_string());
@@ -324,8 +324,14 @@ pub fn variables(rollout: &Rollout, metric: &Metric) -> BTreeMap<String, String>
         ),
         ("target", target),
         ("service", service),
-        ("ingress", reference_name("ingressRef").unwrap_or_default()),
-        ("route", reference_name("routeRef").unwrap_or_default()),
+        (
+            "ingress",
+            reference_name(|k| k.ingress_ref.as_ref()).unwrap_or_default(),
+        ),
+        (
+            "route",
+            reference_name(|k| k.route_ref.as_ref()).unwrap_or_default(),
+        ),
         ("interval", interval),
         ("version", version),
     ]
@@ -381,9 +387,7 @@ impl PrometheusSource {
         rollout
             .spec
             .target
-            .config
-            .get("metricsServer")
-            .and_then(Value::as_str)
+            .metrics_server()
             .map(str::to_string)
             .or_else(|| self.default_server.clone())
     }
@@ -595,7 +599,7 @@ impl MetricSource for PrometheusSource {
         for (index, metric) in rollout.spec.analysis.metrics.iter().enumerate() {
             let unhandled_builtin = metric.template_ref.is_none()
                 && metric.query.is_none()
-                && rollout.spec.target.kind == TargetKind::Local
+                && rollout.spec.target.kind() == TargetKind::Local
                 && self.server_of(rollout).is_none();
             if unhandled_builtin {
                 // Local builtins without a Prometheus are read from the router directly.

@@ -323,8 +323,10 @@ spec:
     metricsServer: prometheus:9090
   plan: {canary: {stepWeight: 50}}
 "#;
-    let (_, rollout) = catalog_and_rollout(yaml);
-    let errors = weir_core::model::local::LocalTargetConfig::of(&rollout).unwrap_err();
+    let refused = weir_core::document::load(yaml.as_bytes())
+        .remove(0)
+        .expect_err("refused");
+    let errors = refused.errors;
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].path, "spec.target.metricsServer");
     assert!(errors[0].to_string().contains("http://"), "{errors:?}");

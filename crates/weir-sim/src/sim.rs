@@ -10,8 +10,8 @@ use weir_analysis::{
 };
 use weir_core::machine::{self, Effect, Input, Observations};
 use weir_core::model::{
-    Analysis, CanaryPlan, Metric, NoDataPolicy, Phase, Plan, REQUEST_SUCCESS_RATE, RolloutSpec,
-    RolloutStatus, Target, TargetKind, ThresholdRange, VerdictOutcome,
+    Analysis, CanaryPlan, FlagTarget, Metric, NoDataPolicy, Phase, Plan, REQUEST_SUCCESS_RATE,
+    RolloutSpec, RolloutStatus, Target, ThresholdRange, VerdictOutcome,
 };
 use weir_core::units::{GoDuration, Weight};
 
@@ -174,10 +174,8 @@ impl ControllerSpec {
             None => Vec::new(),
         };
         RolloutSpec {
-            target: Target {
-                kind: TargetKind::Local,
-                config: BTreeMap::new(),
-            },
+            // The machine never reads the target; the simulation is the target.
+            target: Target::Flag(FlagTarget::default()),
             plan: Plan::Canary(CanaryPlan {
                 step_weight: Some(Weight::from_percent(self.step_weight_percent)),
                 max_weight: Some(Weight::from_percent(self.max_weight_percent)),

@@ -377,7 +377,7 @@ spec:
         .unwrap();
     let providers = Providers {
         targets: vec![(TargetKind::Flag, Arc::new(SyntheticTargets::default()))],
-        metrics: vec![Arc::new(SyntheticMetrics)],
+        metrics: vec![Arc::new(SyntheticMetrics::default())],
         hooks: Arc::new(HttpHookRunner::new(Arc::clone(&catalog))),
         notifier: Arc::new(LogNotifier),
         catalog,

@@ -74,16 +74,16 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    if rollout.spec.target.kind != TargetKind::Local {
+    if rollout.spec.target.kind() != TargetKind::Local {
         eprintln!(
             "{}: spec.target.kind is {:?}: `weir run` runs local targets (kind: local); Kubernetes targets belong to `weir operator` and flags to `weir serve`, in later releases",
             args.file.display(),
-            rollout.spec.target.kind
+            rollout.spec.target.kind()
         );
         return Ok(ExitCode::from(2));
     }
-    let config = match weir_local::settings(&rollout) {
-        Ok(config) => config,
+    let listen = match weir_local::settings(&rollout) {
+        Ok(config) => config.listen,
         Err(errors) => {
             eprintln!(
                 "{}: Rollout {} is invalid ({} errors):",
@@ -107,7 +107,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         .build()?;
     let outcome = runtime.block_on(async {
         let foreground = Foreground::start(&db, &integrations).await?;
-        let router = foreground.reserve_router(&key, config.listen).await?;
+        let router = foreground.reserve_router(&key, listen).await?;
         let mut bound = vec![("router", router)];
         if let Some(address) = args.metrics_listen {
             bound.push(("metrics", serve_metrics(address, &foreground).await?));

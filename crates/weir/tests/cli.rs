@@ -87,7 +87,7 @@ fn validate_warns_about_references_that_no_file_given_defines() {
     let file = dir.path().join("rollout.yaml");
     std::fs::write(
         &file,
-        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {name: web}\nspec:\n  target: {kind: local}\n  plan: {canary: {stepWeight: 10}}\n  analysis:\n    metrics: [{name: errors, templateRef: {name: error-rate}, thresholdRange: {max: 1}}]\n",
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {name: web}\nspec:\n  target: {kind: flag}\n  plan: {canary: {stepWeight: 10}}\n  analysis:\n    metrics: [{name: errors, templateRef: {name: error-rate}, thresholdRange: {max: 1}}]\n",
     )
     .expect("the rollout file is written");
     let output = weir(&["validate", &file.display().to_string()]);
@@ -327,7 +327,7 @@ fn validate_refuses_a_query_with_a_placeholder_weir_cannot_fill() {
     let file = dir.path().join("rollout.yaml");
     std::fs::write(
         &file,
-        "apiVersion: weir.dev/v1alpha1\nkind: MetricTemplate\nmetadata: {name: errors}\nspec:\n  provider: {type: prometheus, address: \"http://prom:9090\"}\n  query: sum(rate(errors{ns=\"{{ namespce }}\"}[{{ interval }}]))\n---\napiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {name: web}\nspec:\n  target: {kind: local}\n  plan: {canary: {stepWeight: 10}}\n  analysis:\n    metrics:\n      - {name: errors, templateRef: {name: errors}, thresholdRange: {max: 1}}\n      - {name: inline, query: \"sum(up{job=\\\"{{ variables.job }}\\\"})\", templateVariables: {job: web}, thresholdRange: {min: 1}}\n",
+        "apiVersion: weir.dev/v1alpha1\nkind: MetricTemplate\nmetadata: {name: errors}\nspec:\n  provider: {type: prometheus, address: \"http://prom:9090\"}\n  query: sum(rate(errors{ns=\"{{ namespce }}\"}[{{ interval }}]))\n---\napiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {name: web}\nspec:\n  target: {kind: flag}\n  plan: {canary: {stepWeight: 10}}\n  analysis:\n    metrics:\n      - {name: errors, templateRef: {name: errors}, thresholdRange: {max: 1}}\n      - {name: inline, query: \"sum(up{job=\\\"{{ variables.job }}\\\"})\", templateVariables: {job: web}, thresholdRange: {min: 1}}\n",
     )
     .expect("the rollout file is written");
     let output = weir(&["validate", &file.display().to_string()]);

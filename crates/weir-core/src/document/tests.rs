@@ -18,7 +18,7 @@ const HEADER: &str = "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {n
 #[test]
 fn a_valid_rollout_loads() {
     let yaml = format!(
-        "{HEADER}spec:\n  target: {{kind: local}}\n  plan: {{canary: {{stepWeight: 10}}}}\n"
+        "{HEADER}spec:\n  target: {{kind: flag}}\n  plan: {{canary: {{stepWeight: 10}}}}\n"
     );
     let results = load(yaml.as_bytes());
     let Some(Ok(loaded)) = results.first() else {
@@ -33,7 +33,7 @@ fn a_valid_rollout_loads() {
 #[test]
 fn every_structural_error_is_reported_with_its_path() {
     let yaml = format!(
-        "{HEADER}spec:\n  target: {{kind: local}}\n  plan: {{canary: {{stepWieght: 10, stepWeights: [5, ten, 20, -1]}}}}\n  analysis: {{interval: 1x, threshold: many, noData: maybe}}\n"
+        "{HEADER}spec:\n  target: {{kind: flag}}\n  plan: {{canary: {{stepWieght: 10, stepWeights: [5, ten, 20, -1]}}}}\n  analysis: {{interval: 1x, threshold: many, noData: maybe}}\n"
     );
     let errors = errors_of(&yaml);
     let found = paths(&errors);
@@ -72,7 +72,7 @@ fn every_structural_error_is_reported_with_its_path() {
 #[test]
 fn semantic_errors_are_all_reported_once_the_shape_is_right() {
     let yaml = format!(
-        "{HEADER}spec:\n  target: {{kind: local}}\n  plan: {{canary: {{stepWeights: [10, 5, 200]}}}}\n  analysis: {{threshold: 0}}\n"
+        "{HEADER}spec:\n  target: {{kind: flag}}\n  plan: {{canary: {{stepWeights: [10, 5, 200]}}}}\n  analysis: {{threshold: 0}}\n"
     );
     let errors = errors_of(&yaml);
     assert_eq!(
@@ -88,7 +88,7 @@ fn semantic_errors_are_all_reported_once_the_shape_is_right() {
 
 #[test]
 fn a_missing_required_field_is_named() {
-    let errors = errors_of(&format!("{HEADER}spec:\n  target: {{kind: local}}\n"));
+    let errors = errors_of(&format!("{HEADER}spec:\n  target: {{kind: flag}}\n"));
     assert_eq!(paths(&errors), vec!["spec.plan"]);
     assert!(errors[0].message.contains("required"));
 }
@@ -112,7 +112,7 @@ fn json_and_multiple_yaml_documents_load() {
     let json = r#"{"apiVersion":"weir.dev/v1alpha1","kind":"Rollout","metadata":{"name":"a"},"spec":{"target":{"kind":"flag","flag":"f"},"plan":{"blueGreen":{"iterations":3}}}}"#;
     assert!(matches!(load(json.as_bytes()).as_slice(), [Ok(_)]));
     let two = format!(
-        "{HEADER}spec: {{target: {{kind: local}}, plan: {{blueGreen: {{iterations: 1}}}}}}\n---\n{HEADER}spec: {{}}\n"
+        "{HEADER}spec: {{target: {{kind: flag}}, plan: {{blueGreen: {{iterations: 1}}}}}}\n---\n{HEADER}spec: {{}}\n"
     );
     let results = load(two.as_bytes());
     assert_eq!(results.len(), 2);
@@ -153,4 +153,77 @@ fn edit_distance_counts_single_edits() {
     assert_eq!(edit_distance("stepWieght", "stepWeight"), 2);
     assert_eq!(edit_distance("interval", "interval"), 0);
     assert_eq!(edit_distance("", "abc"), 3);
+}
+
+#[test]
+fn a_misspelt_target_setting_is_named_with_its_path_and_nothing_else_is_hidden() {
+    let errors = errors_of(
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {name: Bad_Name}\nspec:\n  target:\n    kind: local\n    lisen: 127.0.0.1:8080\n    listen: 127.0.0.1:8080\n    primary: {url: \"http://127.0.0.1:9001\", helthCheck: /}\n    canary: {command: []}\n  plan: {canary: {stepWeight: 150}}\n",
+    );
+    assert_eq!(
+        paths(&errors),
+        vec![
+            "metadata.name",
+            "spec.target.lisen",
+            "spec.target.primary.helthCheck",
+            "spec.plan.canary.stepWeight"
+        ],
+        "{errors:?}"
+    );
+    assert!(errors[1].message.contains("listen"), "{errors:?}");
+}
+
+#[test]
+fn target_kinds_and_required_settings_are_named() {
+    let kind = errors_of(&format!(
+        "{HEADER}spec:\n  target: {{kind: lambda}}\n  plan: {{canary: {{stepWeight: 10}}}}\n"
+    ));
+    assert_eq!(paths(&kind), vec!["spec.target.kind"]);
+    assert!(
+        kind[0].message.contains("local, kubernetes, flag"),
+        "{kind:?}"
+    );
+
+    let missing = errors_of(&format!(
+        "{HEADER}spec:\n  target: {{kind: local}}\n  plan: {{canary: {{stepWeight: 10}}}}\n"
+    ));
+    assert_eq!(
+        paths(&missing),
+        vec![
+            "spec.target.listen",
+            "spec.target.primary",
+            "spec.target.canary"
+        ]
+    );
+
+    let flag = errors_of(&format!(
+        "{HEADER}spec:\n  target: {{kind: flag, flag: checkout, variaton: on}}\n  plan: {{canary: {{stepWeight: 10}}}}\n"
+    ));
+    assert_eq!(paths(&flag), vec!["spec.target.variaton"]);
+
+    let kubernetes = errors_of(&format!(
+        "{HEADER}spec:\n  target: {{kind: kubernetes, targetRef: {{kind: Deployment}}, service: {{port: http}}}}\n  plan: {{canary: {{stepWeight: 10}}}}\n"
+    ));
+    assert_eq!(
+        paths(&kubernetes),
+        vec!["spec.target.service.port", "spec.target.targetRef.name"],
+        "{kubernetes:?}"
+    );
+}
+
+#[test]
+fn local_target_rules_are_checked_when_the_document_is_read() {
+    let errors = errors_of(&format!(
+        "{HEADER}spec:\n  target:\n    kind: local\n    listen: 127.0.0.1:8080\n    primary: {{url: \"http://127.0.0.1:9001\", env: {{A: b}}}}\n    canary: {{command: [\"./app\"], healthCheck: healthz}}\n    metricsServer: prometheus:9090\n  plan: {{abTest: {{iterations: 2, match: [{{method: {{exact: GET}}}}]}}}}\n"
+    ));
+    assert_eq!(
+        paths(&errors),
+        vec![
+            "spec.target.primary",
+            "spec.target.canary.healthCheck",
+            "spec.target.metricsServer",
+            "spec.plan.abTest.match[0].method"
+        ],
+        "{errors:?}"
+    );
 }

@@ -14,14 +14,14 @@ use crate::document::{deserialize_collecting, json_type_name};
 use crate::error::FieldError;
 use crate::model::{
     API_VERSION, AbTestPlan, Alert, Analysis, CanaryPlan, FailureAction, FailureCounting, HookType,
-    IterationsPlan, MatchRule, Metric, MirrorPlan, NoDataPolicy, Plan, REQUEST_SUCCESS_RATE,
-    ROLLOUT_KIND, Rollout, RolloutSpec, SessionAffinity, Severity, StringMatch, Target, TargetKind,
-    TemplateRef, ThresholdRange, Webhook,
+    IterationsPlan, KubernetesTarget, MatchRule, Metric, MirrorPlan, NoDataPolicy, Plan,
+    REQUEST_SUCCESS_RATE, ROLLOUT_KIND, Rollout, RolloutSpec, SessionAffinity, Severity,
+    StringMatch, Target, TemplateRef, ThresholdRange, Webhook,
 };
 use crate::units::{GoDuration, Weight};
 use crate::validate;
 
-/// Spec fields that describe the Kubernetes side; carried verbatim as the target's data.
+/// Spec fields that describe the Kubernetes side: the target's settings.
 const TARGET_FIELDS: [&str; 8] = [
     "targetRef",
     "autoscalerRef",
@@ -163,6 +163,21 @@ pub(super) fn convert(document: &Value) -> Result<Converted<Rollout>, Vec<FieldE
             config.keys().cloned().collect::<Vec<_>>().join(", ")
         ),
     );
+    let kubernetes = match deserialize_collecting::<KubernetesTarget>(&Value::Object(
+        config.into_iter().collect(),
+    )) {
+        Ok(kubernetes) => kubernetes,
+        Err(errors) => {
+            for error in errors {
+                let in_analysis = TARGET_ANALYSIS_FIELDS
+                    .iter()
+                    .any(|key| error.path.split(['.', '[']).next() == Some(*key));
+                let under = if in_analysis { &converter.base } else { "spec" };
+                converter.errors.push(error.under(under));
+            }
+            KubernetesTarget::default()
+        }
+    };
     let mut known_spec: Vec<&str> = TARGET_FIELDS.to_vec();
     known_spec.extend(TYPED_SPEC_FIELDS);
     converter
@@ -208,10 +223,7 @@ pub(super) fn convert(document: &Value) -> Result<Converted<Rollout>, Vec<FieldE
         kind: ROLLOUT_KIND.to_string(),
         metadata,
         spec: RolloutSpec {
-            target: Target {
-                kind: TargetKind::Kubernetes,
-                config,
-            },
+            target: Target::Kubernetes(Box::new(kubernetes)),
             plan,
             analysis: rollout_analysis,
             skip_analysis: spec.skip_analysis.unwrap_or(false),

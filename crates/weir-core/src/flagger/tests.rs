@@ -1,3 +1,5 @@
+#![allow(clippy::expect_used)]
+
 use serde_json::{Value, json};
 
 use super::*;
@@ -86,10 +88,20 @@ fn flagger_defaults_fill_what_is_not_written() {
     assert_eq!(plan.step_weight_promotion, None);
     assert_eq!(plan.mirror_weight, None);
     assert_eq!(
-        rollout.spec.target.kind,
+        rollout.spec.target.kind(),
         crate::model::TargetKind::Kubernetes
     );
-    assert_eq!(rollout.spec.target.config["service"], json!({"port": 8080}));
+    assert_eq!(
+        rollout
+            .spec
+            .target
+            .kubernetes()
+            .expect("a kubernetes target")
+            .service
+            .as_ref()
+            .and_then(|service| service.port),
+        Some(8080)
+    );
     assert!(crate::validate::rollout(rollout).is_empty());
 }
 
@@ -593,7 +605,13 @@ fn session_affinity_and_spec_flags_are_carried() {
         "kept"
     ));
     // Pod readiness belongs to the Kubernetes side.
-    assert_eq!(spec.target.config["primaryReadyThreshold"], json!(50));
+    assert_eq!(
+        spec.target
+            .kubernetes()
+            .expect("a kubernetes target")
+            .primary_ready_threshold,
+        Some(50)
+    );
 }
 
 #[test]

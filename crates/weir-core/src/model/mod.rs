@@ -7,11 +7,13 @@ pub mod local;
 mod provider;
 mod spec;
 mod status;
+mod target;
 
 pub use event::*;
 pub use provider::*;
 pub use spec::*;
 pub use status::*;
+pub use target::*;
 
 /// The API group and version of weir's own resources.
 pub const API_VERSION: &str = "weir.dev/v1alpha1";

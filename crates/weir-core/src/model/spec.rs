@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::RolloutStatus;
+use super::{RolloutStatus, Target};
 use crate::units::{GoDuration, Weight};
 
 /// A durable, named resource: one target, one plan, one analysis, and a status.
@@ -80,31 +80,6 @@ pub struct RolloutSpec {
 
 fn is_false(value: &bool) -> bool {
     !*value
-}
-
-// === impl Target ===
-
-/// Where the rollout acts. The core never interprets `config`: providers do.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Target {
-    /// Which kind of target.
-    pub kind: TargetKind,
-    /// The target's own settings (versions, Deployment references, flag key, ...).
-    #[serde(flatten)]
-    pub config: BTreeMap<String, Value>,
-}
-
-/// The kinds of target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum TargetKind {
-    /// Traffic through weir's embedded router.
-    Local,
-    /// Kubernetes workloads behind a traffic provider.
-    Kubernetes,
-    /// A feature flag's variation weights.
-    Flag,
 }
 
 // === impl Plan ===

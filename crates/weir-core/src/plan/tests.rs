@@ -3,7 +3,7 @@ use crate::model::Rollout;
 
 fn spec(body: &str) -> RolloutSpec {
     let yaml = format!(
-        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: app}}\nspec:\n  target: {{kind: local}}\n{body}"
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: app}}\nspec:\n  target: {{kind: flag}}\n{body}"
     );
     let rollout: Result<Rollout, _> = serde_saphyr::from_str(&yaml);
     match rollout {

@@ -3,7 +3,7 @@ use crate::document::{Document, load};
 
 fn rollout(spec_yaml: &str) -> Rollout {
     let yaml = format!(
-        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: app}}\nspec:\n  target: {{kind: local}}\n{spec_yaml}"
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: app}}\nspec:\n  target: {{kind: flag}}\n{spec_yaml}"
     );
     let parsed: Result<Rollout, _> = serde_saphyr::from_str(&yaml);
     match parsed {

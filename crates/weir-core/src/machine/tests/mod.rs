@@ -18,7 +18,7 @@ fn at(seconds: i64) -> Timestamp {
 /// A spec from the YAML of `plan:` and `analysis:` (indented under `spec:`).
 fn spec(body: &str) -> RolloutSpec {
     let yaml = format!(
-        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: app}}\nspec:\n  target: {{kind: local}}\n{body}"
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: app}}\nspec:\n  target: {{kind: flag}}\n{body}"
     );
     let rollout: Rollout = match serde_saphyr::from_str(&yaml) {
         Ok(rollout) => rollout,
