@@ -3,14 +3,16 @@
 use axum::Json;
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use crate::types::{ErrorBody, ErrorDetail};
 use weir_core::FieldError;
 use weir_core::machine::CommandRejected;
 use weir_engine::EngineError;
 use weir_store::StoreError;
 
 /// The stable, machine-readable kind of an error (`error.code` in the body).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// 400: the request or the document is invalid; `errors` names every field.
@@ -115,26 +117,14 @@ impl ApiError {
     }
 }
 
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    error: ErrorDetail<'a>,
-}
-
-#[derive(Serialize)]
-struct ErrorDetail<'a> {
-    code: ErrorCode,
-    message: String,
-    errors: &'a [FieldError],
-}
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         if let ApiError::Internal(detail) = &self {
             tracing::error!("API request failed: {detail}");
         }
-        let errors: &[FieldError] = match &self {
-            ApiError::Invalid { errors, .. } => errors,
-            _ => &[],
+        let errors = match &self {
+            ApiError::Invalid { errors, .. } => errors.clone(),
+            _ => Vec::new(),
         };
         let body = ErrorBody {
             error: ErrorDetail {

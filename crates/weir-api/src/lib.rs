@@ -29,6 +29,7 @@ mod input;
 mod metrics;
 mod openapi;
 mod rollouts;
+pub mod types;
 mod watch;
 
 use std::future::Future;

@@ -6,7 +6,6 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
 use weir_core::document::{Document, load_value};
@@ -14,28 +13,15 @@ use weir_core::machine::{Command, GateRef};
 use weir_core::model::{HookType, Rollout};
 use weir_core::{FieldError, Warning};
 use weir_store::{ApplyOutcome, DEFAULT_PAGE, ListQuery, MAX_PAGE, RolloutKey, Store};
-use weir_store::{StoredEvent, StoredRollout};
 
 use crate::ApiState;
 use crate::error::ApiError;
 use crate::input::{self, Format, Params, Precondition, RolloutPath};
+use crate::types::{Applied, EventPage, RolloutPage, RolloutView};
 
 type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
 
 // === views ===
-
-/// A rollout as the API shows it: the document with its status, and the store's bookkeeping.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct RolloutView {
-    #[serde(flatten)]
-    document: Rollout,
-    version: u64,
-    generation: u64,
-    last_event_seq: u64,
-    created_at: Timestamp,
-    updated_at: Timestamp,
-}
 
 /// Fields the server writes; ignored in applied documents so that what a GET returns can be
 /// edited and PUT back.
@@ -47,21 +33,6 @@ const SERVER_FIELDS: [&str; 6] = [
     "createdAt",
     "updatedAt",
 ];
-
-impl From<StoredRollout> for RolloutView {
-    fn from(stored: StoredRollout) -> RolloutView {
-        let mut document = stored.rollout;
-        document.status = Some(stored.status);
-        RolloutView {
-            document,
-            version: stored.version,
-            generation: stored.generation,
-            last_event_seq: stored.last_event_seq,
-            created_at: stored.created_at,
-            updated_at: stored.updated_at,
-        }
-    }
-}
 
 fn etag(version: u64) -> Option<HeaderValue> {
     // Digits and quotes are always a valid header value; `ok()` keeps this panic-free anyway.
@@ -81,13 +52,6 @@ fn not_found(key: &RolloutKey) -> ApiError {
 }
 
 // === list ===
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ListResponse {
-    items: Vec<RolloutView>,
-    next_cursor: Option<String>,
-}
 
 /// `GET /api/v1/rollouts?namespace=&phase=&limit=&cursor=`
 pub(crate) async fn list<S: Store>(
@@ -109,7 +73,7 @@ pub(crate) async fn list<S: Store>(
         limit: page_size(limit),
     };
     let page = state.store.list(&query).await?;
-    Ok(Json(ListResponse {
+    Ok(Json(RolloutPage {
         items: page.items.into_iter().map(RolloutView::from).collect(),
         next_cursor: page.next_cursor,
     })
@@ -144,14 +108,6 @@ pub(crate) async fn get_one<S: Store>(
 }
 
 // === apply ===
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ApplyResponse {
-    rollout: RolloutView,
-    outcome: ApplyOutcome,
-    warnings: Vec<Warning>,
-}
 
 /// `POST /api/v1/rollouts`
 pub(crate) async fn create<S: Store>(
@@ -235,7 +191,7 @@ async fn apply<S: Store>(
     let mut response = with_etag(
         status,
         applied.rollout.version,
-        ApplyResponse {
+        Applied {
             rollout: RolloutView::from(applied.rollout),
             outcome: applied.outcome,
             warnings,
@@ -537,14 +493,6 @@ fn gate_of(value: &Value, errors: &mut Vec<FieldError>) -> Option<GateRef> {
 
 // === events ===
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct EventsResponse {
-    items: Vec<StoredEvent>,
-    /// Pass as `after` for the next page; `None` when this page was not full.
-    next_after: Option<u64>,
-}
-
 /// `GET /api/v1/rollouts/{namespace}/{name}/events?after=&limit=`
 pub(crate) async fn events<S: Store>(
     State(state): State<ApiState<S>>,
@@ -566,7 +514,7 @@ pub(crate) async fn events<S: Store>(
     } else {
         None
     };
-    Ok(Json(EventsResponse { items, next_after }).into_response())
+    Ok(Json(EventPage { items, next_after }).into_response())
 }
 
 #[cfg(test)]

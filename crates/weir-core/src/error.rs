@@ -2,16 +2,16 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A problem with one field of a document: where, what was there, and what is allowed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{path}: {message}")]
 pub struct FieldError {
     /// The field's path, e.g. `spec.plan.canary.stepWeights[2]`.
     pub path: String,
     /// The offending value as written, when there was one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
     /// What is wrong and what is allowed.
     pub message: String,
@@ -59,7 +59,7 @@ impl FieldError {
 }
 
 /// Something accepted but worth knowing: a field kept but not acted on yet, a value adjusted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Warning {
     /// The field's path in the input document.
     pub path: String,

@@ -8,9 +8,14 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use http::Method;
-use serde_json::{Value, json};
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde_json::Value;
+use weir_api::types::{
+    Applied, CommandRequest, ErrorBody, EventPage, GateRequest, RolloutPage, RolloutView,
+};
 use weir_core::machine::Command;
 use weir_http::{Answer, HttpClient};
+use weir_store::StoredEvent;
 
 use crate::cmd_core::OutputFormat;
 
@@ -159,10 +164,10 @@ struct Client {
     http: HttpClient,
 }
 
-/// The server's answer, decoded: JSON, or the error it reported.
-enum Reply {
-    Ok(Value),
-    Refused { status: u16, body: Value },
+/// A refusal: the HTTP status and, from a weir server, the error it reported.
+struct Refused {
+    status: u16,
+    body: Option<ErrorBody>,
 }
 
 impl Client {
@@ -173,7 +178,13 @@ impl Client {
         }
     }
 
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> Result<Reply> {
+    /// Sends a request and decodes the answer into the type the server encodes for it.
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<std::result::Result<T, Refused>> {
         let url = format!("{}{path}", self.base);
         let (headers, bytes) = match body {
             Some(body) => (
@@ -187,38 +198,31 @@ impl Client {
             .request(method, &url, headers, bytes.into(), Duration::from_secs(30))
             .await
             .map_err(|error| anyhow::anyhow!("cannot reach the weir server: {error} (is `weir serve` running? --server sets its URL)"))?;
-        let body: Value = if answer.body.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&answer.body).unwrap_or(Value::Null)
-        };
-        Ok(if answer.status.is_success() {
-            Reply::Ok(body)
-        } else {
-            Reply::Refused {
+        if !answer.status.is_success() {
+            return Ok(Err(Refused {
                 status: answer.status.as_u16(),
-                body,
-            }
-        })
+                body: serde_json::from_slice(&answer.body).ok(),
+            }));
+        }
+        let body: &[u8] = if answer.body.is_empty() {
+            b"null"
+        } else {
+            &answer.body
+        };
+        serde_json::from_slice(body)
+            .map(Ok)
+            .with_context(|| format!("the server at {url} answered with a body this weir cannot read (a different version?)"))
     }
 }
 
-fn print_refusal(status: u16, body: &Value) {
-    let error = &body["error"];
-    let message = error["message"]
-        .as_str()
-        .unwrap_or("the server refused the request");
-    eprintln!("error ({status}): {message}");
-    for item in error["errors"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        eprintln!(
-            "  - {}: {}",
-            item["path"].as_str().unwrap_or("?"),
-            item["message"].as_str().unwrap_or("")
-        );
+fn print_refusal(refused: &Refused) {
+    let Some(ErrorBody { error }) = &refused.body else {
+        eprintln!("error ({}): the server refused the request", refused.status);
+        return;
+    };
+    eprintln!("error ({}): {}", refused.status, error.message);
+    for item in &error.errors {
+        eprintln!("  - {}: {}", item.path, item.message);
     }
 }
 
@@ -228,31 +232,16 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-fn weight(value: &Value) -> String {
-    match value.as_f64() {
-        Some(weight) => format!("{weight}%"),
-        None => "0%".into(),
-    }
-}
-
-fn row(rollout: &Value) -> [String; 6] {
-    let status = &rollout["status"];
+fn row(rollout: &RolloutView) -> [String; 6] {
+    let metadata = &rollout.document.metadata;
+    let status = rollout.document.status.clone().unwrap_or_default();
     [
-        rollout["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("default")
-            .to_string(),
-        rollout["metadata"]["name"]
-            .as_str()
-            .unwrap_or("?")
-            .to_string(),
-        status["phase"]
-            .as_str()
-            .unwrap_or("Initializing")
-            .to_string(),
-        weight(&status["canaryWeight"]),
-        status["run"].as_u64().unwrap_or(0).to_string(),
-        status["message"].as_str().unwrap_or("").to_string(),
+        metadata.namespace_or_default().to_string(),
+        metadata.name.clone(),
+        format!("{:?}", status.phase),
+        format!("{}", status.canary_weight),
+        status.run.to_string(),
+        status.message,
     ]
 }
 
@@ -299,28 +288,20 @@ pub fn apply(args: &ApplyArgs) -> Result<ExitCode> {
                 .unwrap_or("?")
                 .to_string();
             match client
-                .call(Method::POST, "/api/v1/rollouts", Some(document))
+                .call::<Applied>(Method::POST, "/api/v1/rollouts", Some(document))
                 .await?
             {
-                Reply::Ok(body) => {
-                    let outcome = body["outcome"].as_str().unwrap_or("applied");
-                    println!("rollout {name} {outcome}");
-                    for warning in body["warnings"]
-                        .as_array()
-                        .map(Vec::as_slice)
-                        .unwrap_or_default()
-                    {
-                        eprintln!(
-                            "  warning: {}: {}",
-                            warning["path"].as_str().unwrap_or(""),
-                            warning["message"].as_str().unwrap_or("")
-                        );
+                Ok(applied) => {
+                    let outcome = serde_json::to_value(applied.outcome)?;
+                    println!("rollout {name} {}", outcome.as_str().unwrap_or("applied"));
+                    for warning in &applied.warnings {
+                        eprintln!("  warning: {warning}");
                     }
                 }
-                Reply::Refused { status, body } => {
+                Err(refusal) => {
                     refused += 1;
                     eprint!("rollout {name}: ");
-                    print_refusal(status, &body);
+                    print_refusal(&refusal);
                 }
             }
         }
@@ -350,9 +331,9 @@ pub fn get(args: &GetArgs) -> Result<ExitCode> {
                 )
                 .await?
             {
-                Reply::Ok(body) => rollouts.push(body),
-                Reply::Refused { status, body } => {
-                    print_refusal(status, &body);
+                Ok(rollout) => rollouts.push(rollout),
+                Err(refusal) => {
+                    print_refusal(&refusal);
                     return Ok(ExitCode::from(1));
                 }
             }
@@ -366,16 +347,16 @@ pub fn get(args: &GetArgs) -> Result<ExitCode> {
                 if let Some(cursor) = &cursor {
                     path.push_str(&format!("&cursor={cursor}"));
                 }
-                match client.call(Method::GET, &path, None).await? {
-                    Reply::Ok(body) => {
-                        rollouts.extend(body["items"].as_array().cloned().unwrap_or_default());
-                        match body["nextCursor"].as_str() {
-                            Some(next) => cursor = Some(next.to_string()),
+                match client.call::<RolloutPage>(Method::GET, &path, None).await? {
+                    Ok(page) => {
+                        rollouts.extend(page.items);
+                        match page.next_cursor {
+                            Some(next) => cursor = Some(next),
                             None => break,
                         }
                     }
-                    Reply::Refused { status, body } => {
-                        print_refusal(status, &body);
+                    Err(refusal) => {
+                        print_refusal(&refusal);
                         return Ok(ExitCode::from(1));
                     }
                 }
@@ -393,36 +374,33 @@ pub fn get(args: &GetArgs) -> Result<ExitCode> {
 async fn events(
     client: &Client,
     name: &NameArgs,
-) -> Result<std::result::Result<Vec<Value>, ExitCode>> {
+) -> Result<std::result::Result<Vec<StoredEvent>, ExitCode>> {
     let mut all = Vec::new();
     let mut after = 0u64;
     loop {
         let path = format!("{}/events?after={after}&limit=500", name.path());
-        match client.call(Method::GET, &path, None).await? {
-            Reply::Ok(body) => {
-                all.extend(body["items"].as_array().cloned().unwrap_or_default());
-                match body["nextAfter"].as_u64() {
+        match client.call::<EventPage>(Method::GET, &path, None).await? {
+            Ok(page) => {
+                all.extend(page.items);
+                match page.next_after {
                     Some(next) => after = next,
                     None => return Ok(Ok(all)),
                 }
             }
-            Reply::Refused { status, body } => {
-                print_refusal(status, &body);
+            Err(refusal) => {
+                print_refusal(&refusal);
                 return Ok(Err(ExitCode::from(1)));
             }
         }
     }
 }
 
-fn event_line(event: &Value) -> String {
-    match serde_json::from_value::<weir_core::model::Event>(event.clone()) {
-        Ok(parsed) => format!(
-            "#{:<4} {}",
-            event["seq"].as_u64().unwrap_or(0),
-            crate::progress::format_event(&parsed)
-        ),
-        Err(_) => event.to_string(),
-    }
+fn event_line(stored: &StoredEvent) -> String {
+    format!(
+        "#{:<4} {}",
+        stored.seq,
+        crate::progress::format_event(&stored.event)
+    )
 }
 
 /// `weir history NAME`.
@@ -436,7 +414,7 @@ pub fn history(args: &HistoryArgs) -> Result<ExitCode> {
         match args.output {
             OutputFormat::Json => {
                 for event in &events {
-                    println!("{event}");
+                    println!("{}", serde_json::to_string(event)?);
                 }
             }
             OutputFormat::Text => {
@@ -453,14 +431,17 @@ pub fn history(args: &HistoryArgs) -> Result<ExitCode> {
 pub fn status(args: &NameArgs) -> Result<ExitCode> {
     let client = Client::new(&args.server);
     runtime()?.block_on(async {
-        let rollout = match client.call(Method::GET, &args.path(), None).await? {
-            Reply::Ok(body) => body,
-            Reply::Refused { status, body } => {
-                print_refusal(status, &body);
+        let rollout = match client
+            .call::<RolloutView>(Method::GET, &args.path(), None)
+            .await?
+        {
+            Ok(rollout) => rollout,
+            Err(refusal) => {
+                print_refusal(&refusal);
                 return Ok(ExitCode::from(1));
             }
         };
-        let status = &rollout["status"];
+        let status = rollout.document.status.clone().unwrap_or_default();
         let [namespace, name, phase, canary, run, message] = row(&rollout);
         println!("{namespace}/{name}: {phase}, canary {canary}, run {run}");
         if !message.is_empty() {
@@ -468,15 +449,11 @@ pub fn status(args: &NameArgs) -> Result<ExitCode> {
         }
         println!(
             "  canary revision {}, primary revision {}, steps taken {}, failed checks {}{}",
-            status["canaryRevision"].as_str().unwrap_or("-"),
-            status["primaryRevision"].as_str().unwrap_or("-"),
-            status["stepsTaken"].as_u64().unwrap_or(0),
-            status["failedChecks"].as_u64().unwrap_or(0),
-            if status["paused"].as_bool() == Some(true) {
-                ", paused"
-            } else {
-                ""
-            },
+            status.canary_revision.as_deref().unwrap_or("-"),
+            status.primary_revision.as_deref().unwrap_or("-"),
+            status.steps_taken,
+            status.failed_checks,
+            if status.paused { ", paused" } else { "" },
         );
         let events = match events(&client, args).await? {
             Ok(events) => events,
@@ -499,8 +476,12 @@ pub fn status(args: &NameArgs) -> Result<ExitCode> {
 
 /// `weir promote|abort|pause|resume|retry NAME`.
 pub fn command(command: Command, args: &CommandArgs) -> Result<ExitCode> {
-    let body = json!({"command": command.as_str(), "actor": args.actor()});
-    send_command(args, body)
+    let request = CommandRequest {
+        command: command.as_str().to_string(),
+        actor: Some(args.actor()),
+        gate: None,
+    };
+    send_command(args, &request)
 }
 
 /// `weir gate open|close NAME --type TYPE --hook HOOK`.
@@ -509,36 +490,36 @@ pub fn gate(args: &GateArgs) -> Result<ExitCode> {
         GateAction::Open(target) => ("open-gate", target),
         GateAction::Close(target) => ("close-gate", target),
     };
-    let mut gate = serde_json::Map::new();
-    if let Some(gate_type) = &target.gate_type {
-        gate.insert("type".into(), json!(gate_type));
-    }
-    if let Some(hook) = &target.hook {
-        gate.insert("hook".into(), json!(hook));
-    }
-    let body = json!({"command": name, "gate": gate, "actor": target.command.actor()});
-    send_command(&target.command, body)
+    let request = CommandRequest {
+        command: name.to_string(),
+        actor: Some(target.command.actor()),
+        gate: Some(GateRequest {
+            gate_type: target.gate_type.clone(),
+            hook: target.hook.clone(),
+        }),
+    };
+    send_command(&target.command, &request)
 }
 
 /// Posts a command and prints where the rollout stands after it.
-fn send_command(args: &CommandArgs, body: Value) -> Result<ExitCode> {
+fn send_command(args: &CommandArgs, request: &CommandRequest) -> Result<ExitCode> {
     let client = Client::new(&args.name.server);
     runtime()?.block_on(async {
         match client
             .call(
                 Method::POST,
                 &format!("{}/commands", args.name.path()),
-                Some(body),
+                Some(serde_json::to_value(request)?),
             )
             .await?
         {
-            Reply::Ok(rollout) => {
+            Ok(rollout) => {
                 let [namespace, name, phase, canary, _, message] = row(&rollout);
                 println!("{namespace}/{name}: {phase}, canary {canary}: {message}");
                 Ok(ExitCode::SUCCESS)
             }
-            Reply::Refused { status, body } => {
-                print_refusal(status, &body);
+            Err(refusal) => {
+                print_refusal(&refusal);
                 Ok(ExitCode::from(1))
             }
         }
@@ -549,13 +530,16 @@ fn send_command(args: &CommandArgs, body: Value) -> Result<ExitCode> {
 pub fn delete(args: &NameArgs) -> Result<ExitCode> {
     let client = Client::new(&args.server);
     runtime()?.block_on(async {
-        match client.call(Method::DELETE, &args.path(), None).await? {
-            Reply::Ok(_) => {
+        match client
+            .call::<IgnoredAny>(Method::DELETE, &args.path(), None)
+            .await?
+        {
+            Ok(_) => {
                 println!("rollout {} deleted", args.name);
                 Ok(ExitCode::SUCCESS)
             }
-            Reply::Refused { status, body } => {
-                print_refusal(status, &body);
+            Err(refusal) => {
+                print_refusal(&refusal);
                 Ok(ExitCode::from(1))
             }
         }

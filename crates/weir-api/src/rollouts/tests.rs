@@ -188,3 +188,26 @@ fn preconditions() {
     create_only.insert(header::IF_NONE_MATCH, HeaderValue::from_static("*"));
     assert_eq!(version(&create_only, None), Some(0));
 }
+
+#[test]
+fn the_shared_command_request_is_what_the_server_reads() {
+    use crate::types::{CommandRequest, GateRequest};
+    let request = CommandRequest {
+        command: "open-gate".into(),
+        actor: Some("ana".into()),
+        gate: Some(GateRequest {
+            gate_type: Some("confirm-promotion".into()),
+            hook: None,
+        }),
+    };
+    let bytes = serde_json::to_vec(&request).unwrap();
+    let (command, actor) = command_of(&bytes).unwrap();
+    assert_eq!(actor.as_deref(), Some("ana"));
+    assert_eq!(command.as_str(), "open-gate");
+    let pause = CommandRequest {
+        command: "pause".into(),
+        ..CommandRequest::default()
+    };
+    let (command, actor) = command_of(&serde_json::to_vec(&pause).unwrap()).unwrap();
+    assert_eq!((command, actor), (Command::Pause, None));
+}
