@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -17,6 +18,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use weir_core::model::TargetKind;
+use weir_engine::clock::{Clock, ManualClock, SystemClock};
 use weir_engine::synthetic::{SyntheticMetrics, SyntheticTargets};
 use weir_engine::{Engine, EngineOptions, Providers};
 use weir_store::SqliteStore;
@@ -28,9 +30,13 @@ use weir_webhooks::hooks::{HttpHookRunner, LogNotifier};
 
 // === harness ===
 
+/// The engine runs on a manual clock: time moves only while a test waits for a rollout to change
+/// (one analysis interval per poll, see `Server::wait_for`), so these tests of the API's logic
+/// never sleep through real intervals and never skip a state they wait for.
 struct Server {
     base: String,
     client: HttpClient,
+    clock: ManualClock,
     _db: TempDb,
     _engine: Background,
 }
@@ -87,7 +93,12 @@ async fn start_with(watch_shutdown: Option<oneshot::Receiver<()>>) -> Server {
         notifier: Arc::new(LogNotifier),
         catalog: Default::default(),
     };
-    let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
+    let clock = ManualClock::new(SystemClock.now());
+    let options = EngineOptions {
+        clock: clock.shared(),
+        ..EngineOptions::default()
+    };
+    let (engine, handle) = Engine::new(store.clone(), providers, options);
     let engine = Background::start(engine);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
@@ -101,6 +112,7 @@ async fn start_with(watch_shutdown: Option<oneshot::Receiver<()>>) -> Server {
     Server {
         base: format!("http://{addr}"),
         client: http1_client(),
+        clock,
         _db: db,
         _engine: engine,
     }
@@ -152,7 +164,8 @@ impl Server {
         .await
     }
 
-    /// Polls a rollout until `done` holds, and returns it.
+    /// Polls a rollout until `done` holds, and returns it. Every poll that finds it not done yet
+    /// moves the engine's clock by one analysis interval (1s in these tests).
     async fn wait_for(
         &self,
         namespace: &str,
@@ -167,6 +180,7 @@ impl Server {
             if reply.status == StatusCode::OK && done(&reply.body) {
                 Ok(reply.body)
             } else {
+                self.clock.advance(Duration::from_secs(1));
                 Err(format!("{} {:#}", reply.status, reply.body))
             }
         })
