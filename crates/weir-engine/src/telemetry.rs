@@ -1,6 +1,6 @@
 //! weir's own metrics, for a Prometheus that scrapes `/metrics` (docs/METRICS.md lists them all).
 //!
-//! Three groups, one [`Telemetry`] per engine:
+//! Two groups of its own, one [`Telemetry`] per engine, and what adapters add:
 //!
 //! - **per rollout** (`weir_rollout_*`, labels `namespace` and `rollout`): set by the engine from
 //!   every committed status change, so they never show a step that was not made durable; the
@@ -8,10 +8,8 @@
 //!   number of series follows the number of rollouts, not their history.
 //! - **engine health** (`weir_engine_*`): tick lateness, store commit time, ticks, provider errors
 //!   and the number of rollouts known.
-//! - **the embedded router's traffic** (`weir_router_*`, labels `namespace`, `rollout`, `role`,
-//!   `revision`, `traffic`): not copied anywhere, but read at scrape time from each local
-//!   rollout's router counters (a [`Collector`]), so a scrape costs nothing between scrapes and is
-//!   exactly as fresh as the router itself.
+//! - **adapters' families** ([`ScrapedMetrics`]), read at scrape time from the adapter's own
+//!   state: weir-local adds the embedded routers' traffic (`weir_router_*`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -20,16 +18,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
-use prometheus_client::metrics::MetricType;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 use weir_core::model::{EventReason, Phase, RolloutStatus};
-use weir_router::RouteHandle;
-use weir_router::metrics::MetricsSnapshot;
 use weir_store::RolloutKey;
 
 use crate::handle::StatusChange;
@@ -53,12 +48,6 @@ const LATENESS_BUCKETS: [f64; 14] = [
 /// Buckets of `weir_engine_store_commit_seconds`: one fsync is 0.1-10 ms on most disks.
 const COMMIT_BUCKETS: [f64; 14] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-];
-
-/// Buckets of `weir_router_request_duration_seconds`, as the router's own `/metrics` has them
-/// (`weir_router::metrics::render_prometheus`), so dashboards work on both.
-pub const ROUTER_BUCKETS: [f64; 14] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -168,8 +157,8 @@ struct Inner {
     known: Mutex<HashMap<RolloutKey, Phase>>,
     /// Which judges have a series per rollout, to remove them when the run or the rollout ends.
     judges: Mutex<HashMap<RolloutKey, BTreeSet<String>>>,
-    /// Where the router collector reads traffic from.
-    routers: Arc<Mutex<Vec<LocalRouters>>>,
+    /// The adapters' families read at scrape time, by name.
+    scraped: SourceList,
 }
 
 impl Default for Inner {
@@ -247,9 +236,9 @@ impl Default for Inner {
             "Rollouts this engine knows",
             rollouts.clone(),
         );
-        let routers = Arc::new(Mutex::new(Vec::new()));
-        registry.register_collector(Box::new(RouterCollector {
-            sources: Arc::clone(&routers),
+        let scraped = Arc::new(Mutex::new(Vec::new()));
+        registry.register_collector(Box::new(ScrapedSources {
+            sources: Arc::clone(&scraped),
         }));
         Inner {
             registry,
@@ -267,7 +256,7 @@ impl Default for Inner {
             rollouts,
             known: Mutex::default(),
             judges: Mutex::default(),
-            routers,
+            scraped,
         }
     }
 }
@@ -435,21 +424,17 @@ impl Telemetry {
         self.inner.provider_errors.inc();
     }
 
-    /// Exposes the traffic of the routers in `routers` as the `weir_router_*` families. Adding the
-    /// same map twice (an engine restarted in-process over the same providers) is a no-op, so no
+    /// Adds an adapter's families, read at every scrape. A source added again under the same
+    /// name (an engine restarted in-process over the same providers) replaces the first, so no
     /// series is ever encoded twice.
-    pub fn add_routers(&self, routers: &LocalRouters) {
+    pub fn add_scraped(&self, name: &'static str, source: Arc<dyn ScrapedMetrics>) {
         let mut sources = self
             .inner
-            .routers
+            .scraped
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if !sources
-            .iter()
-            .any(|known| Arc::ptr_eq(&known.0, &routers.0))
-        {
-            sources.push(routers.clone());
-        }
+        sources.retain(|(known, _)| *known != name);
+        sources.push((name, source));
     }
 }
 
@@ -457,190 +442,40 @@ fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// What the router collector needs of one local rollout: its router and which revision plays
-/// which role.
-#[derive(Clone)]
-pub struct RouterEntry {
-    /// The rollout's router (counters only grow; see weir-router's invariants).
-    pub handle: RouteHandle,
-    /// The revision the primary runs.
-    pub primary: String,
-    /// The revision of the canary's definition.
-    pub canary: String,
+/// Metric families an adapter reads from its own state at scrape time (the embedded routers'
+/// traffic, for one): nothing is copied between scrapes, and a scrape is exactly as fresh as the
+/// adapter's state.
+pub trait ScrapedMetrics: fmt::Debug + Send + Sync + 'static {
+    /// Encodes this source's families.
+    fn encode(&self, encoder: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error>;
 }
 
-/// A synchronous side map of the local rollouts' routers, kept by `LocalTargets` wherever it
-/// installs or removes a router and read by the collector at scrape time. The per-rollout state
-/// of `LocalTargets` sits behind async mutexes a scrape must not wait on (a reconcile may hold
-/// one while a version starts); this map is only ever held for an insert or a copy.
-#[derive(Clone, Default)]
-pub struct LocalRouters(Arc<Mutex<HashMap<RolloutKey, RouterEntry>>>);
+/// The adapters' scraped sources, by name.
+type SourceList = Arc<Mutex<Vec<(&'static str, Arc<dyn ScrapedMetrics>)>>>;
 
-impl LocalRouters {
-    /// Records (or updates) a rollout's router and roles.
-    pub fn set(&self, key: &RolloutKey, entry: RouterEntry) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key.clone(), entry);
-    }
-
-    /// Forgets a rollout's router (the rollout is gone).
-    pub fn remove(&self, key: &RolloutKey) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(key);
-    }
-
-    fn entries(&self) -> Vec<(RolloutKey, RouterEntry)> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(|(key, entry)| (key.clone(), entry.clone()))
-            .collect()
-    }
+/// Reads every adapter's [`ScrapedMetrics`] at scrape time.
+struct ScrapedSources {
+    sources: SourceList,
 }
 
-/// The role of a version in a rollout's router: `canary` when it is the canary's revision and
-/// that differs from the primary's (after a promotion both are one version: the primary).
-pub fn role(version: &str, primary: &str, canary: &str) -> &'static str {
-    if version == canary && canary != primary {
-        "canary"
-    } else {
-        "primary"
-    }
-}
-
-/// Reads the routers of local rollouts at scrape time.
-struct RouterCollector {
-    sources: Arc<Mutex<Vec<LocalRouters>>>,
-}
-
-impl fmt::Debug for RouterCollector {
+impl fmt::Debug for ScrapedSources {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RouterCollector").finish_non_exhaustive()
+        f.debug_struct("ScrapedSources").finish_non_exhaustive()
     }
 }
 
-/// One rollout's router counters at scrape time.
-struct Scraped {
-    key: RolloutKey,
-    primary: String,
-    canary: String,
-    snapshot: MetricsSnapshot,
-}
-
-impl Scraped {
-    /// The label set of each series of the snapshot, in exposition order.
-    fn series(
-        &self,
-    ) -> impl Iterator<Item = ([(&'static str, &str); 5], &weir_router::VersionSnapshot)> {
-        self.snapshot.versions.iter().map(move |version| {
-            (
-                [
-                    ("namespace", self.key.namespace.as_str()),
-                    ("rollout", self.key.name.as_str()),
-                    ("role", role(&version.version, &self.primary, &self.canary)),
-                    ("revision", version.version.as_str()),
-                    ("traffic", version.traffic.as_str()),
-                ],
-                version,
-            )
-        })
-    }
-}
-
-impl Collector for RouterCollector {
+impl Collector for ScrapedSources {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
-        let sources: Vec<LocalRouters> = self
+        let sources = self
             .sources
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone();
-        let mut scraped: Vec<Scraped> = sources
-            .iter()
-            .flat_map(LocalRouters::entries)
-            .map(|(key, entry)| Scraped {
-                snapshot: entry.handle.metrics(),
-                key,
-                primary: entry.primary,
-                canary: entry.canary,
-            })
-            .collect();
-        if scraped.is_empty() {
-            return Ok(());
-        }
-        // A stable order makes the exposition diffable.
-        scraped.sort_by(|a, b| a.key.cmp(&b.key));
-
-        let mut requests = encoder.encode_descriptor(
-            "weir_router_requests",
-            "Requests the embedded router finished, per local rollout, role, revision and traffic (served or mirror).",
-            None,
-            MetricType::Counter,
-        )?;
-        for rollout in &scraped {
-            for (labels, version) in rollout.series() {
-                requests
-                    .encode_family(&labels)?
-                    .encode_counter::<NoLabelSet, _, u64>(&version.requests, None)?;
-            }
-        }
-        let mut errors = encoder.encode_descriptor(
-            "weir_router_errors",
-            "Requests answered with a 5xx status (from the version, or 502/504 from the router).",
-            None,
-            MetricType::Counter,
-        )?;
-        for rollout in &scraped {
-            for (labels, version) in rollout.series() {
-                errors
-                    .encode_family(&labels)?
-                    .encode_counter::<NoLabelSet, _, u64>(&version.errors, None)?;
-            }
-        }
-        let unit = Unit::Seconds;
-        let mut durations = encoder.encode_descriptor(
-            "weir_router_request_duration",
-            "Time from request head to response head.",
-            Some(&unit),
-            MetricType::Histogram,
-        )?;
-        for rollout in &scraped {
-            for (labels, version) in rollout.series() {
-                let buckets = router_buckets(version);
-                durations
-                    .encode_family(&labels)?
-                    .encode_histogram::<NoLabelSet>(
-                        version.latency.sum_micros as f64 / 1e6,
-                        version.requests,
-                        &buckets,
-                        None,
-                    )?;
-            }
+        for (_, source) in sources {
+            source.encode(&mut encoder)?;
         }
         Ok(())
     }
-}
-
-/// A version's latencies as (upper bound, count in this bucket alone) pairs - the encoder
-/// accumulates them - ending with `+Inf`. The router's histogram is finer (1/16 of a power of
-/// two); a bucket straddling a bound is counted under it, as the router's own exposition does.
-fn router_buckets(version: &weir_router::VersionSnapshot) -> Vec<(f64, u64)> {
-    let mut buckets = Vec::with_capacity(ROUTER_BUCKETS.len() + 1);
-    let mut below = 0;
-    for bound in ROUTER_BUCKETS {
-        let at_most = version
-            .latency
-            .count_at_most(Duration::from_secs_f64(bound))
-            .min(version.requests);
-        buckets.push((bound, at_most.saturating_sub(below)));
-        below = below.max(at_most);
-    }
-    buckets.push((f64::INFINITY, version.requests.saturating_sub(below)));
-    buckets
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 mod process;
+mod telemetry;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -30,8 +31,8 @@ use weir_router::{Condition, MatchBlock, Matcher, Subject};
 use weir_store::RolloutKey;
 
 use self::process::VersionProcess;
+use crate::telemetry::{LocalRouters, RouterEntry};
 use weir_core::model::local::{LocalTarget, VersionSpec};
-use weir_engine::telemetry::{LocalRouters, RouterEntry};
 use weir_engine::{
     BoxFuture, MetricSource, ProviderError, Providers, TargetObservation, TargetProvider,
 };
@@ -615,7 +616,7 @@ impl TargetProvider for LocalTargets {
     }
 
     fn register_metrics(&self, telemetry: &weir_engine::Telemetry) {
-        telemetry.add_routers(&self.routers);
+        telemetry.add_scraped("weir_router", Arc::new(self.routers.clone()));
     }
 
     fn remove<'a>(&'a self, key: &'a RolloutKey) -> BoxFuture<'a, ()> {

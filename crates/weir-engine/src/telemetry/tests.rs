@@ -280,13 +280,3 @@ fn engine_health_families_count_what_they_are_given() {
     assert!(text.contains("# TYPE weir_engine_store_commit_seconds histogram"));
     assert!(text.contains("# UNIT weir_engine_store_commit_seconds seconds"));
 }
-
-#[test]
-fn roles_follow_the_canary_revision_until_it_is_promoted() {
-    assert_eq!(role("r2", "r1", "r2"), "canary");
-    assert_eq!(role("r1", "r1", "r2"), "primary");
-    // After promotion the primary runs the canary's revision: one version, the primary.
-    assert_eq!(role("r2", "r2", "r2"), "primary");
-    // The old primary's counters stay, as a primary.
-    assert_eq!(role("r1", "r2", "r2"), "primary");
-}
