@@ -20,11 +20,16 @@ use std::time::Duration;
 
 use tokio::sync::{Mutex as AsyncMutex, oneshot};
 use weir_core::machine::{Effect, Route, Scale};
+use weir_core::model::local::{LocalTarget, VersionSpec};
 use weir_core::model::{
     CheckOutcome, CheckResult, Metric, REQUEST_DURATION, REQUEST_SUCCESS_RATE, Rollout,
     RolloutStatus, StringMatch, TargetKind,
 };
 use weir_core::{FieldError, Weight};
+use weir_engine::{
+    BoxFuture, MetricSource, ProviderError, Providers, TargetObservation, TargetProvider,
+};
+use weir_http::HttpClient;
 use weir_router::metrics::{MetricsSnapshot, Traffic};
 use weir_router::{Backend, RouteHandle, RouteSpec, Router, RouterConfig, Upstream};
 use weir_router::{Condition, MatchBlock, Matcher, Subject};
@@ -32,11 +37,6 @@ use weir_store::RolloutKey;
 
 use self::process::VersionProcess;
 use crate::telemetry::{LocalRouters, RouterEntry};
-use weir_core::model::local::{LocalTarget, VersionSpec};
-use weir_engine::{
-    BoxFuture, MetricSource, ProviderError, Providers, TargetObservation, TargetProvider,
-};
-use weir_http::HttpClient;
 
 /// Local targets for every local rollout of this process.
 #[derive(Clone, Default)]
