@@ -74,6 +74,23 @@ pub struct Weir {
 }
 
 impl Weir {
+    /// Starts `weir serve` on a port it picks, over the database `db`, with `extra` arguments,
+    /// and waits for its listening line (`url("api")` is where it answers).
+    pub fn serve(binary: &str, db: &std::path::Path, extra: &[&str]) -> Weir {
+        let db = db.display().to_string();
+        let mut args = vec![
+            "serve",
+            "--db",
+            &db,
+            "--listen",
+            "127.0.0.1:0",
+            "--output",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        Weir::start(binary, &args)
+    }
+
     /// Starts `binary` with `args` (which must ask for `--output json`) and waits for its
     /// listening line.
     pub fn start(binary: &str, args: &[&str]) -> Weir {

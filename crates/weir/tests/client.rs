@@ -20,18 +20,7 @@ fn client_verbs_print_what_the_server_answers() {
     let runtime = runtime();
     let versions = sample_apps(&runtime, &["v1", "v2"]);
     let dir = TempDb::new();
-    let server = Weir::start(
-        env!("CARGO_BIN_EXE_weir"),
-        &[
-            "serve",
-            "--db",
-            &dir.path().display().to_string(),
-            "--listen",
-            "127.0.0.1:0",
-            "--output",
-            "json",
-        ],
-    );
+    let server = Weir::serve(env!("CARGO_BIN_EXE_weir"), &dir.path(), &[]);
     let url = server.url("api");
 
     // A refused document: every field error is decoded and printed with its path.

@@ -17,18 +17,7 @@ fn weir(args: &[&str]) -> std::process::Output {
 
 /// `weir serve` on a port it picks (a restart gets a new one: the test reads it back each time).
 fn serve(db: &Path) -> (Weir, String) {
-    let server = Weir::start(
-        env!("CARGO_BIN_EXE_weir"),
-        &[
-            "serve",
-            "--db",
-            &db.display().to_string(),
-            "--listen",
-            "127.0.0.1:0",
-            "--output",
-            "json",
-        ],
-    );
+    let server = Weir::serve(env!("CARGO_BIN_EXE_weir"), db, &[]);
     let url = server.url("api");
     (server, url)
 }

@@ -20,16 +20,10 @@ fn weir(args: &[&str]) -> std::process::Output {
 }
 
 fn serve(db: &Path, prometheus: &str, catalog: &Path) -> Weir {
-    Weir::start(
+    Weir::serve(
         env!("CARGO_BIN_EXE_weir"),
+        db,
         &[
-            "serve",
-            "--db",
-            &db.display().to_string(),
-            "--listen",
-            "127.0.0.1:0",
-            "--output",
-            "json",
             "--prometheus",
             prometheus,
             "--catalog",

@@ -201,18 +201,7 @@ fn a_foreground_run_can_be_steered_through_its_api() {
         "the run promotes once the gate opens"
     );
     // The run's state file keeps the history: read it back through a server on the same file.
-    let serve = Weir::start(
-        env!("CARGO_BIN_EXE_weir"),
-        &[
-            "serve",
-            "--db",
-            &dir.path().display().to_string(),
-            "--listen",
-            "127.0.0.1:0",
-            "--output",
-            "json",
-        ],
-    );
+    let serve = Weir::serve(env!("CARGO_BIN_EXE_weir"), &dir.path(), &[]);
     let history = weir(&[
         "history",
         "gated",
