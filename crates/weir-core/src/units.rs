@@ -118,6 +118,22 @@ impl Serialize for Weight {
     }
 }
 
+impl schemars::JsonSchema for Weight {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Weight".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A percentage resolved to 0.01%: a number (10, 2.5) or a string (\"0.25%\").",
+            "anyOf": [
+                {"type": "number", "minimum": 0, "maximum": 100},
+                {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?%?$"}
+            ]
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Weight {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct WeightVisitor;
@@ -288,6 +304,19 @@ impl fmt::Display for GoDuration {
 impl Serialize for GoDuration {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
+    }
+}
+
+impl schemars::JsonSchema for GoDuration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "GoDuration".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A duration in Go's syntax: 30s, 1m30s, 1.5h, 250ms.",
+            "type": "string"
+        })
     }
 }
 

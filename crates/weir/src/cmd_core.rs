@@ -377,3 +377,13 @@ fn write_timeline(out: &mut impl Write, subject: &str, timeline: &Timeline) -> R
     writeln!(out)?;
     Ok(())
 }
+
+/// `weir crds`: the CustomResourceDefinitions, one YAML document each.
+pub fn crds() -> Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    for crd in weir_kube::crd::crds()? {
+        writeln!(out, "---")?;
+        write!(out, "{}", serde_saphyr::to_string(&crd)?)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -62,6 +62,14 @@ enum Command {
     ///
     /// Exit status: 0 on success, 2 when the input is invalid.
     Plan(cmd_core::PlanArgs),
+    /// Print the CustomResourceDefinitions weir installs on Kubernetes, as YAML.
+    ///
+    /// `rollouts.weir.dev` (short name `wro`) is generated from the same types `weir validate`
+    /// reads, with a status subresource and printer columns (phase, weight, failed checks, run,
+    /// age, message). `deploy/crds.yaml` in the repository is this output.
+    ///
+    /// Example: `weir crds | kubectl apply -f -`
+    Crds,
     /// Run the embedded router alone in front of two versions of a service.
     ///
     /// Splits traffic between a primary and a canary by weight (0.01% resolution), sends
@@ -174,6 +182,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => cmd_core::validate(&args),
         Command::Convert(args) => cmd_core::convert(&args),
         Command::Plan(args) => cmd_core::plan(&args),
+        Command::Crds => cmd_core::crds(),
         Command::Router(args) => cmd_router::router(&args),
         Command::SampleApp(args) => cmd_tools::sample_app(&args),
         Command::Load(args) => cmd_tools::load(&args),

@@ -345,3 +345,17 @@ fn validate_refuses_a_query_with_a_placeholder_weir_cannot_fill() {
         text(&output.stdout)
     );
 }
+
+#[test]
+fn weir_crds_prints_what_deploy_crds_yaml_holds() {
+    let output = weir(&["crds"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let printed = text(&output.stdout);
+    assert!(printed.contains("name: rollouts.weir.dev"), "{printed}");
+    let checked_in = std::fs::read_to_string(repo_file("deploy/crds.yaml"))
+        .unwrap_or_else(|error| panic!("deploy/crds.yaml: {error}"));
+    assert!(
+        printed == checked_in,
+        "deploy/crds.yaml is out of date: run `cargo run -- crds > deploy/crds.yaml`"
+    );
+}

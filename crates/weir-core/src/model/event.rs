@@ -1,13 +1,14 @@
 //! History entries. Every transition records one, with the evidence behind it.
 
 use jiff::Timestamp;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{HookType, Phase, RolloutStatus};
 use crate::units::Weight;
 
 /// An append-only history entry. The store gives it a gap-free sequence number per rollout.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
     /// When it happened.
@@ -28,7 +29,7 @@ pub struct Event {
 }
 
 /// What an event records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "PascalCase")]
 pub enum EventReason {
     /// The rollout was set up.
@@ -115,7 +116,7 @@ impl EventReason {
 }
 
 /// The evidence behind an event.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Evidence {
     /// Check results considered.
@@ -143,7 +144,7 @@ impl Evidence {
 }
 
 /// The outcome of one metric check in one tick.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckResult {
     /// The metric's name.
@@ -159,7 +160,7 @@ pub struct CheckResult {
 }
 
 /// Check outcomes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum CheckOutcome {
     /// Within range.
@@ -171,7 +172,7 @@ pub enum CheckOutcome {
 }
 
 /// The outcome of one webhook call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HookResult {
     /// The webhook's name.
@@ -187,7 +188,7 @@ pub struct HookResult {
 }
 
 /// A judge's conclusion with its evidence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JudgeVerdict {
     /// The judge's name.
@@ -200,7 +201,7 @@ pub struct JudgeVerdict {
 }
 
 /// Verdict outcomes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum VerdictOutcome {
     /// The canary is no worse than allowed.

@@ -17,12 +17,13 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::GoDuration;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// A local target's settings. Fields are in alphabetical order so that a document's serialized
 /// form is stable.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LocalTarget {
     /// The new version.
@@ -38,7 +39,7 @@ pub struct LocalTarget {
 }
 
 /// One version: a URL already serving, or a command weir starts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct VersionSpec {
     /// `http://HOST:PORT` of a running service.

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{ObjectMeta, TemplateRef};
@@ -14,7 +15,7 @@ pub const ALERT_PROVIDER_KIND: &str = "AlertProvider";
 pub const SECRET_KIND: &str = "Secret";
 
 /// Where a rollout's notifications go (Flagger's AlertProvider, in weir's group).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AlertProvider {
     /// Always `weir.dev/v1alpha1`.
@@ -28,7 +29,7 @@ pub struct AlertProvider {
 }
 
 /// The service and address of an alert provider.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AlertProviderSpec {
     /// Which service, which decides the message format.
@@ -50,7 +51,7 @@ pub struct AlertProviderSpec {
 }
 
 /// The notification services weir formats messages for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AlertProviderType {
     /// Slack incoming webhooks.
@@ -70,7 +71,7 @@ impl AlertProviderType {
 
 /// Credentials, by key. Kubernetes' shape: `stringData` holds plain text, `data` base64; both
 /// are merged into `string_data` when the document is loaded.
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Secret {
     /// Always `v1`.

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -9,7 +10,7 @@ use super::{RolloutStatus, Target};
 use crate::units::{GoDuration, Weight};
 
 /// A durable, named resource: one target, one plan, one analysis, and a status.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Rollout {
     /// Always `weir.dev/v1alpha1`.
@@ -26,7 +27,7 @@ pub struct Rollout {
 }
 
 /// Kubernetes-style object metadata. Fields weir does not know are kept as they are.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectMeta {
     /// The rollout's name, unique within its namespace.
@@ -54,7 +55,7 @@ impl ObjectMeta {
 }
 
 /// The desired rollout.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RolloutSpec {
     /// What exposure means: local routes, Kubernetes Deployments, or flag variations.
@@ -85,7 +86,7 @@ fn is_false(value: &bool) -> bool {
 // === impl Plan ===
 
 /// How exposure of the canary grows. Exactly one strategy.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum Plan {
     /// Weighted steps of traffic.
@@ -114,7 +115,7 @@ impl Plan {
 }
 
 /// A weighted canary: exactly one of `stepWeight`, `stepWeights` or `steps`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CanaryPlan {
     /// Add this much canary weight after each passing interval.
@@ -139,7 +140,7 @@ pub struct CanaryPlan {
 }
 
 /// One explicit canary step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CanaryStep {
     /// The canary weight during this step.
@@ -150,7 +151,7 @@ pub struct CanaryStep {
 }
 
 /// A pause on a step: timed, or until a person resumes the rollout.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Pause {
     /// How long to stay; absent means until `weir resume`.
@@ -159,7 +160,7 @@ pub struct Pause {
 }
 
 /// A plan that runs a number of passing intervals.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IterationsPlan {
     /// Passing intervals needed before the switch.
@@ -167,7 +168,7 @@ pub struct IterationsPlan {
 }
 
 /// A/B testing: requests matching any rule go to the canary.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AbTestPlan {
     /// Passing intervals needed before promotion.
@@ -179,7 +180,7 @@ pub struct AbTestPlan {
 }
 
 /// Traffic shadowing, then a switch.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MirrorPlan {
     /// Passing intervals of mirrored traffic needed before the switch.
@@ -190,7 +191,7 @@ pub struct MirrorPlan {
 }
 
 /// Conditions on a request; all must hold.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MatchRule {
     /// Header name -> condition. A `cookie` header condition sees the whole Cookie header.
@@ -211,7 +212,7 @@ pub struct MatchRule {
 }
 
 /// One string condition: exactly one of the fields.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StringMatch {
     /// Equal to.
@@ -229,7 +230,7 @@ pub struct StringMatch {
 }
 
 /// Weights at times: an explicit list, or a template that expands to one.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SchedulePlan {
     /// Explicit `{at, weight}` entries.
@@ -241,7 +242,7 @@ pub struct SchedulePlan {
 }
 
 /// One scheduled weight.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScheduleEntry {
     /// When (RFC 3339, e.g. `2026-12-01T09:00:00Z`).
@@ -251,7 +252,7 @@ pub struct ScheduleEntry {
 }
 
 /// A schedule by rule.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScheduleTemplate {
     /// The first step's time.
@@ -263,7 +264,7 @@ pub struct ScheduleTemplate {
 }
 
 /// The intervals of a schedule template.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ScheduleInterval {
     /// Every hour.
@@ -286,7 +287,7 @@ impl ScheduleInterval {
 }
 
 /// Session affinity: a cookie pins a client to the version it was first given.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SessionAffinity {
     /// Cookie that pins a client to the canary.
@@ -302,7 +303,7 @@ pub struct SessionAffinity {
 // === impl Analysis ===
 
 /// How the canary is judged.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Analysis {
     /// Time between analysis ticks (default 60s).
@@ -381,7 +382,7 @@ fn default_progress_deadline() -> GoDuration {
 }
 
 /// How failed checks are counted against the threshold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum FailureCounting {
     /// Every failed check in the run counts; a passing one does not reset the count (Flagger).
@@ -392,7 +393,7 @@ pub enum FailureCounting {
 }
 
 /// What a check that returns no data means.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum NoDataPolicy {
     /// A failed check (Flagger's behaviour).
@@ -405,7 +406,7 @@ pub enum NoDataPolicy {
 }
 
 /// What happens when the analysis fails.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum FailureAction {
     /// Route everything back to the primary and end the run Failed.
@@ -416,7 +417,7 @@ pub enum FailureAction {
 }
 
 /// A metric check.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Metric {
     /// A builtin (`request-success-rate`, `request-duration`) or a name of the user's choice.
@@ -451,7 +452,7 @@ impl Metric {
 }
 
 /// An accepted range; either bound may be open.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ThresholdRange {
     /// Lowest accepted value.
@@ -470,7 +471,7 @@ impl ThresholdRange {
 }
 
 /// A reference to a named object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TemplateRef {
     /// Its name.
@@ -481,7 +482,7 @@ pub struct TemplateRef {
 }
 
 /// A webhook, with Flagger's types and payload.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Webhook {
     /// Its name, unique in the rollout.
@@ -520,7 +521,18 @@ pub const MAX_WEBHOOK_RETRIES: u32 = 10;
 
 /// Webhook types (Flagger's).
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    Serialize,
+    Deserialize,
+    JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum HookType {
@@ -591,7 +603,7 @@ impl std::fmt::Display for HookType {
 }
 
 /// Notification routing for a rollout.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Alert {
     /// Its name.
@@ -604,7 +616,9 @@ pub struct Alert {
 }
 
 /// Notification severities.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub enum Severity {
     /// Progress.
@@ -619,7 +633,7 @@ pub enum Severity {
 // === impl MetricTemplate ===
 
 /// A reusable metric query (Flagger's MetricTemplate, in weir's group).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MetricTemplate {
     /// Always `weir.dev/v1alpha1`.
@@ -633,7 +647,7 @@ pub struct MetricTemplate {
 }
 
 /// The provider and the query of a metric template.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MetricTemplateSpec {
     /// Where the query runs.
@@ -644,7 +658,7 @@ pub struct MetricTemplateSpec {
 }
 
 /// A metrics backend.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MetricProvider {
     /// `prometheus`, `datadog`, `cloudwatch`, `newrelic`, `graphite`, `stackdriver`,

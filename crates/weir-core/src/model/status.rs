@@ -2,13 +2,14 @@
 //! serialized mid-run and read back continues exactly as the original.
 
 use jiff::Timestamp;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::HookType;
 use crate::units::Weight;
 
 /// The observed state of a rollout.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutStatus {
     /// The lifecycle phase.
@@ -89,7 +90,7 @@ pub struct RolloutStatus {
 }
 
 /// A person's decision about a gate for the current run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GateDecision {
     /// The gate type (confirm-rollout, confirm-traffic-increase or confirm-promotion).
@@ -125,7 +126,7 @@ impl GateDecision {
 }
 
 /// Lifecycle phases; Flagger's names, plus `Held` and `Terminated`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
 pub enum Phase {
     /// Not yet set up.
     #[default]

@@ -4,6 +4,7 @@
 //! is read, not by a provider at run time. Adapters read these types; none looks a setting up by
 //! name.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -12,7 +13,7 @@ use crate::document::{deserialize_collecting, json_type_name};
 use crate::model::local::LocalTarget;
 
 /// The target of a rollout, by kind.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum Target {
     /// Traffic through weir's embedded router to versions weir reaches or starts.
@@ -24,7 +25,7 @@ pub enum Target {
 }
 
 /// The kinds of target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum TargetKind {
     /// Traffic through weir's embedded router.
@@ -40,7 +41,7 @@ const KIND_NAMES: [&str; 3] = ["local", "kubernetes", "flag"];
 
 /// A Kubernetes target: the fields of a Flagger Canary that say what to roll out and how traffic
 /// reaches it. Fields are in alphabetical order so that a document's serialized form is stable.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KubernetesTarget {
     /// The HorizontalPodAutoscaler (or KEDA ScaledObject) of the workload, Flagger's shape.
@@ -79,7 +80,7 @@ pub struct KubernetesTarget {
 /// The Services and routes of a Kubernetes target: Flagger's `spec.service`. Nested routing
 /// settings stay JSON until a traffic provider reads them. Fields are in alphabetical order so
 /// that a document's serialized form is stable.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KubernetesService {
     /// Metadata of the apex Service.
@@ -166,7 +167,7 @@ pub struct KubernetesService {
 }
 
 /// The autoscaler of a Kubernetes target's workload: Flagger's `spec.autoscalerRef`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AutoscalerReference {
     /// The autoscaler's API group and version.
@@ -186,7 +187,7 @@ pub struct AutoscalerReference {
 }
 
 /// A reference to a Kubernetes object by kind and name.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ObjectReference {
     /// The object's API group and version, e.g. `apps/v1`.
@@ -203,7 +204,7 @@ pub struct ObjectReference {
 }
 
 /// A flag target: the audience of `flag` moves from the `control` variation to `variation`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FlagTarget {
     /// The flag's key.

@@ -1,0 +1,10 @@
+//! weir-kube: weir on Kubernetes.
+//!
+//! Today: the `rollouts.weir.dev` CustomResourceDefinition, generated from weir-core's own types
+//! (`crd`), which `weir crds` prints and `deploy/crds.yaml` holds. The `kubernetes` target, its
+//! traffic providers and the operator land here too (issue 11): everything that talks to the
+//! Kubernetes API lives in this crate, and weir-core stays free of it.
+
+#![forbid(unsafe_code)]
+
+pub mod crd;
