@@ -4,6 +4,8 @@
 //! is read, not by a provider at run time. Adapters read these types; none looks a setting up by
 //! name.
 
+use std::collections::BTreeMap;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -85,7 +87,7 @@ pub struct KubernetesTarget {
 pub struct KubernetesService {
     /// Metadata of the apex Service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub apex: Option<Value>,
+    pub apex: Option<ObjectMetadata>,
     /// The port's application protocol.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_protocol: Option<String>,
@@ -97,7 +99,7 @@ pub struct KubernetesService {
     pub backends: Option<Value>,
     /// Metadata of the canary Service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub canary: Option<Value>,
+    pub canary: Option<ObjectMetadata>,
     /// The routes' CORS policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cors_policy: Option<Value>,
@@ -142,7 +144,7 @@ pub struct KubernetesService {
     pub port_name: Option<String>,
     /// Metadata of the primary Service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub primary: Option<Value>,
+    pub primary: Option<ObjectMetadata>,
     /// The routes' retry policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retries: Option<Value>,
@@ -164,6 +166,18 @@ pub struct KubernetesService {
     /// Metadata weir leaves alone on the objects it manages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unmanaged_metadata: Option<Value>,
+}
+
+/// Labels and annotations weir puts on an object it creates (Flagger's `CustomMetadata`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ObjectMetadata {
+    /// Labels to add.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations to add.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// The autoscaler of a Kubernetes target's workload: Flagger's `spec.autoscalerRef`.
