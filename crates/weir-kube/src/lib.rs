@@ -8,4 +8,5 @@
 #![forbid(unsafe_code)]
 
 pub mod crd;
+pub mod routes;
 pub mod workload;
