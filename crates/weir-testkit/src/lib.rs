@@ -18,6 +18,7 @@
 //!   with their bound addresses read back.
 //! - [`fixtures`]: sample apps on port 0, an address that refuses connections, temporary
 //!   databases, documents loaded into a catalog.
+//! - [`kube_server`]: a strict in-memory Kubernetes API server on port 0 for kubectl and kube-rs.
 //! - [`prometheus`]: the real `prometheus` binary, on a port it picks, scraping given targets.
 
 #![forbid(unsafe_code)]
@@ -28,6 +29,7 @@ pub mod client;
 pub mod engine;
 pub mod fixtures;
 pub mod http;
+pub mod kube_server;
 pub mod metrics;
 pub mod process;
 pub mod prometheus;

@@ -1,0 +1,576 @@
+//! HTTP: routing, discovery, OpenAPI, lists and Tables, watches, and the write verbs.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+
+use super::ApiError;
+use super::discovery;
+use super::store::{State, Validation, WriteCtx, not_found};
+use super::table::{FieldSelector, LabelSelector, partial_metadata, table};
+use super::types::ResourceType;
+
+pub(crate) type Body = BoxBody<Bytes, Infallible>;
+
+/// What the server and its handles share.
+pub(crate) struct Shared {
+    pub state: Mutex<State>,
+    pub changes: watch::Receiver<u64>,
+    /// Watch requests received.
+    pub watches: std::sync::atomic::AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves consistent data (every write finishes
+        // before it is stored), so a poisoned lock is still usable.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A streamed body fed by a channel (watch events).
+pub(super) struct ChannelBody(pub(super) mpsc::Receiver<Bytes>);
+
+impl http_body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|bytes| Ok(Frame::data(bytes))))
+    }
+}
+
+fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed()
+}
+
+fn json_response(
+    code: u16,
+    body: &Value,
+    content_type: &str,
+    warnings: &[String],
+) -> Response<Body> {
+    let mut response = Response::new(full(body.to_string()));
+    *response.status_mut() =
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if let Ok(value) = HeaderValue::from_str(content_type) {
+        response
+            .headers_mut()
+            .insert(http::header::CONTENT_TYPE, value);
+    }
+    for warning in warnings {
+        let text = format!("299 - {}", Value::String(warning.clone()));
+        if let Ok(value) = HeaderValue::from_str(&text) {
+            response.headers_mut().append("warning", value);
+        }
+    }
+    response
+}
+
+fn ok(body: &Value) -> Response<Body> {
+    json_response(200, body, "application/json", &[])
+}
+
+fn error(error: &ApiError) -> Response<Body> {
+    json_response(error.code, &error.status(), "application/json", &[])
+}
+
+fn page_not_found() -> ApiError {
+    ApiError::new(
+        404,
+        "NotFound",
+        "the server could not find the requested resource".into(),
+    )
+    .with_details(json!({}))
+}
+
+/// How the client wants objects: plain, as a Table, or as metadata only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Repr {
+    Plain,
+    Table,
+    Partial,
+}
+
+fn media_params(range: &str) -> (String, HashMap<String, String>) {
+    let mut parts = range.split(';').map(str::trim);
+    let media = parts.next().unwrap_or("").to_lowercase();
+    let params = parts
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    (media, params)
+}
+
+fn representation(accept: &str) -> Repr {
+    for range in accept.split(',') {
+        let (media, params) = media_params(range);
+        match params.get("as").map(String::as_str) {
+            Some("Table") => return Repr::Table,
+            Some("PartialObjectMetadata" | "PartialObjectMetadataList") => return Repr::Partial,
+            Some(_) => continue,
+            None => {}
+        }
+        if matches!(media.as_str(), "application/json" | "*/*" | "application/*") {
+            return Repr::Plain;
+        }
+    }
+    Repr::Plain
+}
+
+/// The aggregated discovery version the Accept header asks for first, if any.
+fn discovery_version(accept: &str) -> Option<&'static str> {
+    for range in accept.split(',') {
+        let (media, params) = media_params(range);
+        if params.get("as").map(String::as_str) == Some("APIGroupDiscoveryList")
+            && params.get("g").map(String::as_str) == Some("apidiscovery.k8s.io")
+        {
+            match params.get("v").map(String::as_str) {
+                Some("v2") => return Some("v2"),
+                Some("v2beta1") => return Some("v2beta1"),
+                _ => continue,
+            }
+        }
+        if matches!(media.as_str(), "application/json" | "*/*" | "application/*") {
+            return None;
+        }
+    }
+    None
+}
+
+fn version_body() -> Value {
+    json!({
+        "major": "1",
+        "minor": "32",
+        "gitVersion": "v1.32.0-weir-testkit",
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "2024-12-11T00:00:00Z",
+        "goVersion": "go1.23.4",
+        "compiler": "gc",
+        "platform": "linux/amd64",
+    })
+}
+
+/// One request.
+pub(crate) async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let (parts, body) = req.into_parts();
+    let body = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    let header = |name: http::header::HeaderName| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let accept = header(http::header::ACCEPT);
+    let query: HashMap<String, String> =
+        form_urlencoded::parse(parts.uri.query().unwrap_or("").as_bytes())
+            .filter(|(key, _)| !key.is_empty())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+    let path = parts.uri.path().to_owned();
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let method = parts.method.clone();
+    let get = method == Method::GET;
+    let response = match segments.as_slice() {
+        ["version"] if get => ok(&version_body()),
+        ["healthz" | "readyz" | "livez"] if get => {
+            let mut response = Response::new(full("ok"));
+            response.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain"),
+            );
+            response
+        }
+        ["api"] if get => {
+            let state = shared.lock();
+            match discovery_version(&accept) {
+                Some(version) => json_response(
+                    200,
+                    &discovery::aggregated(&state.types, true, version),
+                    &format!(
+                        "application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
+                    ),
+                    &[],
+                ),
+                None => ok(&json!({
+                    "kind": "APIVersions",
+                    "versions": ["v1"],
+                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": parts.headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("")}],
+                })),
+            }
+        }
+        ["apis"] if get => {
+            let state = shared.lock();
+            match discovery_version(&accept) {
+                Some(version) => json_response(
+                    200,
+                    &discovery::aggregated(&state.types, false, version),
+                    &format!(
+                        "application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
+                    ),
+                    &[],
+                ),
+                None => ok(&discovery::api_group_list(&state.types)),
+            }
+        }
+        ["openapi", "v3"] if get => ok(&discovery::openapi_index(&shared.lock().types)),
+        ["openapi", "v3", "api", version] if get => openapi(&shared, "", version),
+        ["openapi", "v3", "apis", group, version] if get => openapi(&shared, group, version),
+        ["api", "v1"] if get => discovery_list(&shared, "", "v1"),
+        ["apis", group] if get => {
+            let state = shared.lock();
+            let groups = discovery::groups(&state.types);
+            match groups.iter().find(|(name, _)| name == group) {
+                Some((name, versions)) => ok(&discovery::api_group(name, versions)),
+                None => error(&page_not_found()),
+            }
+        }
+        ["apis", group, version] if get => discovery_list(&shared, group, version),
+        ["api", version, rest @ ..] if !rest.is_empty() => {
+            resource(
+                &shared,
+                &method,
+                "",
+                version,
+                rest,
+                &query,
+                &parts.headers,
+                &accept,
+                body,
+            )
+            .await
+        }
+        ["apis", group, version, rest @ ..] if !rest.is_empty() => {
+            resource(
+                &shared,
+                &method,
+                group,
+                version,
+                rest,
+                &query,
+                &parts.headers,
+                &accept,
+                body,
+            )
+            .await
+        }
+        _ => error(&page_not_found()),
+    };
+    Ok(response)
+}
+
+fn openapi(shared: &Shared, group: &str, version: &str) -> Response<Body> {
+    match discovery::openapi_document(&shared.lock().types, group, version) {
+        Some(document) => ok(&document),
+        None => error(&page_not_found()),
+    }
+}
+
+fn discovery_list(shared: &Shared, group: &str, version: &str) -> Response<Body> {
+    match discovery::resource_list(&shared.lock().types, group, version) {
+        Some(list) => ok(&list),
+        None => error(&page_not_found()),
+    }
+}
+
+/// Where a resource request points.
+pub(super) struct Target {
+    pub(super) rt: ResourceType,
+    pub(super) namespace: Option<String>,
+    pub(super) name: Option<String>,
+    pub(super) sub: Option<String>,
+}
+
+fn target(state: &State, group: &str, version: &str, rest: &[&str]) -> Result<Target, ApiError> {
+    let cluster_namespace_sub =
+        rest.len() == 3 && rest[0] == "namespaces" && matches!(rest[2], "status" | "finalize");
+    let (plural, namespace, tail) = match rest {
+        ["namespaces", ns, plural, tail @ ..] if !cluster_namespace_sub => {
+            (*plural, Some(*ns), tail)
+        }
+        [plural, tail @ ..] => (*plural, None, tail),
+        [] => return Err(page_not_found()),
+    };
+    let rt = state
+        .types
+        .iter()
+        .find(|rt| rt.group == group && rt.version == version && rt.plural == plural)
+        .cloned()
+        .ok_or_else(page_not_found)?;
+    let (name, sub) = match tail {
+        [] => (None, None),
+        [name] => (Some(*name), None),
+        [name, sub] => (Some(*name), Some(*sub)),
+        _ => return Err(page_not_found()),
+    };
+    if namespace.is_some() && !rt.namespaced {
+        return Err(page_not_found());
+    }
+    if namespace.is_none() && rt.namespaced && name.is_some() {
+        return Err(page_not_found());
+    }
+    if let Some(sub) = sub
+        && (sub != "status" || !rt.status)
+    {
+        return Err(page_not_found());
+    }
+    Ok(Target {
+        rt,
+        namespace: namespace.map(str::to_owned),
+        name: name.map(str::to_owned),
+        sub: sub.map(str::to_owned),
+    })
+}
+
+fn selectors(query: &HashMap<String, String>) -> Result<(LabelSelector, FieldSelector), ApiError> {
+    let bad = |message: String| ApiError::new(400, "BadRequest", message);
+    let labels =
+        LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str)).map_err(bad)?;
+    let fields =
+        FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str)).map_err(bad)?;
+    Ok((labels, fields))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn resource(
+    shared: &Arc<Shared>,
+    method: &Method,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    query: &HashMap<String, String>,
+    headers: &http::HeaderMap,
+    accept: &str,
+    body: Bytes,
+) -> Response<Body> {
+    let mut state = shared.lock();
+    let target = match target(&state, group, version, rest) {
+        Ok(target) => target,
+        Err(e) => return error(&e),
+    };
+    let rt = &target.rt;
+    let namespace = target.namespace.clone().unwrap_or_default();
+    let repr = representation(accept);
+    if matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    ) {
+        state.count_write(rt);
+        if query.get("dryRun").is_some_and(|v| !v.is_empty()) {
+            return error(&ApiError::new(
+                400,
+                "BadRequest",
+                "dryRun is not supported by this test server".into(),
+            ));
+        }
+    }
+    let user_agent = headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ua| ua.split('/').next())
+        .filter(|ua| !ua.is_empty())
+        .unwrap_or("unknown");
+    let ctx = WriteCtx {
+        manager: query
+            .get("fieldManager")
+            .cloned()
+            .unwrap_or_else(|| user_agent.to_owned()),
+        validation: match query.get("fieldValidation").map(String::as_str) {
+            Some("Strict") => Validation::Strict,
+            Some("Ignore") => Validation::Ignore,
+            _ => Validation::Warn,
+        },
+        force: query.get("force").is_some_and(|v| v == "true"),
+    };
+    let body_type = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_lowercase();
+    let parse_body = || -> Result<Value, ApiError> {
+        if body.is_empty() {
+            return Ok(json!({}));
+        }
+        if !matches!(body_type.as_str(), "" | "application/json" | "*/*") {
+            return Err(ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types include: application/json".to_owned(),
+            ));
+        }
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError::new(
+                400,
+                "BadRequest",
+                format!("the body of the request could not be decoded as JSON: {e}"),
+            )
+        })
+    };
+    let sub = target.sub.as_deref();
+    let rv_text = state.rv.to_string();
+    let include_object = query
+        .get("includeObject")
+        .map_or("Metadata", String::as_str)
+        .to_owned();
+    let answer = |code: u16, object: &Value, warnings: &[String]| -> Response<Body> {
+        let body = match repr {
+            Repr::Table => table(
+                rt,
+                std::slice::from_ref(object),
+                &rv_text,
+                true,
+                &include_object,
+            ),
+            Repr::Partial => partial_metadata(object),
+            Repr::Plain => object.clone(),
+        };
+        json_response(code, &body, "application/json", warnings)
+    };
+    match (method.clone(), target.name.as_deref()) {
+        (Method::GET, None) => {
+            let (labels, fields) = match selectors(query) {
+                Ok(selectors) => selectors,
+                Err(e) => return error(&e),
+            };
+            if query.get("watch").is_some_and(|v| v == "true" || v == "1") {
+                drop(state);
+                return super::watching::start_watch(
+                    shared.clone(),
+                    target,
+                    labels,
+                    fields,
+                    query,
+                    repr,
+                );
+            }
+            let items: Vec<Value> = state
+                .list(rt, target.namespace.as_deref())
+                .into_iter()
+                .filter(|object| labels.matches(object) && fields.matches(object))
+                .collect();
+            let rv = state.rv.to_string();
+            let body = match repr {
+                Repr::Table => table(rt, &items, &rv, true, &include_object),
+                Repr::Partial => json!({
+                    "kind": "PartialObjectMetadataList",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": {"resourceVersion": rv},
+                    "items": items.iter().map(partial_metadata).collect::<Vec<_>>(),
+                }),
+                Repr::Plain => json!({
+                    "kind": rt.list_kind,
+                    "apiVersion": rt.api_version(),
+                    "metadata": {"resourceVersion": rv},
+                    "items": items,
+                }),
+            };
+            ok(&body)
+        }
+        (Method::GET, Some(name)) => match state.get(rt, &namespace, name) {
+            Some(object) => answer(200, &object, &[]),
+            None => error(&not_found(rt, name)),
+        },
+        (Method::POST, None) if sub.is_none() && (target.namespace.is_some() || !rt.namespaced) => {
+            let result = parse_body().and_then(|body| state.create(rt, &namespace, body, &ctx));
+            match result {
+                Ok(written) => answer(201, &written.object, &written.warnings),
+                Err(e) => error(&e),
+            }
+        }
+        (Method::PUT, Some(name)) => {
+            let result =
+                parse_body().and_then(|body| state.replace(rt, &namespace, name, body, sub, &ctx));
+            match result {
+                Ok(written) => answer(200, &written.object, &written.warnings),
+                Err(e) => error(&e),
+            }
+        }
+        (Method::PATCH, Some(name)) => {
+            let content_type = headers
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_lowercase();
+            if content_type == "application/apply-patch+yaml" && !query.contains_key("fieldManager")
+            {
+                return error(&ApiError::new(
+                    400,
+                    "BadRequest",
+                    "PATCH /apply requires fieldManager: fieldManager is required for apply requests".into(),
+                ));
+            }
+            match state.patch(rt, &namespace, name, &content_type, &body, sub, &ctx) {
+                Ok(written) => {
+                    let code = if written.created { 201 } else { 200 };
+                    answer(code, &written.object, &written.warnings)
+                }
+                Err(e) => error(&e),
+            }
+        }
+        (Method::DELETE, Some(name)) if sub.is_none() => {
+            let result =
+                parse_body().and_then(|options| state.delete(rt, &namespace, name, &options));
+            match result {
+                Ok(body) => answer(200, &body, &[]),
+                Err(e) => error(&e),
+            }
+        }
+        (Method::DELETE, None) if sub.is_none() => {
+            let (labels, fields) = match selectors(query) {
+                Ok(selectors) => selectors,
+                Err(e) => return error(&e),
+            };
+            let chosen: Vec<Value> = state
+                .list(rt, target.namespace.as_deref())
+                .into_iter()
+                .filter(|object| labels.matches(object) && fields.matches(object))
+                .collect();
+            let items = state.delete_collection(rt, &chosen);
+            let rv = state.rv.to_string();
+            ok(&json!({
+                "kind": rt.list_kind,
+                "apiVersion": rt.api_version(),
+                "metadata": {"resourceVersion": rv},
+                "items": items,
+            }))
+        }
+        _ => error(&ApiError::new(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({method})"),
+        )),
+    }
+}
