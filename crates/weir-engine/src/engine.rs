@@ -434,7 +434,10 @@ impl<S: Store> Engine<S> {
                 },
             };
             entry.busy = true;
-            let needs_reconcile = std::mem::take(&mut entry.needs_reconcile);
+            // Only a tick reconciles; a request job between a failed apply and the next tick
+            // must leave the flag for that tick, or the reconcile is lost.
+            let needs_reconcile =
+                matches!(job, Job::Tick { .. }) && std::mem::take(&mut entry.needs_reconcile);
             let context = JobContext {
                 store: self.store.clone(),
                 commits: self.commits.clone(),

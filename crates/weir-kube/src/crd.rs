@@ -41,7 +41,7 @@ pub fn rollout_crd() -> Result<CustomResourceDefinition, serde_json::Error> {
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
             "spec": schema_of::<RolloutSpec>(),
-            "status": schema_of::<RolloutStatus>(),
+            "status": status_schema(),
         }
     });
     let schema: JSONSchemaProps = serde_json::from_value(schema)?;
@@ -120,6 +120,48 @@ pub fn rollout_crd() -> Result<CustomResourceDefinition, serde_json::Error> {
             ..CustomResourceDefinitionSpec::default()
         },
         status: None,
+    })
+}
+
+/// The status: weir's own, plus Kubernetes conditions (`Promoted`, as Flagger's) so that
+/// `kubectl wait --for=condition=Promoted` works.
+fn status_schema() -> Value {
+    let mut schema = schema_of::<RolloutStatus>();
+    let text = json!({"type": "string"});
+    schema["properties"]["conditions"] = json!({
+        "type": "array",
+        "description": "Kubernetes conditions: Promoted is True once a run promoted its canary, False when it failed, Unknown meanwhile.",
+        "items": {
+            "type": "object",
+            "required": ["type", "status"],
+            "properties": {
+                "type": text, "status": text, "reason": text, "message": text,
+                "lastUpdateTime": text, "lastTransitionTime": text,
+            }
+        }
+    });
+    schema
+}
+
+/// The `Promoted` condition of a status.
+pub fn promoted_condition(status: &RolloutStatus) -> Value {
+    use weir_core::model::Phase;
+    let value = match status.phase {
+        Phase::Succeeded => "True",
+        Phase::Failed => "False",
+        _ => "Unknown",
+    };
+    let at = status
+        .last_transition_at
+        .map(|at| Value::String(at.to_string()))
+        .unwrap_or(Value::Null);
+    json!({
+        "type": "Promoted",
+        "status": value,
+        "reason": format!("{:?}", status.phase),
+        "message": status.message,
+        "lastUpdateTime": at,
+        "lastTransitionTime": at,
     })
 }
 

@@ -9,4 +9,5 @@
 
 pub mod crd;
 pub mod routes;
+pub mod target;
 pub mod workload;

@@ -358,20 +358,6 @@ fn primary_spec<'a>(config: &'a LocalTarget, status: &RolloutStatus) -> &'a Vers
     }
 }
 
-fn route_from_status(rollout: &Rollout, status: &RolloutStatus) -> Route {
-    let match_rules = match (&rollout.spec.plan, status.match_active) {
-        (weir_core::model::Plan::AbTest(ab_test), true) => ab_test.match_rules.clone(),
-        _ => Vec::new(),
-    };
-    Route {
-        primary_weight: status.canary_weight.complement(),
-        canary_weight: status.canary_weight,
-        mirror_weight: status.mirror_weight,
-        match_rules,
-        session_affinity: rollout.spec.session_affinity.clone(),
-    }
-}
-
 fn router_weight(weight: Weight) -> Result<weir_router::Weight, ProviderError> {
     weir_router::Weight::from_basis_points(weight.basis_points())
         .map_err(|reason| error(reason.to_string()))
@@ -459,7 +445,7 @@ impl TargetProvider for LocalTargets {
             } else if let Some(canary) = local.canary.take() {
                 stop(canary);
             }
-            self.route(key, &mut local, config, route_from_status(rollout, status))
+            self.route(key, &mut local, config, Route::of(&rollout.spec, status))
                 .await
         })
     }
@@ -529,12 +515,12 @@ impl TargetProvider for LocalTargets {
                     let route = local
                         .route
                         .clone()
-                        .unwrap_or_else(|| route_from_status(rollout, status));
+                        .unwrap_or_else(|| Route::of(&rollout.spec, status));
                     self.route(key, &mut local, config, route).await
                 }
                 Effect::ScaleCanary(Scale::Down) | Effect::Finalize => {
                     self.ensure_primary(&mut local, config, status).await?;
-                    let route = route_from_status(rollout, status);
+                    let route = Route::of(&rollout.spec, status);
                     if let Some(canary) = local.canary.take() {
                         let shared = local
                             .primary
@@ -557,7 +543,7 @@ impl TargetProvider for LocalTargets {
                     let route = local
                         .route
                         .clone()
-                        .unwrap_or_else(|| route_from_status(rollout, status));
+                        .unwrap_or_else(|| Route::of(&rollout.spec, status));
                     self.route(key, &mut local, config, route).await
                 }
                 Effect::RunHooks { .. } | Effect::Notify(_) => Ok(()),

@@ -94,8 +94,14 @@ impl Weir {
     /// Starts `binary` with `args` (which must ask for `--output json`) and waits for its
     /// listening line.
     pub fn start(binary: &str, args: &[&str]) -> Weir {
+        Weir::start_with_env(binary, args, &[])
+    }
+
+    /// [`Weir::start`] with environment variables set for the command (e.g. `KUBECONFIG`).
+    pub fn start_with_env(binary: &str, args: &[&str], env: &[(&str, &str)]) -> Weir {
         let mut child = Command::new(binary)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

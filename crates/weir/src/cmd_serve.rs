@@ -88,7 +88,7 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
 }
 
 /// Ctrl-C or SIGTERM.
-async fn shutdown_requested() {
+pub(crate) async fn shutdown_requested() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

@@ -32,8 +32,14 @@ impl Integrations {
     /// targets' own router counters for builtin checks otherwise, HTTP webhooks (signed with
     /// the catalog's secrets), and notifications to the rollouts' alert providers.
     pub fn providers(&self, targets: &LocalTargets) -> Providers {
+        targets.add_to(self.shared_providers())
+    }
+
+    /// The providers every target kind shares (metrics, hooks, notifications), without a
+    /// target: the caller adds its own.
+    pub fn shared_providers(&self) -> Providers {
         let catalog = &self.catalog;
-        let providers = Providers::new(
+        Providers::new(
             Arc::clone(catalog),
             Arc::new(HttpHookRunner::new(Arc::clone(catalog))),
             Arc::new(AlertNotifier::new(Arc::clone(catalog))),
@@ -42,8 +48,7 @@ impl Integrations {
         .with_metrics(Arc::new(PrometheusSource::new(
             Arc::clone(catalog),
             self.metrics_server.clone(),
-        )));
-        targets.add_to(providers)
+        )))
     }
 }
 

@@ -6,6 +6,7 @@ mod cmd_bench;
 mod cmd_client;
 mod cmd_core;
 mod cmd_demo;
+mod cmd_operator;
 mod cmd_router;
 mod cmd_run;
 mod cmd_serve;
@@ -131,6 +132,22 @@ enum Command {
     /// Exit status: 0 after Ctrl-C or SIGTERM, 2 when it cannot start (including an invalid
     /// catalog document or --prometheus URL).
     Serve(cmd_serve::ServeArgs),
+    /// Run rollouts on Kubernetes: watch `rollouts.weir.dev` objects and roll out their target
+    /// Deployments, Flagger's way.
+    ///
+    /// For a rollout with `spec.target: {kind: kubernetes, targetRef: {kind: Deployment, name:
+    /// NAME}, provider: P}` weir keeps a copy `NAME-primary` that serves, the Services `NAME`,
+    /// `NAME-primary` and `NAME-canary`, and the provider's routing objects (P: istio,
+    /// gatewayapi:v1, smi, kubernetes); a new pod template of NAME starts a run. Every committed
+    /// step is written to the rollout's status (`kubectl get rollouts.weir.dev -w`). Install the
+    /// CRD first: `weir crds | kubectl apply -f -`. The cluster is the one KUBECONFIG names (or
+    /// the pod's service account). The history and the engine's state live in --db.
+    ///
+    /// Example: weir operator --namespace shop --prometheus http://prometheus.monitoring:9090
+    ///
+    /// Exit status: 0 after Ctrl-C or SIGTERM, 1 when the cluster cannot be reached or --db
+    /// cannot be opened.
+    Operator(Box<cmd_operator::OperatorArgs>),
     /// Create or update the rollouts of a file on the server (weir Rollouts or Flagger Canaries).
     ///
     /// Exit status: 0 when every document was accepted, 1 when any was refused (each error is
@@ -189,6 +206,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd_run::run(&args),
         Command::Demo(args) => cmd_demo::demo(&args),
         Command::Serve(args) => cmd_serve::serve(&args),
+        Command::Operator(args) => cmd_operator::operator(&args),
         Command::Apply(args) => cmd_client::apply(&args),
         Command::Get(args) => cmd_client::get(&args),
         Command::Status(args) => cmd_client::status(&args),

@@ -268,6 +268,24 @@ pub struct Route {
     pub session_affinity: Option<SessionAffinity>,
 }
 
+impl Route {
+    /// The route a status stands for: its weights, and the A/B rules while they are active. A
+    /// target re-applies it after a restart; the machine emits it with every change.
+    pub fn of(spec: &RolloutSpec, status: &RolloutStatus) -> Route {
+        let match_rules = match (&spec.plan, status.match_active) {
+            (Plan::AbTest(ab_test), true) => ab_test.match_rules.clone(),
+            _ => Vec::new(),
+        };
+        Route {
+            primary_weight: status.canary_weight.complement(),
+            canary_weight: status.canary_weight,
+            mirror_weight: status.mirror_weight,
+            match_rules,
+            session_affinity: spec.session_affinity.clone(),
+        }
+    }
+}
+
 /// Canary scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -573,17 +591,8 @@ impl Machine<'_> {
     }
 
     fn apply_route(&mut self) {
-        let match_rules = match (&self.spec.plan, self.status.match_active) {
-            (Plan::AbTest(ab_test), true) => ab_test.match_rules.clone(),
-            _ => Vec::new(),
-        };
-        self.effects.push(Effect::SetRoute(Route {
-            primary_weight: self.status.canary_weight.complement(),
-            canary_weight: self.status.canary_weight,
-            mirror_weight: self.status.mirror_weight,
-            match_rules,
-            session_affinity: self.spec.session_affinity.clone(),
-        }));
+        self.effects
+            .push(Effect::SetRoute(Route::of(self.spec, &self.status)));
     }
 
     /// Everything back to the primary: the canary at 0%, no mirror, no match rules, and the

@@ -1,0 +1,541 @@
+//! The `kubernetes` target, Flagger's way: the rollout's Deployment is the canary, weir keeps a
+//! `-primary` copy that serves, three Services in front, and the traffic provider's objects
+//! that split traffic between them. Every object weir owns is written with server-side apply
+//! under the field manager `weir`, so applying the same state again changes nothing.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+};
+use serde_json::{Value, json};
+use weir_core::FieldError;
+use weir_core::machine::{Effect, Route, Scale};
+use weir_core::model::{KubernetesTarget, Rollout, RolloutStatus, TargetKind};
+use weir_engine::{BoxFuture, ProviderError, Providers, TargetObservation, TargetProvider};
+use weir_store::RolloutKey;
+
+use crate::routes::{self, Names, Provider};
+use crate::workload::{self, CANARY_SUFFIX, PRIMARY_SUFFIX};
+
+/// The field manager of everything weir applies.
+pub const FIELD_MANAGER: &str = "weir";
+/// The annotation on the primary Deployment naming the revision it runs.
+pub const REVISION_ANNOTATION: &str = "weir.dev/revision";
+
+/// Kubernetes targets for every `kind: kubernetes` rollout of this operator.
+#[derive(Clone)]
+pub struct KubernetesTargets {
+    client: kube::Client,
+    /// What the providers adjusted (Istio's rounding), per rollout, for the history.
+    notes: Arc<Mutex<HashMap<RolloutKey, Vec<String>>>>,
+}
+
+impl KubernetesTargets {
+    /// Targets that talk to the cluster through `client`.
+    pub fn new(client: kube::Client) -> KubernetesTargets {
+        KubernetesTargets {
+            client,
+            notes: Arc::default(),
+        }
+    }
+
+    /// `providers` with these targets serving `kind: kubernetes`.
+    pub fn add_to(&self, mut providers: Providers) -> Providers {
+        providers
+            .targets
+            .push((TargetKind::Kubernetes, Arc::new(self.clone())));
+        providers
+    }
+
+    fn deployments(&self, namespace: &str) -> Api<Deployment> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    fn services(&self, namespace: &str) -> Api<Service> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    fn note(&self, key: &RolloutKey, note: String) {
+        self.notes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key.clone())
+            .or_default()
+            .push(note);
+    }
+
+    /// The target Deployment, or a transient error while it does not exist (Flagger waits too).
+    async fn target(
+        &self,
+        key: &RolloutKey,
+        settings: &Settings<'_>,
+    ) -> Result<Deployment, ProviderError> {
+        self.deployments(&key.namespace)
+            .get_opt(settings.target_name)
+            .await
+            .map_err(|error| api_error("reading the target Deployment", error))?
+            .ok_or_else(|| {
+                ProviderError::transient(format!(
+                    "the target Deployment {}/{} does not exist (yet)",
+                    key.namespace, settings.target_name
+                ))
+            })
+    }
+
+    async fn primary(
+        &self,
+        key: &RolloutKey,
+        settings: &Settings<'_>,
+    ) -> Result<Option<Deployment>, ProviderError> {
+        self.deployments(&key.namespace)
+            .get_opt(&format!("{}{PRIMARY_SUFFIX}", settings.target_name))
+            .await
+            .map_err(|error| api_error("reading the primary Deployment", error))
+    }
+
+    /// Creates the primary from the target when it does not exist, and applies the Services
+    /// when the apex does not exist or `refresh_services` (a reconcile) asks for it.
+    async fn ensure_primary_and_services(
+        &self,
+        key: &RolloutKey,
+        rollout: &Rollout,
+        settings: &Settings<'_>,
+        target: &Deployment,
+        refresh_services: bool,
+    ) -> Result<Deployment, ProviderError> {
+        let owner = owner_of(rollout);
+        let primary = match self.primary(key, settings).await? {
+            Some(primary) => primary,
+            None => {
+                let mut primary = workload::primary_deployment(target, &owner)
+                    .map_err(|error| ProviderError::permanent(error.to_string()))?;
+                primary
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(REVISION_ANNOTATION.into(), workload::revision(target));
+                self.apply_deployment(&key.namespace, &primary).await?;
+                primary
+            }
+        };
+        let service = settings.kubernetes.service.clone().unwrap_or_default();
+        let apex = settings.names(&key.namespace).apex;
+        if !refresh_services
+            && self
+                .services(&key.namespace)
+                .get_opt(&apex)
+                .await
+                .map_err(|error| api_error("reading the apex Service", error))?
+                .is_some()
+        {
+            return Ok(primary);
+        }
+        for service in workload::services(target, &service, &owner)
+            .map_err(|error| ProviderError::permanent(error.to_string()))?
+        {
+            let name = service.metadata.name.clone().unwrap_or_default();
+            self.services(&key.namespace)
+                .patch(&name, &apply_params(), &Patch::Apply(&service))
+                .await
+                .map_err(|error| api_error("applying a Service", error))?;
+        }
+        Ok(primary)
+    }
+
+    async fn apply_deployment(
+        &self,
+        namespace: &str,
+        deployment: &Deployment,
+    ) -> Result<(), ProviderError> {
+        let name = deployment.metadata.name.clone().unwrap_or_default();
+        self.deployments(namespace)
+            .patch(&name, &apply_params(), &Patch::Apply(deployment))
+            .await
+            .map_err(|error| api_error("applying a Deployment", error))?;
+        Ok(())
+    }
+
+    async fn scale_target(
+        &self,
+        key: &RolloutKey,
+        settings: &Settings<'_>,
+        replicas: i32,
+    ) -> Result<(), ProviderError> {
+        self.deployments(&key.namespace)
+            .patch(
+                settings.target_name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+            )
+            .await
+            .map_err(|error| api_error("scaling the target Deployment", error))?;
+        Ok(())
+    }
+
+    async fn apply_route(
+        &self,
+        key: &RolloutKey,
+        rollout: &Rollout,
+        settings: &Settings<'_>,
+        route: &Route,
+    ) -> Result<(), ProviderError> {
+        // The first route of a rollout (its set-up) finds no primary yet.
+        let target = self.target(key, settings).await?;
+        self.ensure_primary_and_services(key, rollout, settings, &target, false)
+            .await?;
+        let owner = serde_json::to_value(owner_of(rollout)).unwrap_or(Value::Null);
+        let service = settings.kubernetes.service.clone().unwrap_or_default();
+        let names = settings.names(&key.namespace);
+        let objects = routes::objects(settings.provider, &names, &service, route, &owner)
+            .map_err(ProviderError::permanent)?;
+        if let Some(adjusted) = objects.adjusted {
+            self.note(key, adjusted);
+        }
+        for object in objects.objects {
+            let (resource, name) = resource_of(&object)?;
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &key.namespace, &resource);
+            api.patch(&name, &apply_params(), &Patch::Apply(&object))
+                .await
+                .map_err(|error| api_error(&format!("applying {} {name}", resource.kind), error))?;
+        }
+        Ok(())
+    }
+
+    async fn promote(
+        &self,
+        key: &RolloutKey,
+        rollout: &Rollout,
+        settings: &Settings<'_>,
+    ) -> Result<(), ProviderError> {
+        let target = self.target(key, settings).await?;
+        let mut primary = workload::primary_deployment(&target, &owner_of(rollout))
+            .map_err(|error| ProviderError::permanent(error.to_string()))?;
+        // The primary keeps its own scale (an autoscaler may own it).
+        if let Some(current) = self.primary(key, settings).await? {
+            primary.spec.replicas = current.spec.replicas;
+        }
+        primary
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(REVISION_ANNOTATION.into(), workload::revision(&target));
+        self.apply_deployment(&key.namespace, &primary).await
+    }
+
+    /// Deletion with `revertOnDeletion`: the target serves again through the apex Service, and
+    /// what weir created goes.
+    async fn finalize(
+        &self,
+        key: &RolloutKey,
+        settings: &Settings<'_>,
+    ) -> Result<(), ProviderError> {
+        let replicas = match self.primary(key, settings).await? {
+            Some(primary) => primary.spec.replicas.unwrap_or(1),
+            None => 1,
+        };
+        self.scale_target(key, settings, replicas).await?;
+        let target = self.target(key, settings).await?;
+        let (label, value) = workload::selector_label(&target)
+            .map_err(|error| ProviderError::permanent(error.to_string()))?;
+        let names = settings.names(&key.namespace);
+        self.services(&key.namespace)
+            .patch(
+                &names.apex,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"selector": {label: value}}})),
+            )
+            .await
+            .map_err(|error| api_error("pointing the apex Service at the target", error))?;
+        let gone = |result: Result<(), kube::Error>| match result {
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Ok(()) => Ok(()),
+            Err(error) => Err(api_error("deleting what weir created", error)),
+        };
+        let primary = format!("{}{PRIMARY_SUFFIX}", settings.target_name);
+        gone(
+            self.deployments(&key.namespace)
+                .delete(&primary, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+        )?;
+        for service in [&names.primary, &names.canary] {
+            gone(
+                self.services(&key.namespace)
+                    .delete(service, &DeleteParams::default())
+                    .await
+                    .map(|_| ()),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// A rollout's Kubernetes settings, read once per call.
+struct Settings<'a> {
+    kubernetes: &'a KubernetesTarget,
+    target_name: &'a str,
+    provider: Provider,
+}
+
+impl Settings<'_> {
+    fn names(&self, namespace: &str) -> Names {
+        let service = self.kubernetes.service.as_ref();
+        let apex = service
+            .and_then(|service| service.name.clone())
+            .unwrap_or_else(|| self.target_name.to_string());
+        Names {
+            namespace: namespace.to_string(),
+            primary: format!("{apex}{PRIMARY_SUFFIX}"),
+            canary: format!("{apex}{CANARY_SUFFIX}"),
+            apex,
+            port: service
+                .and_then(|service| service.port)
+                .and_then(|port| i32::try_from(port).ok())
+                .unwrap_or(80),
+        }
+    }
+}
+
+/// The settings of a `kind: kubernetes` rollout, or every problem with them.
+fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
+    let Some(kubernetes) = rollout.spec.target.kubernetes() else {
+        return Err(vec![FieldError::with_value(
+            "spec.target.kind",
+            format!("{:?}", rollout.spec.target.kind()).to_lowercase(),
+            "this provider runs Kubernetes targets (kind: kubernetes)",
+        )]);
+    };
+    let mut errors = Vec::new();
+    let target_name = match &kubernetes.target_ref {
+        Some(reference) => {
+            if reference
+                .kind
+                .as_deref()
+                .is_some_and(|kind| kind != "Deployment")
+            {
+                errors.push(FieldError::with_value(
+                    "spec.target.targetRef.kind",
+                    reference.kind.clone().unwrap_or_default(),
+                    "Deployment (DaemonSets are not rolled out yet)",
+                ));
+            }
+            reference.name.as_str()
+        }
+        None => {
+            errors.push(FieldError::missing(
+                "spec.target.targetRef",
+                "the Deployment to roll out: {apiVersion: apps/v1, kind: Deployment, name: NAME}",
+            ));
+            ""
+        }
+    };
+    let provider = match Provider::parse(kubernetes.provider.as_deref()) {
+        Ok(provider) => provider,
+        Err(message) => {
+            errors.push(FieldError::new("spec.target.provider", message));
+            Provider::Kubernetes
+        }
+    };
+    if errors.is_empty() {
+        Ok(Settings {
+            kubernetes,
+            target_name,
+            provider,
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+fn unusable(errors: Vec<FieldError>) -> ProviderError {
+    ProviderError::permanent(
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "),
+    )
+}
+
+/// The owner reference that makes the rollout own what weir creates (deleting it collects them).
+fn owner_of(rollout: &Rollout) -> OwnerReference {
+    OwnerReference {
+        api_version: rollout.api_version.clone(),
+        kind: rollout.kind.clone(),
+        name: rollout.metadata.name.clone(),
+        uid: rollout
+            .metadata
+            .other
+            .get("uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+fn apply_params() -> PatchParams {
+    PatchParams::apply(FIELD_MANAGER).force()
+}
+
+/// The API resource and name of an object written as JSON.
+fn resource_of(object: &Value) -> Result<(ApiResource, String), ProviderError> {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let plural = format!("{}s", kind.to_lowercase());
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if name.is_empty() {
+        return Err(ProviderError::permanent(format!("a {kind} without a name")));
+    }
+    Ok((ApiResource::from_gvk_with_plural(&gvk, &plural), name))
+}
+
+/// Whether a Deployment serves: its controller has seen the newest spec and every replica is
+/// updated and available. A Deployment scaled to 0 does not serve.
+fn ready(deployment: &Deployment) -> bool {
+    let wanted = deployment.spec.replicas.unwrap_or(1);
+    let Some(status) = &deployment.status else {
+        return false;
+    };
+    wanted > 0
+        && status.observed_generation.unwrap_or(0) >= deployment.metadata.generation.unwrap_or(0)
+        && status.updated_replicas.unwrap_or(0) >= wanted
+        && status.available_replicas.unwrap_or(0) >= wanted
+}
+
+/// A Kubernetes API failure: transient unless the server refused the request itself (4xx but
+/// 404, 408, 409 and 429, which can pass).
+fn api_error(what: &str, error: kube::Error) -> ProviderError {
+    let permanent = matches!(&error, kube::Error::Api(status)
+        if (400..500).contains(&status.code) && ![404, 408, 409, 429].contains(&status.code));
+    let message = format!("{what}: {error}");
+    if permanent {
+        ProviderError::permanent(message).with_source(error)
+    } else {
+        ProviderError::transient(message).with_source(error)
+    }
+}
+
+impl TargetProvider for KubernetesTargets {
+    fn validate(&self, rollout: &Rollout) -> Vec<FieldError> {
+        settings(rollout).err().unwrap_or_default()
+    }
+
+    fn reconcile<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        rollout: &'a Rollout,
+        status: &'a RolloutStatus,
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async move {
+            let settings = settings(rollout).map_err(unusable)?;
+            let target = self.target(key, &settings).await?;
+            let primary = self
+                .ensure_primary_and_services(key, rollout, &settings, &target, true)
+                .await?;
+            self.apply_route(key, rollout, &settings, &Route::of(&rollout.spec, status))
+                .await?;
+            // Outside a run only the primary serves: the target waits at zero for its next
+            // revision (Flagger's initialisation).
+            if !status.phase.in_run() && ready(&primary) && target.spec.replicas != Some(0) {
+                self.scale_target(key, &settings, 0).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn observe<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        rollout: &'a Rollout,
+        _status: &'a RolloutStatus,
+    ) -> BoxFuture<'a, Result<TargetObservation, ProviderError>> {
+        Box::pin(async move {
+            let settings = settings(rollout).map_err(unusable)?;
+            let target = self.target(key, &settings).await?;
+            let primary = self.primary(key, &settings).await?;
+            Ok(TargetObservation {
+                canary_revision: Some(workload::revision(&target)),
+                primary_revision: primary.as_ref().and_then(|primary| {
+                    primary
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|annotations| annotations.get(REVISION_ANNOTATION).cloned())
+                }),
+                primary_ready: primary.as_ref().is_some_and(ready),
+                canary_ready: ready(&target),
+            })
+        })
+    }
+
+    fn apply<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        rollout: &'a Rollout,
+        _status: &'a RolloutStatus,
+        effect: &'a Effect,
+    ) -> BoxFuture<'a, Result<(), ProviderError>> {
+        Box::pin(async move {
+            let settings = settings(rollout).map_err(unusable)?;
+            match effect {
+                Effect::SetRoute(route) => self.apply_route(key, rollout, &settings, route).await,
+                Effect::ScaleCanary(Scale::Up) => {
+                    let replicas = match self.primary(key, &settings).await? {
+                        Some(primary) => primary.spec.replicas.unwrap_or(1).max(1),
+                        None => 1,
+                    };
+                    self.scale_target(key, &settings, replicas).await
+                }
+                Effect::ScaleCanary(Scale::Down) => {
+                    // Never leave nothing serving: the target goes to zero only once the
+                    // primary is ready (at set-up it may still be starting). Until then this
+                    // fails as transient and the engine delivers it again at the next tick.
+                    let primary = self.primary(key, &settings).await?;
+                    if !primary.as_ref().is_some_and(ready) {
+                        return Err(ProviderError::transient(format!(
+                            "the target stays up until {}{PRIMARY_SUFFIX} is ready",
+                            settings.target_name
+                        )));
+                    }
+                    self.scale_target(key, &settings, 0).await
+                }
+                Effect::Promote { .. } => self.promote(key, rollout, &settings).await,
+                Effect::Finalize => self.finalize(key, &settings).await,
+                // Hooks and notifications are not the target's.
+                Effect::RunHooks { .. } | Effect::Notify(_) => Ok(()),
+            }
+        })
+    }
+
+    fn remove<'a>(&'a self, key: &'a RolloutKey) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.notes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(key);
+        })
+    }
+
+    fn take_notes<'a>(&'a self, key: &'a RolloutKey) -> BoxFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            self.notes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(key)
+                .unwrap_or_default()
+        })
+    }
+}

@@ -1,0 +1,240 @@
+//! `weir operator`: rollouts on Kubernetes. Watches `rollouts.weir.dev` objects, runs each
+//! through the engine with the `kubernetes` target (weir-kube), and writes every committed status
+//! back through the status subresource.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use futures_util::TryStreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use weir_core::document::{self, Document};
+use weir_engine::{Engine, EngineHandle, EngineOptions};
+use weir_kube::crd::{GROUP, VERSION};
+use weir_kube::target::KubernetesTargets;
+use weir_store::{RolloutKey, SqliteStore};
+
+/// Arguments of `weir operator`.
+#[derive(Debug, Args)]
+pub struct OperatorArgs {
+    /// Watch rollouts in this namespace only. Default: every namespace.
+    #[arg(long, short = 'n', value_name = "NS")]
+    namespace: Option<String>,
+    /// The SQLite file holding the engine's state and each rollout's history (created if
+    /// missing). Default: $XDG_STATE_HOME/weir/operator.db (or ~/.local/state/weir/operator.db).
+    #[arg(long, value_name = "PATH", env = "WEIR_DB")]
+    db: Option<PathBuf>,
+    /// Address of weir's HTTP API, for the client verbs (`weir status NAME --server URL`,
+    /// `weir promote`, ...). Port 0 picks a free port; the bound address is printed on start.
+    #[arg(long, value_name = "ADDR", default_value = crate::cmd_serve::DEFAULT_LISTEN, env = "WEIR_LISTEN")]
+    listen: SocketAddr,
+    /// `text`: start-up lines on stderr; `json`: also the addresses bound, as the first line on
+    /// stdout: {"listening": {"api": "HOST:PORT"}}.
+    #[arg(long, short, value_enum, default_value_t = crate::cmd_core::OutputFormat::Text)]
+    output: crate::cmd_core::OutputFormat,
+    #[command(flatten)]
+    integrations: crate::integrations::IntegrationArgs,
+}
+
+/// The `rollouts.weir.dev` resource.
+fn rollouts_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(GROUP, VERSION, "Rollout"),
+        "rollouts",
+    )
+}
+
+/// `weir operator`.
+pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
+    let db = args
+        .db
+        .clone()
+        .unwrap_or_else(|| crate::cmd_run::state_dir().join("operator.db"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let client = kube::Client::try_default().await.context(
+            "cannot reach the Kubernetes API: set KUBECONFIG (or run in a pod with a service account)",
+        )?;
+        let store = SqliteStore::open(&db)
+            .await
+            .with_context(|| format!("cannot open {}", db.display()))?;
+        let integrations = args.integrations.integrations(Vec::new())?;
+        let providers =
+            KubernetesTargets::new(client.clone()).add_to(integrations.shared_providers());
+        let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let signal = {
+            let stopped = stopped.clone();
+            move || {
+                let mut stopped = stopped.clone();
+                async move {
+                    let _ = stopped.wait_for(|stop| *stop).await;
+                }
+            }
+        };
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let app = weir_api::router_with_shutdown(store, handle.clone(), signal());
+        let engine = tokio::spawn(engine.run(signal()));
+        let api: Api<DynamicObject> = match &args.namespace {
+            Some(namespace) => Api::namespaced_with(client.clone(), namespace, &rollouts_resource()),
+            None => Api::all_with(client.clone(), &rollouts_resource()),
+        };
+        tokio::spawn(write_statuses(client.clone(), handle.clone()));
+        tokio::spawn(watch_rollouts(api, handle.clone()));
+        let bound = listener.local_addr().unwrap_or(args.listen);
+        crate::listening::announce(args.output, &[("api", bound)]);
+        eprintln!(
+            "weir operator: watching rollouts.{GROUP} in {}; API at http://{bound} (database {}); Ctrl-C stops",
+            args.namespace.as_deref().unwrap_or("every namespace"),
+            db.display()
+        );
+        tokio::spawn(async move {
+            crate::cmd_serve::shutdown_requested().await;
+            let _ = stop.send(true);
+        });
+        axum::serve(listener, app)
+            .with_graceful_shutdown(signal())
+            .await
+            .context("the API server failed")?;
+        match engine.await {
+            Ok(Ok(())) => Ok(ExitCode::SUCCESS),
+            Ok(Err(error)) => Err(anyhow::anyhow!("the engine failed: {error}")),
+            Err(error) => Err(anyhow::anyhow!("the engine stopped: {error}")),
+        }
+    })
+}
+
+/// Hands every rollout object the cluster holds to the engine, and its deletion too. The watch
+/// restarts by itself after an error (with backoff), re-listing what it missed.
+async fn watch_rollouts(api: Api<DynamicObject>, handle: EngineHandle) {
+    use kube::runtime::WatchStreamExt;
+    let events = watcher(api.clone(), watcher::Config::default()).default_backoff();
+    futures_util::pin_mut!(events);
+    loop {
+        match events.try_next().await {
+            Ok(Some(watcher::Event::Apply(object) | watcher::Event::InitApply(object))) => {
+                apply(&api, &handle, object).await;
+            }
+            Ok(Some(watcher::Event::Delete(object))) => {
+                let key = RolloutKey {
+                    namespace: object
+                        .metadata
+                        .namespace
+                        .clone()
+                        .unwrap_or_else(|| "default".into()),
+                    name: object.metadata.name.clone().unwrap_or_default(),
+                };
+                if let Err(error) = handle.delete(key.clone(), None).await {
+                    eprintln!("weir operator: deleting {key}: {error}");
+                }
+            }
+            Ok(Some(watcher::Event::Init | watcher::Event::InitDone)) => {}
+            Ok(None) => return,
+            Err(error) => eprintln!("weir operator: watching rollouts: {error}"),
+        }
+    }
+}
+
+/// One rollout object, read as a weir document and applied; a refusal goes to its status.
+async fn apply(api: &Api<DynamicObject>, handle: &EngineHandle, object: DynamicObject) {
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let namespace = object
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    // Only what the user wrote: the server's bookkeeping (resourceVersion, managedFields, ...)
+    // changes with every status write and must not look like a new spec.
+    let mut metadata = json!({"name": name, "namespace": namespace});
+    for (field, value) in [
+        ("labels", serde_json::to_value(&object.metadata.labels)),
+        (
+            "annotations",
+            serde_json::to_value(&object.metadata.annotations),
+        ),
+        ("uid", serde_json::to_value(&object.metadata.uid)),
+    ] {
+        if let Ok(value) = value
+            && !value.is_null()
+        {
+            metadata[field] = value;
+        }
+    }
+    let document = json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": "Rollout",
+        "metadata": metadata,
+        "spec": object.data.get("spec").cloned().unwrap_or(Value::Null),
+    });
+    let refusal = match document::load_value(&document) {
+        Ok(loaded) => match loaded.document {
+            Document::Rollout(rollout) => match handle.apply(*rollout, None).await {
+                Ok(_) => None,
+                Err(error) => Some(error.to_string()),
+            },
+            _ => Some("not a Rollout".to_string()),
+        },
+        Err(refused) => Some(
+            refused
+                .errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+    };
+    if let Some(reason) = refusal {
+        eprintln!("weir operator: rollout {namespace}/{name} refused: {reason}");
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(api.clone().into_client(), &namespace, &rollouts_resource());
+        let patch = json!({"status": {"message": format!("refused: {reason}")}});
+        if let Err(error) = api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            eprintln!("weir operator: writing the status of {namespace}/{name}: {error}");
+        }
+    }
+}
+
+/// Writes every committed status to its rollout's status subresource, after the engine made it
+/// durable, so `kubectl get rollouts` and `kubectl wait` see each step.
+async fn write_statuses(client: kube::Client, handle: EngineHandle) {
+    let mut changes = handle.subscribe();
+    loop {
+        let change = match changes.recv().await {
+            Ok(change) => change,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        };
+        let Some(status) = change.status else {
+            continue;
+        };
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &change.key.namespace, &rollouts_resource());
+        let mut written = serde_json::to_value(&status).unwrap_or(Value::Null);
+        written["conditions"] = json!([weir_kube::crd::promoted_condition(&status)]);
+        let patch = json!({"status": written});
+        if let Err(error) = api
+            .patch_status(
+                &change.key.name,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            eprintln!(
+                "weir operator: writing the status of {}: {error}",
+                change.key
+            );
+        }
+    }
+}

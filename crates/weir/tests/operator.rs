@@ -1,0 +1,336 @@
+//! `weir operator` end to end: the real binary against the testkit's in-memory Kubernetes API
+//! server (the accepted stand-in for kube-apiserver), driven with the real `kubectl` as a user
+//! would. Nothing runs pods here, so the test plays the Deployment controller: it reports every
+//! Deployment's replicas as updated and available once its spec changes.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use weir_testkit::fixtures::{TempDb, runtime};
+use weir_testkit::kube_server::KubeServer;
+use weir_testkit::process::Weir;
+use weir_testkit::wait::wait_until;
+
+const NAMESPACE: &str = "shop";
+
+fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> Output {
+    Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("kubectl is installed on every machine of this project")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn deployment(image: &str, replicas: i64) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "podinfo", "namespace": NAMESPACE},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "podinfo"}},
+            "template": {
+                "metadata": {"labels": {"app": "podinfo"}},
+                "spec": {"containers": [{"name": "podinfod", "image": image,
+                    "ports": [{"name": "http", "containerPort": 9898}]}]}
+            }
+        }
+    })
+}
+
+/// A CRD for a router kind weir writes (the mesh's own CRD would be installed with the mesh).
+fn router_crd(group: &str, kind: &str, plural: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    })
+}
+
+/// Plays the Deployment controller: whatever a Deployment's spec asks for is up to date and
+/// available at once.
+fn run_deployment_controller(runtime: &tokio::runtime::Runtime, server: &Arc<KubeServer>) {
+    let server = Arc::clone(server);
+    runtime.spawn(async move {
+        loop {
+            for deployment in server.list("apps/v1", "Deployment", NAMESPACE) {
+                let name = deployment["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let replicas = deployment["spec"]["replicas"].as_i64().unwrap_or(1);
+                let generation = deployment["metadata"]["generation"].as_i64().unwrap_or(1);
+                let status = json!({
+                    "observedGeneration": generation,
+                    "replicas": replicas,
+                    "updatedReplicas": replicas,
+                    "readyReplicas": replicas,
+                    "availableReplicas": replicas,
+                });
+                if deployment["status"] != status {
+                    let _ = server.merge_patch(
+                        "apps/v1",
+                        "Deployment",
+                        NAMESPACE,
+                        &name,
+                        &json!({"status": status}),
+                        true,
+                    );
+                }
+            }
+            // A controller's resync period, not a synchronisation: the test waits on conditions.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}
+
+fn canary_weight(server: &KubeServer) -> Option<i64> {
+    let service = server.get(
+        "networking.istio.io/v1",
+        "VirtualService",
+        NAMESPACE,
+        "podinfo",
+    )?;
+    service["spec"]["http"][0]["route"]
+        .as_array()?
+        .iter()
+        .find(|route| route["destination"]["host"] == "podinfo-canary")?["weight"]
+        .as_i64()
+}
+
+fn rollout_status(server: &KubeServer) -> Value {
+    server
+        .get("weir.dev/v1alpha1", "Rollout", NAMESPACE, "podinfo")
+        .map(|rollout| rollout["status"].clone())
+        .unwrap_or(Value::Null)
+}
+
+fn image_of(server: &KubeServer, name: &str) -> String {
+    server
+        .get("apps/v1", "Deployment", NAMESPACE, name)
+        .unwrap()["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn replicas_of(server: &KubeServer, name: &str) -> i64 {
+    server
+        .get("apps/v1", "Deployment", NAMESPACE, name)
+        .unwrap()["spec"]["replicas"]
+        .as_i64()
+        .unwrap_or(-1)
+}
+
+#[test]
+fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
+    let runtime = runtime();
+    let server = Arc::new(runtime.block_on(KubeServer::start()));
+    let dir = TempDb::new();
+    std::fs::create_dir_all(dir.file("kube")).unwrap();
+    let kubeconfig = server.kubeconfig(&dir.file("kube"));
+    let cache = dir.file("kube-cache");
+    run_deployment_controller(&runtime, &server);
+
+    server
+        .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}))
+        .unwrap();
+    for (group, kind, plural) in [
+        ("networking.istio.io", "VirtualService", "virtualservices"),
+        ("networking.istio.io", "DestinationRule", "destinationrules"),
+    ] {
+        server.create(router_crd(group, kind, plural)).unwrap();
+    }
+    // The CRD as a user installs it.
+    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds.yaml");
+    let applied = kubectl(
+        &kubeconfig,
+        &cache,
+        &["apply", "-f", &crds.display().to_string()],
+    );
+    assert!(applied.status.success(), "{}", text(&applied.stderr));
+    server.create(deployment("podinfo:6.0.0", 2)).unwrap();
+    let rollout = dir.file("rollout.yaml");
+    std::fs::write(
+        &rollout,
+        format!(
+            "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: podinfo, namespace: {NAMESPACE}}}\nspec:\n  target:\n    kind: kubernetes\n    targetRef: {{apiVersion: apps/v1, kind: Deployment, name: podinfo}}\n    provider: istio\n    service: {{port: 9898}}\n  plan: {{canary: {{stepWeights: [10, 20, 30, 40, 50]}}}}\n  analysis: {{interval: 1s, threshold: 2}}\n"
+        ),
+    )
+    .unwrap();
+    let applied = kubectl(
+        &kubeconfig,
+        &cache,
+        &["apply", "-f", &rollout.display().to_string()],
+    );
+    assert!(applied.status.success(), "{}", text(&applied.stderr));
+
+    let db = dir.file("operator.db");
+    let kubeconfig_env = kubeconfig.display().to_string();
+    let operator = Weir::start_with_env(
+        env!("CARGO_BIN_EXE_weir"),
+        &[
+            "operator",
+            "--namespace",
+            NAMESPACE,
+            "--db",
+            &db.display().to_string(),
+            "--listen",
+            "127.0.0.1:0",
+            "--output",
+            "json",
+        ],
+        &[("KUBECONFIG", kubeconfig_env.as_str())],
+    );
+
+    // Initialisation: the primary copy serves, the Services exist, the target waits at zero.
+    wait_until("the primary, its Services and the target at zero", || {
+        let primary = server.get("apps/v1", "Deployment", NAMESPACE, "podinfo-primary")?;
+        let services: Vec<_> = ["podinfo", "podinfo-primary", "podinfo-canary"]
+            .iter()
+            .filter_map(|name| server.get("v1", "Service", NAMESPACE, name))
+            .collect();
+        (services.len() == 3 && replicas_of(&server, "podinfo") == 0).then_some(primary)
+    });
+    assert_eq!(image_of(&server, "podinfo-primary"), "podinfo:6.0.0");
+    assert_eq!(replicas_of(&server, "podinfo-primary"), 2);
+    let apex = server.get("v1", "Service", NAMESPACE, "podinfo").unwrap();
+    assert_eq!(apex["spec"]["selector"], json!({"app": "podinfo-primary"}));
+    let initialized = wait_until("the rollout initialised", || {
+        let status = rollout_status(&server);
+        (status["phase"] == "Initialized" || status["phase"] == "Succeeded").then_some(status)
+    });
+    let runs_before = initialized["run"].as_u64().unwrap_or(0);
+
+    // A replicas-only change is not a new revision; the image change after it is one: the run
+    // count goes up by exactly one.
+    server
+        .merge_patch(
+            "apps/v1",
+            "Deployment",
+            NAMESPACE,
+            "podinfo",
+            &json!({"spec": {"replicas": 3}}),
+            false,
+        )
+        .unwrap();
+    server
+        .merge_patch(
+            "apps/v1",
+            "Deployment",
+            NAMESPACE,
+            "podinfo",
+            &json!({"spec": {"template": {"spec": {"containers": [{"name": "podinfod", "image": "podinfo:6.0.1",
+                "ports": [{"name": "http", "containerPort": 9898}]}]}}}}),
+            false,
+        )
+        .unwrap();
+
+    let mut weights = BTreeSet::new();
+    let finished = wait_until("the run to promote the new image", || {
+        if let Some(weight) = canary_weight(&server) {
+            weights.insert(weight);
+        }
+        let status = rollout_status(&server);
+        (status["phase"] == "Succeeded" && status["run"].as_u64() == Some(runs_before + 1))
+            .then_some(status)
+    });
+    assert_eq!(
+        finished["run"].as_u64(),
+        Some(runs_before + 1),
+        "{finished:#}"
+    );
+    assert_eq!(image_of(&server, "podinfo-primary"), "podinfo:6.0.1");
+    // Every committed step of the run, in order, from the history the operator serves...
+    let history = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "history", "podinfo", "-n", NAMESPACE, "--output", "json", "--server",
+        ])
+        .arg(operator.url("api"))
+        .output()
+        .unwrap();
+    let steps: Vec<i64> = text(&history.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|event| event["run"].as_u64() == Some(runs_before + 1))
+        .filter_map(|event| event["canaryWeight"].as_i64())
+        .filter(|weight| *weight > 0)
+        .collect();
+    let mut distinct = steps.clone();
+    distinct.dedup();
+    assert_eq!(distinct, [10, 20, 30, 40, 50], "{}", text(&history.stdout));
+    // ...each applied to the VirtualService (a write per step, plus set-up and the return to
+    // the primary).
+    let route_writes = server.writes("virtualservices.networking.istio.io");
+    assert!(route_writes >= 7, "{route_writes} VirtualService writes");
+    wait_until(
+        "all traffic back on the primary and the target at zero",
+        || {
+            (canary_weight(&server) == Some(0) && replicas_of(&server, "podinfo") == 0)
+                .then_some(())
+        },
+    );
+    let condition = finished["conditions"][0].clone();
+    assert_eq!(condition["type"], "Promoted");
+    assert_eq!(condition["status"], "True");
+
+    // As a user checks it.
+    let waited = kubectl(
+        &kubeconfig,
+        &cache,
+        &[
+            "wait",
+            "--for=condition=Promoted",
+            "-n",
+            NAMESPACE,
+            "rollout.weir.dev/podinfo",
+            "--timeout=60s",
+        ],
+    );
+    assert!(waited.status.success(), "{}", text(&waited.stderr));
+    assert!(
+        text(&waited.stdout).contains("condition met"),
+        "{}",
+        text(&waited.stdout)
+    );
+    let listed = kubectl(
+        &kubeconfig,
+        &cache,
+        &["get", "rollouts.weir.dev", "-n", NAMESPACE],
+    );
+    let listed = text(&listed.stdout);
+    assert!(listed.starts_with("NAME"), "{listed}");
+    assert!(
+        listed.contains("PHASE") && listed.contains("WEIGHT"),
+        "{listed}"
+    );
+    assert!(
+        listed.lines().nth(1).unwrap().contains("Succeeded"),
+        "{listed}"
+    );
+    println!(
+        "steps committed: {distinct:?}; canary weights seen on the VirtualService: {weights:?}; \
+         VirtualService writes: {route_writes}; all writes: {:?}",
+        server.write_counts()
+    );
+}
