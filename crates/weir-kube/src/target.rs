@@ -33,6 +33,10 @@ pub struct KubernetesTargets {
     client: kube::Client,
     /// What the providers adjusted (Istio's rounding), per rollout, for the history.
     notes: Arc<Mutex<HashMap<RolloutKey, Vec<String>>>>,
+    /// The routing objects this process last applied, per rollout and `Kind/name`: an object
+    /// that would be applied unchanged is not sent again (server-side apply would make it a
+    /// no-op, but it would still cost a request per step). A reconcile forgets them.
+    applied: Arc<Mutex<HashMap<RolloutKey, HashMap<String, Value>>>>,
 }
 
 impl KubernetesTargets {
@@ -41,6 +45,7 @@ impl KubernetesTargets {
         KubernetesTargets {
             client,
             notes: Arc::default(),
+            applied: Arc::default(),
         }
     }
 
@@ -198,11 +203,28 @@ impl KubernetesTargets {
         }
         for object in objects.objects {
             let (resource, name) = resource_of(&object)?;
+            let id = format!("{}/{name}", resource.kind);
+            let unchanged = self
+                .applied
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(key)
+                .and_then(|applied| applied.get(&id))
+                == Some(&object);
+            if unchanged {
+                continue;
+            }
             let api: Api<DynamicObject> =
                 Api::namespaced_with(self.client.clone(), &key.namespace, &resource);
             api.patch(&name, &apply_params(), &Patch::Apply(&object))
                 .await
                 .map_err(|error| api_error(&format!("applying {} {name}", resource.kind), error))?;
+            self.applied
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(key.clone())
+                .or_default()
+                .insert(id, object);
         }
         Ok(())
     }
@@ -441,6 +463,11 @@ impl TargetProvider for KubernetesTargets {
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
             let settings = settings(rollout).map_err(unusable)?;
+            // Someone may have changed the objects since: apply them all again.
+            self.applied
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(key);
             let target = self.target(key, &settings).await?;
             let primary = self
                 .ensure_primary_and_services(key, rollout, &settings, &target, true)
@@ -448,8 +475,15 @@ impl TargetProvider for KubernetesTargets {
             self.apply_route(key, rollout, &settings, &Route::of(&rollout.spec, status))
                 .await?;
             // Outside a run only the primary serves: the target waits at zero for its next
-            // revision (Flagger's initialisation).
-            if !status.phase.in_run() && ready(&primary) && target.spec.replicas != Some(0) {
+            // revision (Flagger's initialisation), once the primary is ready; until then this
+            // reconcile is not done and the engine asks again at the next tick.
+            if !status.phase.in_run() && target.spec.replicas != Some(0) {
+                if !ready(&primary) {
+                    return Err(ProviderError::transient(format!(
+                        "the target stays up until {}{PRIMARY_SUFFIX} is ready",
+                        settings.target_name
+                    )));
+                }
                 self.scale_target(key, &settings, 0).await?;
             }
             Ok(())
@@ -523,6 +557,10 @@ impl TargetProvider for KubernetesTargets {
     fn remove<'a>(&'a self, key: &'a RolloutKey) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             self.notes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(key);
+            self.applied
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(key);
