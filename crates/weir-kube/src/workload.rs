@@ -95,14 +95,6 @@ pub fn primary_deployment(
     })
 }
 
-/// The primary's pod template after a promotion: the target's, relabelled as the primary's.
-pub fn promoted_spec(target: &Deployment) -> Result<DeploymentSpec, WorkloadError> {
-    let (key, value) = selector_label(target)?;
-    let mut spec = target.spec.clone();
-    relabel(&mut spec, &key, &format!("{value}{PRIMARY_SUFFIX}"));
-    Ok(spec)
-}
-
 fn relabel(spec: &mut DeploymentSpec, key: &str, value: &str) {
     let selector: &mut LabelSelector = &mut spec.selector;
     selector
