@@ -68,21 +68,9 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
         let providers =
             KubernetesTargets::new(client.clone()).add_to(integrations.shared_providers());
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        let signal = {
-            let stopped = stopped.clone();
-            move || {
-                let mut stopped = stopped.clone();
-                async move {
-                    let _ = stopped.wait_for(|stop| *stop).await;
-                }
-            }
-        };
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
-        let app = weir_api::router_with_shutdown(store, handle.clone(), signal());
-        let engine = tokio::spawn(engine.run(signal()));
         let api: Api<DynamicObject> = match &args.namespace {
             Some(namespace) => Api::namespaced_with(client.clone(), namespace, &rollouts_resource()),
             None => Api::all_with(client.clone(), &rollouts_resource()),
@@ -96,19 +84,7 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
             args.namespace.as_deref().unwrap_or("every namespace"),
             db.display()
         );
-        tokio::spawn(async move {
-            crate::cmd_serve::shutdown_requested().await;
-            let _ = stop.send(true);
-        });
-        axum::serve(listener, app)
-            .with_graceful_shutdown(signal())
-            .await
-            .context("the API server failed")?;
-        match engine.await {
-            Ok(Ok(())) => Ok(ExitCode::SUCCESS),
-            Ok(Err(error)) => Err(anyhow::anyhow!("the engine failed: {error}")),
-            Err(error) => Err(anyhow::anyhow!("the engine stopped: {error}")),
-        }
+        crate::cmd_serve::run_until_stopped(listener, store, handle, engine).await
     })
 }
 

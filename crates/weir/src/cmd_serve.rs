@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use weir_engine::{Engine, EngineOptions};
+use weir_engine::{Engine, EngineHandle, EngineOptions};
 use weir_local::LocalTargets;
 use weir_router::RouterConfig;
 use weir_store::SqliteStore;
@@ -50,45 +50,53 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
         let integrations = args.integrations.integrations(Vec::new())?;
         let providers = integrations.providers(&LocalTargets::new(RouterConfig::default()));
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
-        let (stop, stopped) = tokio::sync::watch::channel(false);
-        let signal = {
-            let stopped = stopped.clone();
-            move || {
-                let mut stopped = stopped.clone();
-                async move {
-                    let _ = stopped.wait_for(|stop| *stop).await;
-                }
-            }
-        };
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
-        let app = weir_api::router_with_shutdown(store, handle, signal());
-        let engine = tokio::spawn(engine.run(signal()));
         let bound = listener.local_addr().unwrap_or(args.listen);
         crate::listening::announce(args.output, &[("api", bound)]);
         eprintln!(
             "weir serve: API at http://{bound} (database {}); Ctrl-C stops",
             db.display()
         );
-        tokio::spawn(async move {
-            shutdown_requested().await;
-            let _ = stop.send(true);
-        });
-        axum::serve(listener, app)
-            .with_graceful_shutdown(signal())
-            .await
-            .context("the API server failed")?;
-        match engine.await {
-            Ok(Ok(())) => Ok(ExitCode::SUCCESS),
-            Ok(Err(error)) => Err(anyhow::anyhow!("the engine failed: {error}")),
-            Err(error) => Err(anyhow::anyhow!("the engine stopped: {error}")),
-        }
+        run_until_stopped(listener, store, handle, engine).await
     })
 }
 
+/// Runs `engine` and the HTTP API on `listener` until Ctrl-C or SIGTERM, then waits for both to
+/// stop (the engine finishes the step it is taking).
+pub(crate) async fn run_until_stopped(
+    listener: tokio::net::TcpListener,
+    store: SqliteStore,
+    handle: EngineHandle,
+    engine: Engine<SqliteStore>,
+) -> Result<ExitCode> {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let signal = move || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+        }
+    };
+    let app = weir_api::router_with_shutdown(store, handle, signal());
+    let engine = tokio::spawn(engine.run(signal()));
+    tokio::spawn(async move {
+        shutdown_requested().await;
+        let _ = stop.send(true);
+    });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(signal())
+        .await
+        .context("the API server failed")?;
+    match engine.await {
+        Ok(Ok(())) => Ok(ExitCode::SUCCESS),
+        Ok(Err(error)) => Err(anyhow::anyhow!("the engine failed: {error}")),
+        Err(error) => Err(anyhow::anyhow!("the engine stopped: {error}")),
+    }
+}
+
 /// Ctrl-C or SIGTERM.
-pub(crate) async fn shutdown_requested() {
+async fn shutdown_requested() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
