@@ -196,6 +196,7 @@ async fn write_statuses(client: kube::Client, handle: EngineHandle) {
         };
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &change.key.namespace, &rollouts_resource());
+        record_events(&client, &api, &change.key, &change.events).await;
         let mut written = serde_json::to_value(&status).unwrap_or(Value::Null);
         written["conditions"] = json!([weir_kube::crd::promoted_condition(&status)]);
         let patch = json!({"status": written});
@@ -211,6 +212,59 @@ async fn write_statuses(client: kube::Client, handle: EngineHandle) {
                 "weir operator: writing the status of {}: {error}",
                 change.key
             );
+        }
+    }
+}
+
+/// Each event weir recorded for a rollout also becomes a Kubernetes Event on it, so `kubectl
+/// describe` and `kubectl get events` show the steps (weir's history keeps them with their
+/// evidence after the cluster's Events expire).
+async fn record_events(
+    client: &kube::Client,
+    rollouts: &Api<DynamicObject>,
+    key: &RolloutKey,
+    events: &[weir_store::StoredEvent],
+) {
+    if events.is_empty() {
+        return;
+    }
+    let uid = match rollouts.get_opt(&key.name).await {
+        Ok(Some(rollout)) => rollout.metadata.uid,
+        _ => None,
+    };
+    let api: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(client.clone(), &key.namespace);
+    for stored in events {
+        let event = &stored.event;
+        let at = event.at.to_string();
+        let object = json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": format!("{}.{}", key.name, stored.seq), "namespace": key.namespace},
+            "involvedObject": {
+                "apiVersion": format!("{GROUP}/{VERSION}"),
+                "kind": "Rollout",
+                "name": key.name,
+                "namespace": key.namespace,
+                "uid": uid,
+            },
+            "reason": format!("{:?}", event.reason),
+            "message": event.message,
+            "type": if event.reason.is_warning() { "Warning" } else { "Normal" },
+            "source": {"component": "weir-operator"},
+            "firstTimestamp": at,
+            "lastTimestamp": at,
+            "count": 1,
+        });
+        let event: k8s_openapi::api::core::v1::Event = match serde_json::from_value(object) {
+            Ok(event) => event,
+            Err(error) => {
+                eprintln!("weir operator: an event of {key} cannot be written: {error}");
+                continue;
+            }
+        };
+        if let Err(error) = api.create(&kube::api::PostParams::default(), &event).await {
+            eprintln!("weir operator: recording an event of {key}: {error}");
         }
     }
 }

@@ -294,6 +294,34 @@ fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
     assert_eq!(condition["type"], "Promoted");
     assert_eq!(condition["status"], "True");
 
+    // Each history event is also a Kubernetes Event on the rollout.
+    let history_reasons: BTreeSet<String> = text(&history.stdout)
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap()["reason"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let event_reasons = wait_until("an Event for every history event", || {
+        let reasons: BTreeSet<String> = server
+            .list("v1", "Event", NAMESPACE)
+            .iter()
+            .filter(|event| event["involvedObject"]["name"] == "podinfo")
+            .filter_map(|event| event["reason"].as_str().map(str::to_string))
+            .collect();
+        history_reasons.is_subset(&reasons).then_some(reasons)
+    });
+    let described = kubectl(
+        &kubeconfig,
+        &cache,
+        &["describe", "rollout.weir.dev/podinfo", "-n", NAMESPACE],
+    );
+    let described = text(&described.stdout);
+    assert!(described.contains("weir-operator"), "{described}");
+    assert!(described.contains("Succeeded"), "{described}");
+
     // As a user checks it.
     let waited = kubectl(
         &kubeconfig,
@@ -329,7 +357,7 @@ fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
         "{listed}"
     );
     println!(
-        "steps committed: {distinct:?}; canary weights seen on the VirtualService: {weights:?}; \
+        "events: {event_reasons:?}; steps committed: {distinct:?}; canary weights seen on the VirtualService: {weights:?}; \
          VirtualService writes: {route_writes}; all writes: {:?}",
         server.write_counts()
     );
