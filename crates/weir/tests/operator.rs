@@ -142,8 +142,28 @@ fn replicas_of(server: &KubeServer, name: &str) -> i64 {
         .unwrap_or(-1)
 }
 
-#[test]
-fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
+/// Everything a test needs: the API server, the files kubectl uses, and the operator.
+struct Cluster {
+    // Field order is drop order: the operator stops before the server it talks to.
+    operator: Weir,
+    server: Arc<KubeServer>,
+    kubeconfig: std::path::PathBuf,
+    cache: std::path::PathBuf,
+    _dir: TempDb,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Cluster {
+    fn kubectl(&self, args: &[&str]) -> Output {
+        kubectl(&self.kubeconfig, &self.cache, args)
+    }
+}
+
+/// A namespace with the Istio CRDs, the rollouts.weir.dev CRD applied with kubectl, Deployment
+/// `podinfo` at podinfo:6.0.0 with 2 replicas, a rollout of it with `plan` applied with kubectl,
+/// and `weir operator` started; returns once the rollout is initialised (the primary serves, the
+/// Services exist, the target waits at zero).
+fn set_up(plan: &str) -> Cluster {
     let runtime = runtime();
     let server = Arc::new(runtime.block_on(KubeServer::start()));
     let dir = TempDb::new();
@@ -174,7 +194,7 @@ fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
     std::fs::write(
         &rollout,
         format!(
-            "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: podinfo, namespace: {NAMESPACE}}}\nspec:\n  target:\n    kind: kubernetes\n    targetRef: {{apiVersion: apps/v1, kind: Deployment, name: podinfo}}\n    provider: istio\n    service: {{port: 9898}}\n  plan: {{canary: {{stepWeights: [10, 20, 30, 40, 50]}}}}\n  analysis: {{interval: 1s, threshold: 2}}\n"
+            "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: podinfo, namespace: {NAMESPACE}}}\nspec:\n  target:\n    kind: kubernetes\n    targetRef: {{apiVersion: apps/v1, kind: Deployment, name: podinfo}}\n    provider: istio\n    service: {{port: 9898}}\n  plan: {plan}\n  analysis: {{interval: 1s, threshold: 2}}\n"
         ),
     )
     .unwrap();
@@ -203,6 +223,15 @@ fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
         &[("KUBECONFIG", kubeconfig_env.as_str())],
     );
 
+    let cluster = Cluster {
+        operator,
+        server,
+        kubeconfig,
+        cache,
+        _dir: dir,
+        _runtime: runtime,
+    };
+    let server = &cluster.server;
     // Initialisation: the primary copy serves, the Services exist, the target waits at zero.
     wait_until("the primary, its Services and the target at zero", || {
         let primary = server.get("apps/v1", "Deployment", NAMESPACE, "podinfo-primary")?;
@@ -210,17 +239,26 @@ fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
             .iter()
             .filter_map(|name| server.get("v1", "Service", NAMESPACE, name))
             .collect();
-        (services.len() == 3 && replicas_of(&server, "podinfo") == 0).then_some(primary)
+        (services.len() == 3 && replicas_of(server, "podinfo") == 0).then_some(primary)
     });
-    assert_eq!(image_of(&server, "podinfo-primary"), "podinfo:6.0.0");
-    assert_eq!(replicas_of(&server, "podinfo-primary"), 2);
+    assert_eq!(image_of(server, "podinfo-primary"), "podinfo:6.0.0");
+    assert_eq!(replicas_of(server, "podinfo-primary"), 2);
     let apex = server.get("v1", "Service", NAMESPACE, "podinfo").unwrap();
     assert_eq!(apex["spec"]["selector"], json!({"app": "podinfo-primary"}));
     let initialized = wait_until("the rollout initialised", || {
-        let status = rollout_status(&server);
+        let status = rollout_status(server);
         (status["phase"] == "Initialized" || status["phase"] == "Succeeded").then_some(status)
     });
-    let runs_before = initialized["run"].as_u64().unwrap_or(0);
+    assert!(initialized["run"].is_u64(), "{initialized:#}");
+    cluster
+}
+
+#[test]
+fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
+    let cluster = set_up("{canary: {stepWeights: [10, 20, 30, 40, 50]}}");
+    let server = &cluster.server;
+    let (kubeconfig, cache, operator) = (&cluster.kubeconfig, &cluster.cache, &cluster.operator);
+    let runs_before = rollout_status(server)["run"].as_u64().unwrap_or(0);
 
     // A replicas-only change is not a new revision; the image change after it is one: the run
     // count goes up by exactly one.
@@ -248,10 +286,10 @@ fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
 
     let mut weights = BTreeSet::new();
     let finished = wait_until("the run to promote the new image", || {
-        if let Some(weight) = canary_weight(&server) {
+        if let Some(weight) = canary_weight(server) {
             weights.insert(weight);
         }
-        let status = rollout_status(&server);
+        let status = rollout_status(server);
         (status["phase"] == "Succeeded" && status["run"].as_u64() == Some(runs_before + 1))
             .then_some(status)
     });
@@ -260,7 +298,7 @@ fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
         Some(runs_before + 1),
         "{finished:#}"
     );
-    assert_eq!(image_of(&server, "podinfo-primary"), "podinfo:6.0.1");
+    assert_eq!(image_of(server, "podinfo-primary"), "podinfo:6.0.1");
     // Every committed step of the run, in order, from the history the operator serves...
     let history = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args([
@@ -285,10 +323,7 @@ fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
     assert!(route_writes >= 7, "{route_writes} VirtualService writes");
     wait_until(
         "all traffic back on the primary and the target at zero",
-        || {
-            (canary_weight(&server) == Some(0) && replicas_of(&server, "podinfo") == 0)
-                .then_some(())
-        },
+        || (canary_weight(server) == Some(0) && replicas_of(server, "podinfo") == 0).then_some(()),
     );
     let condition = finished["conditions"][0].clone();
     assert_eq!(condition["type"], "Promoted");
@@ -314,8 +349,8 @@ fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
         history_reasons.is_subset(&reasons).then_some(reasons)
     });
     let described = kubectl(
-        &kubeconfig,
-        &cache,
+        kubeconfig,
+        cache,
         &["describe", "rollout.weir.dev/podinfo", "-n", NAMESPACE],
     );
     let described = text(&described.stdout);
@@ -324,8 +359,8 @@ fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
 
     // As a user checks it.
     let waited = kubectl(
-        &kubeconfig,
-        &cache,
+        kubeconfig,
+        cache,
         &[
             "wait",
             "--for=condition=Promoted",
@@ -342,8 +377,8 @@ fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
         text(&waited.stdout)
     );
     let listed = kubectl(
-        &kubeconfig,
-        &cache,
+        kubeconfig,
+        cache,
         &["get", "rollouts.weir.dev", "-n", NAMESPACE],
     );
     let listed = text(&listed.stdout);
@@ -360,5 +395,65 @@ fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
         "events: {event_reasons:?}; steps committed: {distinct:?}; canary weights seen on the VirtualService: {weights:?}; \
          VirtualService writes: {route_writes}; all writes: {:?}",
         server.write_counts()
+    );
+}
+
+#[test]
+fn an_aborted_run_returns_all_traffic_to_the_primary_and_scales_the_canary_down() {
+    let cluster = set_up("{canary: {steps: [{weight: 20, pause: {}}, {weight: 100}]}}");
+    let server = &cluster.server;
+    server
+        .merge_patch(
+            "apps/v1",
+            "Deployment",
+            NAMESPACE,
+            "podinfo",
+            &json!({"spec": {"template": {"metadata": {"annotations": {"release": "2"}}}}}),
+            false,
+        )
+        .unwrap();
+    wait_until("the run waiting at 20%", || {
+        (canary_weight(server) == Some(20)
+            && replicas_of(server, "podinfo") == 2
+            && rollout_status(server)["waitingForResume"] == true)
+            .then_some(())
+    });
+
+    let aborted = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["abort", "podinfo", "-n", NAMESPACE, "--server"])
+        .arg(cluster.operator.url("api"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(aborted.status.success(), "{}", text(&aborted.stderr));
+
+    let status = wait_until(
+        "the rollback: all traffic on the primary, the canary at zero",
+        || {
+            let status = rollout_status(server);
+            (status["phase"] == "Failed"
+                && canary_weight(server) == Some(0)
+                && replicas_of(server, "podinfo") == 0)
+                .then_some(status)
+        },
+    );
+    assert_eq!(status["conditions"][0]["type"], "Promoted");
+    assert_eq!(status["conditions"][0]["status"], "False");
+    // The primary never ran the aborted revision.
+    let primary = server
+        .get("apps/v1", "Deployment", NAMESPACE, "podinfo-primary")
+        .unwrap();
+    assert!(
+        primary["spec"]["template"]["metadata"]["annotations"]["release"].is_null(),
+        "{primary:#}"
+    );
+    let listed = text(
+        &cluster
+            .kubectl(&["get", "rollouts.weir.dev", "-n", NAMESPACE])
+            .stdout,
+    );
+    assert!(
+        listed.lines().nth(1).unwrap().contains("Failed"),
+        "{listed}"
     );
 }
