@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{
@@ -125,9 +126,13 @@ impl KubernetesTargets {
                     .get_or_insert_with(Default::default)
                     .insert(REVISION_ANNOTATION.into(), workload::revision(target));
                 self.apply_deployment(&key.namespace, &primary).await?;
+                self.apply_primary_autoscaler(key, settings, &owner).await?;
                 primary
             }
         };
+        if refresh_services {
+            self.apply_primary_autoscaler(key, settings, &owner).await?;
+        }
         let service = settings.kubernetes.service.clone().unwrap_or_default();
         let apex = settings.names(&key.namespace).apex;
         if !refresh_services
@@ -150,6 +155,36 @@ impl KubernetesTargets {
                 .map_err(|error| api_error("applying a Service", error))?;
         }
         Ok(primary)
+    }
+
+    /// With `spec.target.autoscalerRef`, the primary gets a copy of the target's autoscaler.
+    async fn apply_primary_autoscaler(
+        &self,
+        key: &RolloutKey,
+        settings: &Settings<'_>,
+        owner: &OwnerReference,
+    ) -> Result<(), ProviderError> {
+        let Some(reference) = &settings.kubernetes.autoscaler_ref else {
+            return Ok(());
+        };
+        let api: Api<HorizontalPodAutoscaler> =
+            Api::namespaced(self.client.clone(), &key.namespace);
+        let autoscaler = api
+            .get_opt(&reference.name)
+            .await
+            .map_err(|error| api_error("reading the target's autoscaler", error))?
+            .ok_or_else(|| {
+                ProviderError::transient(format!(
+                    "the HorizontalPodAutoscaler {}/{} named by spec.target.autoscalerRef does not exist (yet)",
+                    key.namespace, reference.name
+                ))
+            })?;
+        let primary = workload::primary_autoscaler(&autoscaler, settings.target_name, owner);
+        let name = primary.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &apply_params(), &Patch::Apply(&primary))
+            .await
+            .map_err(|error| api_error("applying the primary's autoscaler", error))?;
+        Ok(())
     }
 
     async fn apply_deployment(
@@ -357,6 +392,18 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
             ""
         }
     };
+    if let Some(kind) = kubernetes
+        .autoscaler_ref
+        .as_ref()
+        .and_then(|reference| reference.kind.as_deref())
+        && kind != "HorizontalPodAutoscaler"
+    {
+        errors.push(FieldError::with_value(
+            "spec.target.autoscalerRef.kind",
+            kind,
+            "HorizontalPodAutoscaler (KEDA ScaledObjects are not copied yet)",
+        ));
+    }
     let provider = match Provider::parse(kubernetes.provider.as_deref()) {
         Ok(provider) => provider,
         Err(message) => {

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -93,6 +94,31 @@ pub fn primary_deployment(
         spec,
         status: None,
     })
+}
+
+/// The primary's HorizontalPodAutoscaler `NAME-primary`: the target's autoscaler (named by
+/// `spec.target.autoscalerRef`) with its spec copied, scaling `TARGET-primary` instead, owned by
+/// the rollout. Without it the primary would keep the replica count it was created with while the
+/// target's autoscaler scales a Deployment that serves nothing outside a run.
+pub fn primary_autoscaler(
+    autoscaler: &HorizontalPodAutoscaler,
+    target_name: &str,
+    owner: &OwnerReference,
+) -> HorizontalPodAutoscaler {
+    let name = autoscaler.metadata.name.clone().unwrap_or_default();
+    let mut spec = autoscaler.spec.clone();
+    spec.scale_target_ref.name = format!("{target_name}{PRIMARY_SUFFIX}");
+    HorizontalPodAutoscaler {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}{PRIMARY_SUFFIX}")),
+            namespace: autoscaler.metadata.namespace.clone(),
+            labels: autoscaler.metadata.labels.clone(),
+            owner_references: Some(vec![owner.clone()]),
+            ..ObjectMeta::default()
+        },
+        spec,
+        status: None,
+    }
 }
 
 fn relabel(spec: &mut DeploymentSpec, key: &str, value: &str) {

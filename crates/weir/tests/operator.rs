@@ -190,11 +190,23 @@ fn set_up(plan: &str) -> Cluster {
     );
     assert!(applied.status.success(), "{}", text(&applied.stderr));
     server.create(deployment("podinfo:6.0.0", 2)).unwrap();
+    server
+        .create(json!({
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "podinfo", "namespace": NAMESPACE},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
+                "minReplicas": 2,
+                "maxReplicas": 4
+            }
+        }))
+        .unwrap();
     let rollout = dir.file("rollout.yaml");
     std::fs::write(
         &rollout,
         format!(
-            "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: podinfo, namespace: {NAMESPACE}}}\nspec:\n  target:\n    kind: kubernetes\n    targetRef: {{apiVersion: apps/v1, kind: Deployment, name: podinfo}}\n    provider: istio\n    service: {{port: 9898}}\n  plan: {plan}\n  analysis: {{interval: 1s, threshold: 2}}\n"
+            "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: podinfo, namespace: {NAMESPACE}}}\nspec:\n  target:\n    kind: kubernetes\n    targetRef: {{apiVersion: apps/v1, kind: Deployment, name: podinfo}}\n    provider: istio\n    autoscalerRef: {{apiVersion: autoscaling/v2, kind: HorizontalPodAutoscaler, name: podinfo}}\n    service: {{port: 9898}}\n  plan: {plan}\n  analysis: {{interval: 1s, threshold: 2}}\n"
         ),
     )
     .unwrap();
@@ -243,6 +255,20 @@ fn set_up(plan: &str) -> Cluster {
     });
     assert_eq!(image_of(server, "podinfo-primary"), "podinfo:6.0.0");
     assert_eq!(replicas_of(server, "podinfo-primary"), 2);
+    // The primary scales with its own copy of the target's autoscaler.
+    let autoscaler = wait_until("the primary's autoscaler", || {
+        server.get(
+            "autoscaling/v2",
+            "HorizontalPodAutoscaler",
+            NAMESPACE,
+            "podinfo-primary",
+        )
+    });
+    assert_eq!(
+        autoscaler["spec"]["scaleTargetRef"]["name"],
+        "podinfo-primary"
+    );
+    assert_eq!(autoscaler["spec"]["maxReplicas"], 4);
     let apex = server.get("v1", "Service", NAMESPACE, "podinfo").unwrap();
     assert_eq!(apex["spec"]["selector"], json!({"app": "podinfo-primary"}));
     let initialized = wait_until("the rollout initialised", || {

@@ -162,3 +162,22 @@ fn a_target_without_any_port_is_refused() {
         "{error}"
     );
 }
+
+#[test]
+fn the_primary_autoscaler_is_the_targets_scaling_the_primary() {
+    let autoscaler: HorizontalPodAutoscaler = serde_json::from_value(json!({
+        "metadata": {"name": "podinfo", "namespace": "test", "labels": {"team": "a"}},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
+            "minReplicas": 2,
+            "maxReplicas": 4
+        }
+    }))
+    .unwrap();
+    let primary = primary_autoscaler(&autoscaler, "podinfo", &owner());
+    assert_eq!(primary.metadata.name.as_deref(), Some("podinfo-primary"));
+    assert_eq!(primary.spec.scale_target_ref.name, "podinfo-primary");
+    assert_eq!(primary.spec.max_replicas, 4);
+    assert_eq!(primary.spec.min_replicas, Some(2));
+    assert_eq!(primary.metadata.owner_references, Some(vec![owner()]));
+}
