@@ -140,6 +140,11 @@ fn status_schema() -> Value {
             }
         }
     });
+    schema["properties"]["store"] = json!({
+        "type": "object",
+        "description": "weir's own state, read by weir only: the store version, the spec generation, one-shot effects still to deliver, and the history of the rollout's last events with their evidence.",
+        "x-kubernetes-preserve-unknown-fields": true,
+    });
     schema
 }
 

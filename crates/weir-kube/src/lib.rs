@@ -9,5 +9,6 @@
 
 pub mod crd;
 pub mod routes;
+pub mod store;
 pub mod target;
 pub mod workload;

@@ -1,35 +1,35 @@
-//! `weir operator`: rollouts on Kubernetes. Watches `rollouts.weir.dev` objects, runs each
-//! through the engine with the `kubernetes` target (weir-kube), and writes every committed status
-//! back through the status subresource.
+//! `weir operator`: rollouts on Kubernetes. Watches `rollouts.weir.dev` objects and runs each
+//! through the engine with the `kubernetes` target (weir-kube); the engine's state lives in each
+//! rollout's status (weir-kube's `KubeStore`), written through the status subresource when a step
+//! commits.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
 use futures_util::TryStreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::watcher;
-use serde_json::{Value, json};
-use weir_core::document::{self, Document};
+use serde_json::json;
 use weir_engine::{Engine, EngineHandle, EngineOptions};
 use weir_kube::crd::{GROUP, VERSION};
+use weir_kube::store::{KubeStore, read_rollout, rollouts_resource};
 use weir_kube::target::KubernetesTargets;
-use weir_store::{RolloutKey, SqliteStore};
+use weir_store::RolloutKey;
 
 /// Arguments of `weir operator`.
 #[derive(Debug, Args)]
 pub struct OperatorArgs {
-    /// Watch rollouts in this namespace only. Default: every namespace.
-    #[arg(long, short = 'n', value_name = "NS")]
+    /// Watch rollouts in this namespace only, e.g. `--namespace shop`. Default: every namespace.
+    #[arg(long, short = 'n', value_name = "NS", env = "WEIR_NAMESPACE")]
     namespace: Option<String>,
-    /// The SQLite file holding the engine's state and each rollout's history (created if
-    /// missing). Default: $XDG_STATE_HOME/weir/operator.db (or ~/.local/state/weir/operator.db).
-    #[arg(long, value_name = "PATH", env = "WEIR_DB")]
-    db: Option<PathBuf>,
+    /// Watch rollouts in every namespace (the default; says so explicitly in a manifest).
+    #[arg(long, short = 'A', conflicts_with = "namespace")]
+    all_namespaces: bool,
     /// Address of weir's HTTP API, for the client verbs (`weir status NAME --server URL`,
-    /// `weir promote`, ...). Port 0 picks a free port; the bound address is printed on start.
+    /// `weir promote`, ...), e.g. `--listen 0.0.0.0:7878` in a pod. Port 0 picks a free port;
+    /// the bound address is printed on start.
     #[arg(long, value_name = "ADDR", default_value = crate::cmd_serve::DEFAULT_LISTEN, env = "WEIR_LISTEN")]
     listen: SocketAddr,
     /// `text`: start-up lines on stderr; `json`: also the addresses bound, as the first line on
@@ -40,20 +40,8 @@ pub struct OperatorArgs {
     integrations: crate::integrations::IntegrationArgs,
 }
 
-/// The `rollouts.weir.dev` resource.
-fn rollouts_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(GROUP, VERSION, "Rollout"),
-        "rollouts",
-    )
-}
-
 /// `weir operator`.
 pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
-    let db = args
-        .db
-        .clone()
-        .unwrap_or_else(|| crate::cmd_run::state_dir().join("operator.db"));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -61,9 +49,7 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
         let client = kube::Client::try_default().await.context(
             "cannot reach the Kubernetes API: set KUBECONFIG (or run in a pod with a service account)",
         )?;
-        let store = SqliteStore::open(&db)
-            .await
-            .with_context(|| format!("cannot open {}", db.display()))?;
+        let store = KubeStore::new(client.clone(), args.namespace.clone(), None);
         let integrations = args.integrations.integrations(Vec::new())?;
         let providers =
             KubernetesTargets::new(client.clone()).add_to(integrations.shared_providers());
@@ -75,14 +61,13 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
             Some(namespace) => Api::namespaced_with(client.clone(), namespace, &rollouts_resource()),
             None => Api::all_with(client.clone(), &rollouts_resource()),
         };
-        tokio::spawn(write_statuses(client.clone(), handle.clone()));
+        tokio::spawn(record_events(client.clone(), handle.clone()));
         tokio::spawn(watch_rollouts(api, handle.clone()));
         let bound = listener.local_addr().unwrap_or(args.listen);
         crate::listening::announce(args.output, &[("api", bound)]);
         eprintln!(
-            "weir operator: watching rollouts.{GROUP} in {}; API at http://{bound} (database {}); Ctrl-C stops",
+            "weir operator: watching rollouts.{GROUP} in {}; API at http://{bound}; state in each rollout's status; Ctrl-C stops",
             args.namespace.as_deref().unwrap_or("every namespace"),
-            db.display()
         );
         crate::cmd_serve::run_until_stopped(listener, store, handle, engine).await
     })
@@ -121,53 +106,20 @@ async fn watch_rollouts(api: Api<DynamicObject>, handle: EngineHandle) {
 
 /// One rollout object, read as a weir document and applied; a refusal goes to its status.
 async fn apply(api: &Api<DynamicObject>, handle: &EngineHandle, object: DynamicObject) {
-    let name = object.metadata.name.clone().unwrap_or_default();
-    let namespace = object
-        .metadata
-        .namespace
-        .clone()
-        .unwrap_or_else(|| "default".into());
-    // Only what the user wrote: the server's bookkeeping (resourceVersion, managedFields, ...)
-    // changes with every status write and must not look like a new spec.
-    let mut metadata = json!({"name": name, "namespace": namespace});
-    for (field, value) in [
-        ("labels", serde_json::to_value(&object.metadata.labels)),
-        (
-            "annotations",
-            serde_json::to_value(&object.metadata.annotations),
-        ),
-        ("uid", serde_json::to_value(&object.metadata.uid)),
-    ] {
-        if let Ok(value) = value
-            && !value.is_null()
-        {
-            metadata[field] = value;
-        }
-    }
-    let document = json!({
-        "apiVersion": format!("{GROUP}/{VERSION}"),
-        "kind": "Rollout",
-        "metadata": metadata,
-        "spec": object.data.get("spec").cloned().unwrap_or(Value::Null),
-    });
-    let refusal = match document::load_value(&document) {
-        Ok(loaded) => match loaded.document {
-            Document::Rollout(rollout) => match handle.apply(*rollout, None).await {
-                Ok(_) => None,
-                Err(error) => Some(error.to_string()),
-            },
-            _ => Some("not a Rollout".to_string()),
+    let refusal = match read_rollout(&object) {
+        Ok(rollout) => match handle.apply(rollout, None).await {
+            Ok(_) => None,
+            Err(error) => Some(error.to_string()),
         },
-        Err(refused) => Some(
-            refused
-                .errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "),
-        ),
+        Err(reason) => Some(reason),
     };
     if let Some(reason) = refusal {
+        let name = object.metadata.name.clone().unwrap_or_default();
+        let namespace = object
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
         eprintln!("weir operator: rollout {namespace}/{name} refused: {reason}");
         let api: Api<DynamicObject> =
             Api::namespaced_with(api.clone().into_client(), &namespace, &rollouts_resource());
@@ -181,9 +133,9 @@ async fn apply(api: &Api<DynamicObject>, handle: &EngineHandle, object: DynamicO
     }
 }
 
-/// Writes every committed status to its rollout's status subresource, after the engine made it
-/// durable, so `kubectl get rollouts` and `kubectl wait` see each step.
-async fn write_statuses(client: kube::Client, handle: EngineHandle) {
+/// Every committed step's events also become Kubernetes Events (the status itself is written
+/// by the store, in the commit).
+async fn record_events(client: kube::Client, handle: EngineHandle) {
     let mut changes = handle.subscribe();
     loop {
         let change = match changes.recv().await {
@@ -191,35 +143,16 @@ async fn write_statuses(client: kube::Client, handle: EngineHandle) {
             Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         };
-        let Some(status) = change.status else {
-            continue;
-        };
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &change.key.namespace, &rollouts_resource());
-        record_events(&client, &api, &change.key, &change.events).await;
-        let mut written = serde_json::to_value(&status).unwrap_or(Value::Null);
-        written["conditions"] = json!([weir_kube::crd::promoted_condition(&status)]);
-        let patch = json!({"status": written});
-        if let Err(error) = api
-            .patch_status(
-                &change.key.name,
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
-            eprintln!(
-                "weir operator: writing the status of {}: {error}",
-                change.key
-            );
-        }
+        record(&client, &api, &change.key, &change.events).await;
     }
 }
 
 /// Each event weir recorded for a rollout also becomes a Kubernetes Event on it, so `kubectl
 /// describe` and `kubectl get events` show the steps (weir's history keeps them with their
 /// evidence after the cluster's Events expire).
-async fn record_events(
+async fn record(
     client: &kube::Client,
     rollouts: &Api<DynamicObject>,
     key: &RolloutKey,

@@ -65,11 +65,11 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
 
 /// Runs `engine` and the HTTP API on `listener` until Ctrl-C or SIGTERM, then waits for both to
 /// stop (the engine finishes the step it is taking).
-pub(crate) async fn run_until_stopped(
+pub(crate) async fn run_until_stopped<S: weir_store::Store>(
     listener: tokio::net::TcpListener,
-    store: SqliteStore,
+    store: S,
     handle: EngineHandle,
-    engine: Engine<SqliteStore>,
+    engine: Engine<S>,
 ) -> Result<ExitCode> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let signal = move || {

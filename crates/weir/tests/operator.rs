@@ -157,6 +157,44 @@ impl Cluster {
     fn kubectl(&self, args: &[&str]) -> Output {
         kubectl(&self.kubeconfig, &self.cache, args)
     }
+
+    /// `weir` (a client verb) against the operator's API.
+    fn weir(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(args)
+            .args(["-n", NAMESPACE, "--server", &self.operator.url("api")])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+}
+
+/// `weir operator` for the namespace of the tests, reaching the API server through `kubeconfig`.
+fn start_operator(kubeconfig: &Path) -> Weir {
+    let kubeconfig = kubeconfig.display().to_string();
+    Weir::start_with_env(
+        env!("CARGO_BIN_EXE_weir"),
+        &[
+            "operator",
+            "--namespace",
+            NAMESPACE,
+            "--listen",
+            "127.0.0.1:0",
+            "--output",
+            "json",
+        ],
+        &[("KUBECONFIG", kubeconfig.as_str())],
+    )
+}
+
+/// The rollout's history as the operator serves it, one JSON object per event.
+fn history(cluster: &Cluster) -> Vec<Value> {
+    let listed = cluster.weir(&["history", "podinfo", "--output", "json"]);
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    text(&listed.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .collect()
 }
 
 /// A namespace with the Istio CRDs, the rollouts.weir.dev CRD applied with kubectl, Deployment
@@ -217,24 +255,7 @@ fn set_up(plan: &str) -> Cluster {
     );
     assert!(applied.status.success(), "{}", text(&applied.stderr));
 
-    let db = dir.file("operator.db");
-    let kubeconfig_env = kubeconfig.display().to_string();
-    let operator = Weir::start_with_env(
-        env!("CARGO_BIN_EXE_weir"),
-        &[
-            "operator",
-            "--namespace",
-            NAMESPACE,
-            "--db",
-            &db.display().to_string(),
-            "--listen",
-            "127.0.0.1:0",
-            "--output",
-            "json",
-        ],
-        &[("KUBECONFIG", kubeconfig_env.as_str())],
-    );
-
+    let operator = start_operator(&kubeconfig);
     let cluster = Cluster {
         operator,
         server,
@@ -482,4 +503,78 @@ fn an_aborted_run_returns_all_traffic_to_the_primary_and_scales_the_canary_down(
         listed.lines().nth(1).unwrap().contains("Failed"),
         "{listed}"
     );
+}
+
+#[test]
+fn a_restarted_operator_resumes_the_run_at_its_committed_step() {
+    let mut cluster = set_up("{canary: {steps: [{weight: 20, pause: {}}, {weight: 60}]}}");
+    let server = Arc::clone(&cluster.server);
+    server
+        .merge_patch(
+            "apps/v1",
+            "Deployment",
+            NAMESPACE,
+            "podinfo",
+            &json!({"spec": {"template": {"metadata": {"annotations": {"release": "2"}}}}}),
+            false,
+        )
+        .unwrap();
+    let paused = wait_until("the run waiting at 20%", || {
+        let status = rollout_status(&server);
+        (canary_weight(&server) == Some(20) && status["waitingForResume"] == true).then_some(status)
+    });
+    let run = paused["run"].as_u64().unwrap();
+    let events_before = history(&cluster).len();
+
+    // SIGKILL: the operator cleans up nothing. Its successor has no local state to read: what it
+    // knows comes from the rollout's status in the cluster.
+    cluster.operator.kill();
+    cluster.operator = start_operator(&cluster.kubeconfig);
+    let resumed_from = wait_until("the new operator to know the rollout", || {
+        let listed = cluster.weir(&["get", "podinfo", "--output", "json"]);
+        let listed: Value = serde_json::from_slice(&listed.stdout).ok()?;
+        let rollout = if listed.is_array() {
+            listed[0].clone()
+        } else {
+            listed
+        };
+        (rollout["status"]["run"].as_u64() == Some(run)).then_some(rollout)
+    });
+    assert_eq!(
+        resumed_from["status"]["canaryWeight"], 20,
+        "{resumed_from:#}"
+    );
+    assert_eq!(
+        resumed_from["status"]["waitingForResume"], true,
+        "{resumed_from:#}"
+    );
+    assert_eq!(
+        history(&cluster).len(),
+        events_before,
+        "the history survived the restart"
+    );
+
+    let resumed = cluster.weir(&["resume", "podinfo"]);
+    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
+    let finished = wait_until("the run to finish after the restart", || {
+        let status = rollout_status(&server);
+        (status["phase"] == "Succeeded" && status["run"].as_u64() == Some(run)).then_some(status)
+    });
+    assert_eq!(finished["run"].as_u64(), Some(run));
+    // Each step of the run was taken once: the restart neither repeated nor skipped one.
+    let steps: Vec<(String, i64)> = history(&cluster)
+        .iter()
+        .filter(|event| event["run"].as_u64() == Some(run))
+        .filter(|event| matches!(event["reason"].as_str(), Some("RunStarted" | "Advanced")))
+        .map(|event| {
+            (
+                event["reason"].as_str().unwrap().to_string(),
+                event["canaryWeight"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    println!("steps of run {run} across the restart: {steps:?}");
+    let expected = [("RunStarted", 0), ("Advanced", 20), ("Advanced", 60)]
+        .map(|(reason, weight)| (reason.to_string(), weight));
+    assert_eq!(steps, expected);
 }
