@@ -230,7 +230,10 @@ impl KubernetesTargets {
             .await?;
         let owner = serde_json::to_value(owner_of(rollout)).unwrap_or(Value::Null);
         let service = settings.kubernetes.service.clone().unwrap_or_default();
-        let names = settings.names(&key.namespace);
+        let mut names = settings.names(&key.namespace);
+        // The Services' port, which falls back to the target's container port.
+        names.port = workload::service_port(&target, &service)
+            .map_err(|error| ProviderError::permanent(error.to_string()))?;
         let objects = routes::objects(settings.provider, &names, &service, route, &owner)
             .map_err(ProviderError::permanent)?;
         if let Some(adjusted) = objects.adjusted {
@@ -341,6 +344,9 @@ struct Settings<'a> {
 }
 
 impl Settings<'_> {
+    /// The Services' names. The port is `spec.target.service.port` (80 when unset): a route
+    /// takes the Services' own port instead (`workload::service_port`), which falls back to the
+    /// target's container port.
     fn names(&self, namespace: &str) -> Names {
         let service = self.kubernetes.service.as_ref();
         let apex = service

@@ -186,6 +186,15 @@ pub fn services(
     ])
 }
 
+/// The port the Services expose, which the traffic providers' routes must name:
+/// `spec.target.service.port`, else the target's first container port.
+pub fn service_port(
+    target: &Deployment,
+    service: &KubernetesService,
+) -> Result<i32, WorkloadError> {
+    Ok(ports(target, service)?[0].port)
+}
+
 /// The Services' ports: `port` (named `portName`, default `http`) to `targetPort` (default: the
 /// same port), and with `portDiscovery` every other named or numbered container port too.
 fn ports(

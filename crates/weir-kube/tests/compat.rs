@@ -1,14 +1,30 @@
 //! Every Canary of the Flagger corpus (when it sits beside the project: `WEIR_COMPAT_DIR`, or
 //! `../shared/compat/flagger`) gets its primary Deployment and Services the way Flagger names and
 //! wires them. Without the corpus the test prints a note and passes.
+//!
+//! Every object the kubernetes target would write for each Canary - the primary Deployment, the
+//! three Services, the primary's autoscaler, the provider's route objects at the moments of a
+//! healthy run (first canary step, A/B match, mirror, or the blue/green switch) - is compared
+//! with `tests/snapshots/<manifest stem>.snap` (weir's own output; update with
+//! `INSTA_UPDATE=always cargo test -p weir-kube --test compat` and review the diff), and checked
+//! per provider without the snapshots too. Canaries the target refuses (a provider weir does not
+//! drive, a DaemonSet, a ScaledObject) snapshot only the refusal.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use serde_json::json;
+use serde_json::{Value, json};
+use weir_core::Weight;
 use weir_core::document::{self, Document};
+use weir_core::machine::{self, Effect, Input, Observations, Route};
+use weir_core::model::{KubernetesService, KubernetesTarget, Phase, RolloutSpec, RolloutStatus};
+use weir_kube::routes::{self, Names, Provider};
+use weir_kube::target::REVISION_ANNOTATION;
 use weir_kube::workload;
 
 fn corpus() -> Option<PathBuf> {
@@ -103,4 +119,520 @@ fn every_corpus_canary_gets_flaggers_primary_and_services() {
     }
     assert_eq!(checked, 65, "canaries checked");
     println!("{checked} corpus canaries: primary Deployment and three Services each");
+}
+
+// === snapshots of everything the kubernetes target writes ===
+
+/// Flagger's Canary becomes a rollout owned like this (`owner_of` in the target).
+fn owner_of(rollout: &weir_core::model::Rollout) -> OwnerReference {
+    OwnerReference {
+        api_version: rollout.api_version.clone(),
+        kind: rollout.kind.clone(),
+        name: rollout.metadata.name.clone(),
+        uid: "uid-of-the-rollout".into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// What the kubernetes target refuses before writing anything (its `settings`): a target that is
+/// not a Deployment, an autoscaler that is not an HPA, a provider weir does not drive.
+fn refusals(kubernetes: &KubernetesTarget) -> (Vec<String>, Option<Provider>) {
+    let mut refused = Vec::new();
+    if let Some(kind) = kubernetes
+        .target_ref
+        .as_ref()
+        .and_then(|reference| reference.kind.as_deref())
+        .filter(|kind| *kind != "Deployment")
+    {
+        refused.push(format!(
+            "spec.target.targetRef.kind: {kind} is not rolled out yet"
+        ));
+    }
+    if let Some(kind) = kubernetes
+        .autoscaler_ref
+        .as_ref()
+        .and_then(|reference| reference.kind.as_deref())
+        .filter(|kind| *kind != "HorizontalPodAutoscaler")
+    {
+        refused.push(format!(
+            "spec.target.autoscalerRef.kind: {kind} is not copied yet"
+        ));
+    }
+    let provider = match Provider::parse(kubernetes.provider.as_deref()) {
+        Ok(provider) => Some(provider),
+        Err(message) => {
+            refused.push(message);
+            None
+        }
+    };
+    (refused, provider)
+}
+
+/// The Services' names and port as the target derives them for a route (`Settings::names`,
+/// with the Services' own port).
+fn names_of(
+    kubernetes: &KubernetesTarget,
+    target: &Deployment,
+    namespace: &str,
+    target_name: &str,
+) -> Names {
+    let service = kubernetes.service.clone().unwrap_or_default();
+    let apex = service
+        .name
+        .clone()
+        .unwrap_or_else(|| target_name.to_string());
+    Names {
+        namespace: namespace.to_string(),
+        primary: format!("{apex}-primary"),
+        canary: format!("{apex}-canary"),
+        apex,
+        port: workload::service_port(target, &service).unwrap(),
+    }
+}
+
+/// The target's HorizontalPodAutoscaler as a Flagger user would have it.
+fn autoscaler_for(name: &str, namespace: &str, target_name: &str) -> HorizontalPodAutoscaler {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target_name},
+            "minReplicas": 2,
+            "maxReplicas": 4,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 99}}}]
+        }
+    }))
+    .unwrap()
+}
+
+/// Every route the machine sets in a healthy run of a new revision, from set-up to the end.
+fn routes_of_a_healthy_run(spec: &RolloutSpec) -> Vec<Route> {
+    let mut status = RolloutStatus::default();
+    let mut now = Timestamp::from_second(1_800_000_000).unwrap();
+    let mut setup = Observations::ready(Some("v1".into()));
+    setup.primary_revision = Some("v1".into());
+    let mut input = Input::Tick(setup);
+    let mut routes = Vec::new();
+    for _ in 0..500 {
+        let transition = machine::step(spec, &status, &input, now).unwrap();
+        status = transition.status;
+        routes.extend(
+            transition
+                .effects
+                .into_iter()
+                .filter_map(|effect| match effect {
+                    Effect::SetRoute(route) => Some(route),
+                    _ => None,
+                }),
+        );
+        if matches!(status.phase, Phase::Succeeded | Phase::Failed) {
+            break;
+        }
+        let interval = SignedDuration::try_from(spec.analysis.interval.get()).unwrap();
+        now = now.checked_add(interval).unwrap();
+        input = Input::Tick(Observations::healthy(spec, Some("v2".into())));
+    }
+    assert_eq!(status.phase, Phase::Succeeded, "a healthy run succeeds");
+    routes
+}
+
+/// The moments of a run worth a snapshot: the first mirrored route, the first A/B route, the
+/// first canary weight between 0 and 100% (the first step), and for plans that never split
+/// (blue/green, mirror, A/B) the switch to the canary; without any of these, the set-up route.
+fn moments(routes: &[Route]) -> Vec<(String, Route)> {
+    let mut moments = Vec::new();
+    if let Some(route) = routes.iter().find(|route| route.mirror_weight.is_some()) {
+        moments.push((
+            format!("mirror {}", route.mirror_weight.unwrap()),
+            route.clone(),
+        ));
+    }
+    if let Some(route) = routes.iter().find(|route| !route.match_rules.is_empty()) {
+        moments.push(("A/B match".to_string(), route.clone()));
+    }
+    let split = |route: &&Route| {
+        let canary = route.canary_weight.basis_points();
+        canary > 0 && canary < 10_000
+    };
+    if let Some(route) = routes.iter().find(split) {
+        moments.push((format!("canary {}", route.canary_weight), route.clone()));
+    } else if let Some(route) = routes
+        .iter()
+        .find(|route| route.canary_weight == Weight::FULL)
+    {
+        moments.push(("switch: canary 100%".to_string(), route.clone()));
+    }
+    // A run that skips its analysis goes straight to promotion: the set-up route is all.
+    if moments.is_empty()
+        && let Some(route) = routes.first()
+    {
+        moments.push((
+            format!("set-up: canary {}", route.canary_weight),
+            route.clone(),
+        ));
+    }
+    moments
+}
+
+fn provider_label(provider: Provider) -> &'static str {
+    match provider {
+        Provider::Istio => "istio",
+        Provider::GatewayApi("gateway.networking.k8s.io/v1") => "gatewayapi:v1",
+        Provider::GatewayApi(_) => "gatewayapi:v1beta1",
+        Provider::Smi("split.smi-spec.io/v1alpha3") => "smi:v1alpha3",
+        Provider::Smi(_) => "smi",
+        Provider::Kubernetes => "kubernetes",
+    }
+}
+
+fn weights(routes: &[Value], field: &str) -> Vec<i64> {
+    routes
+        .iter()
+        .map(|route| {
+            route[field]
+                .as_i64()
+                .unwrap_or_else(|| panic!("an integer {field}: {route}"))
+        })
+        .collect()
+}
+
+/// What holds for a provider's objects whatever the snapshots say.
+fn check_route_objects(
+    provider: Provider,
+    names: &Names,
+    service: &KubernetesService,
+    route: &Route,
+    objects: &[Value],
+    context: &str,
+) {
+    let kinds: Vec<&str> = objects
+        .iter()
+        .map(|object| object["kind"].as_str().unwrap())
+        .collect();
+    for object in objects {
+        assert_eq!(
+            object["metadata"]["namespace"],
+            json!(names.namespace),
+            "{context}"
+        );
+        assert_eq!(
+            object["metadata"]["ownerReferences"][0]["controller"],
+            json!(true),
+            "{context}"
+        );
+    }
+    match provider {
+        Provider::Istio => {
+            assert_eq!(
+                kinds,
+                ["VirtualService", "DestinationRule", "DestinationRule"],
+                "{context}"
+            );
+            let virtual_service = &objects[0];
+            assert_eq!(
+                virtual_service["metadata"]["name"],
+                json!(names.apex),
+                "{context}"
+            );
+            let hosts = virtual_service["spec"]["hosts"].as_array().unwrap();
+            assert!(
+                hosts.contains(&json!(names.apex)),
+                "{context}: hosts {hosts:?}"
+            );
+            let http = virtual_service["spec"]["http"].as_array().unwrap();
+            assert_eq!(
+                http.len(),
+                1 + usize::from(!route.match_rules.is_empty()),
+                "{context}"
+            );
+            for rule in http {
+                let destinations = rule["route"].as_array().unwrap();
+                assert_eq!(
+                    weights(destinations, "weight").iter().sum::<i64>(),
+                    100,
+                    "{context}: {rule}"
+                );
+            }
+            let default = &http[http.len() - 1]["route"];
+            assert_eq!(
+                default[0]["destination"]["host"],
+                json!(names.primary),
+                "{context}"
+            );
+            assert_eq!(
+                default[1]["destination"]["host"],
+                json!(names.canary),
+                "{context}"
+            );
+            if !route.match_rules.is_empty() {
+                assert_eq!(
+                    http[0]["match"].as_array().unwrap().len(),
+                    route.match_rules.len(),
+                    "{context}"
+                );
+                assert_eq!(
+                    http[0]["route"][0]["destination"]["host"],
+                    json!(names.canary),
+                    "{context}"
+                );
+            }
+            if route.mirror_weight.is_some() {
+                assert_eq!(
+                    http[http.len() - 1]["mirror"]["host"],
+                    json!(names.canary),
+                    "{context}"
+                );
+            }
+            assert_eq!(
+                objects[1]["metadata"]["name"],
+                json!(names.primary),
+                "{context}"
+            );
+            assert_eq!(
+                objects[1]["spec"]["host"],
+                json!(names.primary),
+                "{context}"
+            );
+            assert_eq!(
+                objects[2]["metadata"]["name"],
+                json!(names.canary),
+                "{context}"
+            );
+            assert_eq!(objects[2]["spec"]["host"], json!(names.canary), "{context}");
+        }
+        Provider::GatewayApi(api_version) => {
+            assert_eq!(kinds, ["HTTPRoute"], "{context}");
+            let http_route = &objects[0];
+            assert_eq!(http_route["apiVersion"], json!(api_version), "{context}");
+            assert_eq!(
+                http_route["metadata"]["name"],
+                json!(names.apex),
+                "{context}"
+            );
+            assert_eq!(
+                http_route["spec"].get("parentRefs"),
+                service.gateway_refs.as_ref(),
+                "{context}"
+            );
+            let rules = http_route["spec"]["rules"].as_array().unwrap();
+            let default = rules[rules.len() - 1]["backendRefs"].as_array().unwrap();
+            assert_eq!(default[0]["name"], json!(names.primary), "{context}");
+            assert_eq!(default[1]["name"], json!(names.canary), "{context}");
+            assert_eq!(
+                weights(default, "weight").iter().sum::<i64>(),
+                10_000,
+                "{context}"
+            );
+            assert_eq!(
+                weights(default, "weight")[1],
+                i64::from(route.canary_weight.basis_points()),
+                "{context}"
+            );
+            if !route.match_rules.is_empty() {
+                assert_eq!(
+                    rules[0]["backendRefs"][0]["name"],
+                    json!(names.canary),
+                    "{context}"
+                );
+            }
+        }
+        Provider::Smi(_) => {
+            assert_eq!(kinds, ["TrafficSplit"], "{context}");
+            let split = &objects[0]["spec"];
+            assert_eq!(split["service"], json!(names.apex), "{context}");
+            let backends = split["backends"].as_array().unwrap();
+            assert_eq!(backends[0]["service"], json!(names.primary), "{context}");
+            assert_eq!(backends[1]["service"], json!(names.canary), "{context}");
+            assert_eq!(
+                weights(backends, "weight").iter().sum::<i64>(),
+                10_000,
+                "{context}"
+            );
+        }
+        Provider::Kubernetes => assert!(objects.is_empty(), "{context}: no route object"),
+    }
+}
+
+/// The routes of `moments` with `provider`, checked, as snapshot entries.
+fn rendered_routes(
+    provider: Provider,
+    names: &Names,
+    service: &KubernetesService,
+    moments: &[(String, Route)],
+    owner: &Value,
+    context: &str,
+) -> Vec<Value> {
+    moments
+        .iter()
+        .map(|(moment, route)| {
+            let context = format!("{context}, {} at {moment}", provider_label(provider));
+            match routes::objects(provider, names, service, route, owner) {
+                Ok(rendered) => {
+                    check_route_objects(
+                        provider,
+                        names,
+                        service,
+                        route,
+                        &rendered.objects,
+                        &context,
+                    );
+                    let mut entry = json!({"at": moment, "objects": rendered.objects});
+                    if let Some(adjusted) = rendered.adjusted {
+                        entry["adjusted"] = json!(adjusted);
+                    }
+                    entry
+                }
+                Err(refused) => {
+                    assert_eq!(provider, Provider::Kubernetes, "{context}: {refused}");
+                    json!({"at": moment, "refused": refused})
+                }
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn every_corpus_canary_gets_its_objects_as_in_the_snapshots() {
+    let Some(dir) = corpus() else { return };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("canaries"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    let mut settings = insta::Settings::clone_current();
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
+    let _bound = settings.bind_to_scope();
+    let mut per_provider: BTreeMap<String, usize> = BTreeMap::new();
+    let mut snapshots = 0;
+    for file in &files {
+        let stem = file.file_stem().unwrap().to_string_lossy().to_string();
+        let mut canaries = Vec::new();
+        for loaded in document::load(&std::fs::read(file).unwrap()) {
+            let Document::Rollout(rollout) = loaded.unwrap().document else {
+                continue;
+            };
+            let context = format!("{stem}: {}", rollout.metadata.name);
+            let kubernetes = rollout.spec.target.kubernetes().unwrap();
+            let target_name = kubernetes.target_ref.as_ref().unwrap().name.clone();
+            let namespace = rollout.metadata.namespace_or_default().to_string();
+            let target = target_for(&target_name, &namespace);
+            let owner = owner_of(&rollout);
+            let owner_value = serde_json::to_value(&owner).unwrap();
+            let service = kubernetes.service.clone().unwrap_or_default();
+            let (refused, provider) = refusals(kubernetes);
+
+            let mut canary = json!({
+                "rollout": rollout.metadata.name,
+                "plan": rollout.spec.plan.strategy_name(),
+                "provider": kubernetes.provider.clone().unwrap_or_else(|| "istio (unset)".into()),
+            });
+            let provider = match provider {
+                Some(provider) if refused.is_empty() => provider,
+                _ => {
+                    // The target refuses the rollout before it writes anything.
+                    let label = match provider {
+                        Some(provider) => format!("{} (refused)", provider_label(provider)),
+                        None => format!(
+                            "{} (not driven)",
+                            kubernetes.provider.clone().unwrap_or_default()
+                        ),
+                    };
+                    *per_provider.entry(label).or_default() += 1;
+                    canary["refused"] = json!(refused);
+                    canaries.push(canary);
+                    continue;
+                }
+            };
+            *per_provider
+                .entry(provider_label(provider).into())
+                .or_default() += 1;
+
+            let mut primary = workload::primary_deployment(&target, &owner).unwrap();
+            primary
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(REVISION_ANNOTATION.into(), workload::revision(&target));
+            let mut workload_objects = vec![serde_json::to_value(&primary).unwrap()];
+            for service in workload::services(&target, &service, &owner).unwrap() {
+                workload_objects.push(serde_json::to_value(&service).unwrap());
+            }
+            if let Some(reference) = &kubernetes.autoscaler_ref
+                && reference
+                    .kind
+                    .as_deref()
+                    .is_none_or(|kind| kind == "HorizontalPodAutoscaler")
+            {
+                let autoscaler = autoscaler_for(&reference.name, &namespace, &target_name);
+                let copy = workload::primary_autoscaler(&autoscaler, &target_name, &owner);
+                assert_eq!(
+                    copy.spec.scale_target_ref.name,
+                    format!("{target_name}-primary"),
+                    "{context}"
+                );
+                assert_eq!(
+                    copy.spec.min_replicas, autoscaler.spec.min_replicas,
+                    "{context}"
+                );
+                workload_objects.push(serde_json::to_value(&copy).unwrap());
+            }
+
+            canary["workload"] = json!(workload_objects);
+            let names = names_of(kubernetes, &target, &namespace, &target_name);
+            assert_eq!(
+                workload_objects[1]["spec"]["ports"][0]["port"],
+                json!(names.port),
+                "{context}: the routes name the Services' port"
+            );
+            if let Some(port) = service.port {
+                assert_eq!(i64::from(names.port), i64::from(port), "{context}");
+            }
+            let moments = moments(&routes_of_a_healthy_run(&rollout.spec));
+            assert!(!moments.is_empty(), "{context}: a run routes traffic");
+            canary["routes"] = json!(rendered_routes(
+                provider,
+                &names,
+                &service,
+                &moments,
+                &owner_value,
+                &context
+            ));
+            // Flagger's tutorials and end-to-end tests for the Gateway API (and Linkerd's) leave
+            // the provider to the install (`-mesh-provider=gatewayapi:v1`): render them that way
+            // too.
+            if kubernetes.provider.is_none() && service.gateway_refs.is_some() {
+                let gateway = Provider::GatewayApi("gateway.networking.k8s.io/v1");
+                *per_provider
+                    .entry("gatewayapi:v1 (install default)".into())
+                    .or_default() += 1;
+                canary["routesAsInstalledWithGatewayApi"] = json!(rendered_routes(
+                    gateway,
+                    &names,
+                    &service,
+                    &moments,
+                    &owner_value,
+                    &context
+                ));
+            }
+            canaries.push(canary);
+        }
+        assert_eq!(canaries.len(), 1, "{stem}: one Canary per manifest");
+        let mut snapshot = canaries.pop().unwrap();
+        snapshot["source"] = json!(format!(
+            "canaries/{}",
+            file.file_name().unwrap().to_string_lossy()
+        ));
+        insta::assert_yaml_snapshot!(stem.as_str(), snapshot);
+        snapshots += 1;
+    }
+    assert_eq!(snapshots, 65, "manifests snapshotted");
+    let summary: Vec<String> = per_provider
+        .iter()
+        .map(|(provider, count)| format!("{provider} {count}"))
+        .collect();
+    println!(
+        "{snapshots} corpus manifests snapshotted; routes by provider: {}",
+        summary.join(", ")
+    );
 }

@@ -181,3 +181,19 @@ fn the_primary_autoscaler_is_the_targets_scaling_the_primary() {
     assert_eq!(primary.spec.min_replicas, Some(2));
     assert_eq!(primary.metadata.owner_references, Some(vec![owner()]));
 }
+
+#[test]
+fn the_routes_port_is_the_services_port_even_without_service_port() {
+    // Without spec.target.service.port the Services expose the first container port; the
+    // routes must name the same port (they used to fall back to 80).
+    let target = podinfo();
+    let unset = service(json!({}));
+    let [apex, _, _] = services(&target, &unset, &owner()).unwrap();
+    let exposed = apex.spec.unwrap().ports.unwrap()[0].port;
+    assert_eq!(service_port(&target, &unset).unwrap(), 9898);
+    assert_eq!(service_port(&target, &unset).unwrap(), exposed);
+    assert_eq!(
+        service_port(&target, &service(json!({"port": 80}))).unwrap(),
+        80
+    );
+}
