@@ -197,8 +197,8 @@ fn key_of(object: &DynamicObject) -> RolloutKey {
 
 struct Inner {
     client: kube::Client,
-    /// `None`: every namespace.
-    namespace: Option<String>,
+    /// Empty: every namespace.
+    namespaces: Vec<String>,
     entries: Mutex<BTreeMap<RolloutKey, Entry>>,
     fence: Option<Fence>,
 }
@@ -212,7 +212,7 @@ pub struct KubeStore {
 impl std::fmt::Debug for KubeStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KubeStore")
-            .field("namespace", &self.inner.namespace)
+            .field("namespaces", &self.inner.namespaces)
             .finish_non_exhaustive()
     }
 }
@@ -229,13 +229,13 @@ fn api_code(error: &kube::Error) -> Option<u16> {
 }
 
 impl KubeStore {
-    /// A store for the rollouts of `namespace` (`None`: every namespace) that writes only
+    /// A store for the rollouts of `namespaces` (empty: every namespace) that writes only
     /// while `fence` says so (e.g. while this replica holds the leader lease; `None`: always).
-    pub fn new(client: kube::Client, namespace: Option<String>, fence: Option<Fence>) -> KubeStore {
+    pub fn new(client: kube::Client, namespaces: Vec<String>, fence: Option<Fence>) -> KubeStore {
         KubeStore {
             inner: Arc::new(Inner {
                 client,
-                namespace,
+                namespaces,
                 entries: Mutex::new(BTreeMap::new()),
                 fence,
             }),
@@ -474,17 +474,29 @@ impl Store for KubeStore {
     }
 
     async fn load_all(&self) -> Result<Vec<StoredRollout>, StoreError> {
-        let api: Api<DynamicObject> = match &self.inner.namespace {
-            Some(namespace) => self.api(namespace),
-            None => Api::all_with(self.inner.client.clone(), &rollouts_resource()),
+        let apis: Vec<Api<DynamicObject>> = if self.inner.namespaces.is_empty() {
+            vec![Api::all_with(
+                self.inner.client.clone(),
+                &rollouts_resource(),
+            )]
+        } else {
+            self.inner
+                .namespaces
+                .iter()
+                .map(|namespace| self.api(namespace))
+                .collect()
         };
-        let objects = api
-            .list(&kube::api::ListParams::default())
-            .await
-            .map_err(|error| StoreError::Database(format!("listing rollouts: {error}")))?;
+        let mut objects = Vec::new();
+        for api in apis {
+            let listed = api
+                .list(&kube::api::ListParams::default())
+                .await
+                .map_err(|error| StoreError::Database(format!("listing rollouts: {error}")))?;
+            objects.extend(listed.items);
+        }
         let mut loaded = Vec::new();
         let mut entries = self.entries();
-        for object in &objects.items {
+        for object in &objects {
             match Entry::from_object(object) {
                 Some(Ok(entry)) => {
                     loaded.push(entry.stored.clone());

@@ -21,9 +21,10 @@ use weir_store::RolloutKey;
 /// Arguments of `weir operator`.
 #[derive(Debug, Args)]
 pub struct OperatorArgs {
-    /// Watch rollouts in this namespace only, e.g. `--namespace shop`. Default: every namespace.
-    #[arg(long, short = 'n', value_name = "NS", env = "WEIR_NAMESPACE")]
-    namespace: Option<String>,
+    /// Watch rollouts in this namespace only, e.g. `--namespace shop`; repeat it for several
+    /// (`-n shop -n payments`). Default: every namespace.
+    #[arg(long, short = 'n', value_name = "NS")]
+    namespace: Vec<String>,
     /// Watch rollouts in every namespace (the default; says so explicitly in a manifest).
     #[arg(long, short = 'A', conflicts_with = "namespace")]
     all_namespaces: bool,
@@ -57,17 +58,24 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
-        let api: Api<DynamicObject> = match &args.namespace {
-            Some(namespace) => Api::namespaced_with(client.clone(), namespace, &rollouts_resource()),
-            None => Api::all_with(client.clone(), &rollouts_resource()),
-        };
         tokio::spawn(record_events(client.clone(), handle.clone()));
-        tokio::spawn(watch_rollouts(api, handle.clone()));
+        if args.namespace.is_empty() {
+            let api = Api::all_with(client.clone(), &rollouts_resource());
+            tokio::spawn(watch_rollouts(api, handle.clone()));
+        }
+        for namespace in &args.namespace {
+            let api = Api::namespaced_with(client.clone(), namespace, &rollouts_resource());
+            tokio::spawn(watch_rollouts(api, handle.clone()));
+        }
         let bound = listener.local_addr().unwrap_or(args.listen);
         crate::listening::announce(args.output, &[("api", bound)]);
         eprintln!(
             "weir operator: watching rollouts.{GROUP} in {}; API at http://{bound}; state in each rollout's status; Ctrl-C stops",
-            args.namespace.as_deref().unwrap_or("every namespace"),
+            if args.namespace.is_empty() {
+                "every namespace".to_string()
+            } else {
+                args.namespace.join(", ")
+            },
         );
         crate::cmd_serve::run_until_stopped(listener, store, handle, engine).await
     })
