@@ -73,8 +73,9 @@ fn every_corpus_canary_gets_flaggers_primary_and_services() {
                 controller: Some(true),
                 block_owner_deletion: Some(true),
             };
-            let primary = workload::primary_deployment(&target, &owner)
-                .unwrap_or_else(|error| panic!("{}: {error}", file.display()));
+            let primary =
+                workload::primary_deployment(&target, &workload::TrackedConfigs::new(), &owner)
+                    .unwrap_or_else(|error| panic!("{}: {error}", file.display()));
             assert_eq!(
                 primary.metadata.name,
                 Some(format!("{target_name}-primary"))
