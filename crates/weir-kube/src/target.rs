@@ -2,13 +2,18 @@
 //! `-primary` copy that serves, three Services in front, and the traffic provider's objects
 //! that split traffic between them. Every object weir owns is written with server-side apply
 //! under the field manager `weir`, so applying the same state again changes nothing.
+//!
+//! The ConfigMaps and Secrets the target's pods read are part of its revision (read with one
+//! GET each when the revision is observed) and copied as `NAME-primary` for the primary at
+//! initialisation and promotion ([`workload`]'s tracked configs). [`KubernetesTargets::revert`]
+//! undoes it all for `revertOnDeletion`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
@@ -21,7 +26,9 @@ use weir_engine::{BoxFuture, ProviderError, Providers, TargetObservation, Target
 use weir_store::RolloutKey;
 
 use crate::routes::{self, Names, Provider};
-use crate::workload::{self, CANARY_SUFFIX, PRIMARY_SUFFIX};
+use crate::workload::{
+    self, CANARY_SUFFIX, ConfigKind, PRIMARY_SUFFIX, TrackedConfig, TrackedConfigs,
+};
 
 /// The field manager of everything weir applies.
 pub const FIELD_MANAGER: &str = "weir";
@@ -118,13 +125,21 @@ impl KubernetesTargets {
         let primary = match self.primary(key, settings).await? {
             Some(primary) => primary,
             None => {
-                let mut primary = workload::primary_deployment(target, &owner)
+                // Initialisation: the copies of the tracked configs first, so that the primary's
+                // pods find them.
+                let configs = self.tracked_configs(&key.namespace, target).await?;
+                self.apply_primary_configs(&key.namespace, &configs, &owner)
+                    .await?;
+                let mut primary = workload::primary_deployment(target, &configs, &owner)
                     .map_err(|error| ProviderError::permanent(error.to_string()))?;
                 primary
                     .metadata
                     .annotations
                     .get_or_insert_with(Default::default)
-                    .insert(REVISION_ANNOTATION.into(), workload::revision(target));
+                    .insert(
+                        REVISION_ANNOTATION.into(),
+                        workload::revision(target, &configs),
+                    );
                 self.apply_deployment(&key.namespace, &primary).await?;
                 self.apply_primary_autoscaler(key, settings, &owner).await?;
                 primary
@@ -184,6 +199,90 @@ impl KubernetesTargets {
         api.patch(&name, &apply_params(), &Patch::Apply(&primary))
             .await
             .map_err(|error| api_error("applying the primary's autoscaler", error))?;
+        Ok(())
+    }
+
+    /// The ConfigMaps and Secrets the target's pods read whose content is tracked (none when
+    /// the target is annotated `config-tracking: disabled`): one GET per referenced object, only
+    /// for targets that reference some. An optional reference to an absent object is skipped; a
+    /// required one is waited for, as the target's pods wait for it.
+    async fn tracked_configs(
+        &self,
+        namespace: &str,
+        target: &Deployment,
+    ) -> Result<TrackedConfigs, ProviderError> {
+        let mut configs = TrackedConfigs::new();
+        if !workload::config_tracking_enabled(target) {
+            return Ok(configs);
+        }
+        for reference in workload::config_references(&target.spec.template) {
+            let found = match reference.kind {
+                ConfigKind::ConfigMap => {
+                    Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
+                        .get_opt(&reference.name)
+                        .await
+                        .map(|found| found.map(TrackedConfig::ConfigMap))
+                }
+                ConfigKind::Secret => Api::<Secret>::namespaced(self.client.clone(), namespace)
+                    .get_opt(&reference.name)
+                    .await
+                    .map(|found| found.map(TrackedConfig::Secret)),
+            }
+            .map_err(|error| {
+                api_error(
+                    &format!("reading the {} {}", reference.kind.as_str(), reference.name),
+                    error,
+                )
+            })?;
+            match found {
+                Some(config) if config.trackable() => {
+                    configs.insert((reference.kind, reference.name), config);
+                }
+                Some(_) => {}
+                None if reference.optional => {}
+                None => {
+                    return Err(ProviderError::transient(format!(
+                        "the {} {namespace}/{} the target's pods read does not exist (yet)",
+                        reference.kind.as_str(),
+                        reference.name
+                    )));
+                }
+            }
+        }
+        Ok(configs)
+    }
+
+    /// Applies the primary's copies `NAME-primary` of the tracked configs.
+    async fn apply_primary_configs(
+        &self,
+        namespace: &str,
+        configs: &TrackedConfigs,
+        owner: &OwnerReference,
+    ) -> Result<(), ProviderError> {
+        for config in configs.values() {
+            let copy = workload::primary_config(config, owner);
+            let name = copy.name().to_string();
+            let applied = match &copy {
+                TrackedConfig::ConfigMap(config_map) => {
+                    Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
+                        .patch(&name, &apply_params(), &Patch::Apply(config_map))
+                        .await
+                        .map(|_| ())
+                }
+                TrackedConfig::Secret(secret) => {
+                    Api::<Secret>::namespaced(self.client.clone(), namespace)
+                        .patch(&name, &apply_params(), &Patch::Apply(secret))
+                        .await
+                        .map(|_| ())
+                }
+            };
+            applied.map_err(|error| {
+                api_error(
+                    &format!("applying the {} {name}", copy.kind().as_str()),
+                    error,
+                )
+            })?;
+        }
         Ok(())
     }
 
@@ -274,7 +373,13 @@ impl KubernetesTargets {
         settings: &Settings<'_>,
     ) -> Result<(), ProviderError> {
         let target = self.target(key, settings).await?;
-        let mut primary = workload::primary_deployment(&target, &owner_of(rollout))
+        let owner = owner_of(rollout);
+        // The tracked configs as they are now go with the pod template: copies first, so that
+        // the primary's new pods find them.
+        let configs = self.tracked_configs(&key.namespace, &target).await?;
+        self.apply_primary_configs(&key.namespace, &configs, &owner)
+            .await?;
+        let mut primary = workload::primary_deployment(&target, &configs, &owner)
             .map_err(|error| ProviderError::permanent(error.to_string()))?;
         // The primary keeps its own scale (an autoscaler may own it).
         if let Some(current) = self.primary(key, settings).await? {
@@ -284,55 +389,214 @@ impl KubernetesTargets {
             .metadata
             .annotations
             .get_or_insert_with(Default::default)
-            .insert(REVISION_ANNOTATION.into(), workload::revision(&target));
+            .insert(
+                REVISION_ANNOTATION.into(),
+                workload::revision(&target, &configs),
+            );
         self.apply_deployment(&key.namespace, &primary).await
     }
 
-    /// Deletion with `revertOnDeletion`: the target serves again through the apex Service, and
-    /// what weir created goes.
-    async fn finalize(
-        &self,
-        key: &RolloutKey,
-        settings: &Settings<'_>,
-    ) -> Result<(), ProviderError> {
-        let replicas = match self.primary(key, settings).await? {
-            Some(primary) => primary.spec.replicas.unwrap_or(1),
-            None => 1,
-        };
-        self.scale_target(key, settings, replicas).await?;
-        let target = self.target(key, settings).await?;
-        let (label, value) = workload::selector_label(&target)
-            .map_err(|error| ProviderError::permanent(error.to_string()))?;
-        let names = settings.names(&key.namespace);
-        self.services(&key.namespace)
-            .patch(
-                &names.apex,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"selector": {label: value}}})),
-            )
+    /// Undoes what weir set up for `rollout` (Flagger's `revertOnDeletion`, also the engine's
+    /// `Finalize` effect), leaving the application serving from its own Deployment:
+    ///
+    /// 1. the target Deployment, if weir left it at zero, is scaled back to the primary's
+    ///    replica count (without a primary: 1); any other count is left as it is;
+    /// 2. once it is ready, the apex Service selects the target's pods and is no longer owned by
+    ///    the rollout (so deleting the rollout does not collect it);
+    /// 3. the provider's route objects (VirtualService and DestinationRules, HTTPRoute,
+    ///    TrafficSplit) are deleted, then the Services `NAME-primary` and `NAME-canary`, the
+    ///    primary's HorizontalPodAutoscaler, the Deployment `NAME-primary`, and the copies
+    ///    `CONFIG-primary` of tracked ConfigMaps and Secrets that the rollout owns.
+    ///
+    /// Until the target is ready this answers a transient error and changes nothing else, so
+    /// nothing is left without pods: call it again (a finalizer's requeue) until it answers
+    /// `Ok`. Idempotent: what is already gone (404) is fine. A target Deployment that no longer
+    /// exists is not restored; the rest is still deleted.
+    pub async fn revert(&self, key: &RolloutKey, rollout: &Rollout) -> Result<(), ProviderError> {
+        let settings = settings(rollout).map_err(unusable)?;
+        self.applied
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+        let namespace = key.namespace.as_str();
+        let owner = owner_of(rollout);
+        let names = settings.names(namespace);
+        let service = settings.kubernetes.service.clone().unwrap_or_default();
+        let primary = self.primary(key, &settings).await?;
+        let target = self
+            .deployments(namespace)
+            .get_opt(settings.target_name)
             .await
-            .map_err(|error| api_error("pointing the apex Service at the target", error))?;
-        let gone = |result: Result<(), kube::Error>| match result {
+            .map_err(|error| api_error("reading the target Deployment", error))?;
+        if let Some(target) = &target {
+            // Only a target weir left at zero is scaled: any other count is someone's choice
+            // (an autoscaler's), and scaling again would fight it.
+            let wanted = primary
+                .as_ref()
+                .and_then(|primary| primary.spec.replicas)
+                .unwrap_or(1)
+                .max(1);
+            let scaled = target.spec.replicas == Some(0);
+            if scaled {
+                self.scale_target(key, &settings, wanted).await?;
+            }
+            if scaled || !ready(target) {
+                return Err(ProviderError::transient(format!(
+                    "reverting: waiting for the target Deployment {namespace}/{} to be ready before the apex Service selects it",
+                    settings.target_name
+                )));
+            }
+            let [mut apex, _, _] = workload::services(target, &service, &owner)
+                .map_err(|error| ProviderError::permanent(error.to_string()))?;
+            let (label, value) = workload::selector_label(target)
+                .map_err(|error| ProviderError::permanent(error.to_string()))?;
+            if let Some(spec) = apex.spec.as_mut() {
+                spec.selector = Some([(label, value)].into());
+            }
+            // Applied without the owner reference weir gave it: server-side apply drops it.
+            apex.metadata.owner_references = None;
+            self.services(namespace)
+                .patch(&names.apex, &apply_params(), &Patch::Apply(&apex))
+                .await
+                .map_err(|error| api_error("pointing the apex Service at the target", error))?;
+        }
+
+        let gone = |what: &str, result: Result<(), kube::Error>| match result {
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
             Ok(()) => Ok(()),
-            Err(error) => Err(api_error("deleting what weir created", error)),
+            Err(error) => Err(api_error(&format!("deleting {what}"), error)),
         };
-        let primary = format!("{}{PRIMARY_SUFFIX}", settings.target_name);
-        gone(
-            self.deployments(&key.namespace)
-                .delete(&primary, &DeleteParams::default())
-                .await
-                .map(|_| ()),
-        )?;
-        for service in [&names.primary, &names.canary] {
+        let all_primary = Route::of(&rollout.spec, &RolloutStatus::default());
+        let owner_value = serde_json::to_value(&owner).unwrap_or(Value::Null);
+        let objects = routes::objects(
+            settings.provider,
+            &names,
+            &service,
+            &all_primary,
+            &owner_value,
+        )
+        .map(|objects| objects.objects)
+        .unwrap_or_default();
+        for object in objects {
+            let (resource, name) = resource_of(&object)?;
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), namespace, &resource);
             gone(
-                self.services(&key.namespace)
-                    .delete(service, &DeleteParams::default())
+                &format!("the {} {name}", resource.kind),
+                api.delete(&name, &DeleteParams::default())
                     .await
                     .map(|_| ()),
             )?;
         }
+        for name in [&names.primary, &names.canary] {
+            gone(
+                &format!("the Service {name}"),
+                self.services(namespace)
+                    .delete(name, &DeleteParams::default())
+                    .await
+                    .map(|_| ()),
+            )?;
+        }
+        if let Some(reference) = &settings.kubernetes.autoscaler_ref {
+            let name = format!("{}{PRIMARY_SUFFIX}", reference.name);
+            let api: Api<HorizontalPodAutoscaler> = Api::namespaced(self.client.clone(), namespace);
+            gone(
+                &format!("the HorizontalPodAutoscaler {name}"),
+                api.delete(&name, &DeleteParams::default())
+                    .await
+                    .map(|_| ()),
+            )?;
+        }
+        let primary_name = format!("{}{PRIMARY_SUFFIX}", settings.target_name);
+        gone(
+            &format!("the Deployment {primary_name}"),
+            self.deployments(namespace)
+                .delete(&primary_name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+        )?;
+
+        // The copies: of what the target reads now, and of what the primary read (a promotion
+        // may have dropped a reference since). Only those this rollout owns: a ConfigMap that
+        // merely ends in `-primary` is the user's.
+        let mut copies: BTreeSet<(ConfigKind, String)> = BTreeSet::new();
+        for reference in target
+            .iter()
+            .flat_map(|target| workload::config_references(&target.spec.template))
+        {
+            copies.insert((
+                reference.kind,
+                format!("{}{PRIMARY_SUFFIX}", reference.name),
+            ));
+        }
+        for reference in primary
+            .iter()
+            .flat_map(|primary| workload::config_references(&primary.spec.template))
+            .filter(|reference| reference.name.ends_with(PRIMARY_SUFFIX))
+        {
+            copies.insert((reference.kind, reference.name));
+        }
+        for (kind, name) in copies {
+            self.delete_owned_copy(namespace, kind, &name, &owner)
+                .await?;
+        }
         Ok(())
+    }
+
+    /// Deletes the ConfigMap or Secret `name` if `owner` owns it (gone already is fine).
+    async fn delete_owned_copy(
+        &self,
+        namespace: &str,
+        kind: ConfigKind,
+        name: &str,
+        owner: &OwnerReference,
+    ) -> Result<(), ProviderError> {
+        let what = format!("the {} {name}", kind.as_str());
+        let found = match kind {
+            ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
+                .get_opt(name)
+                .await
+                .map(|found| found.map(|config| config.metadata)),
+            ConfigKind::Secret => Api::<Secret>::namespaced(self.client.clone(), namespace)
+                .get_opt(name)
+                .await
+                .map(|found| found.map(|secret| secret.metadata)),
+        }
+        .map_err(|error| api_error(&format!("reading {what}"), error))?;
+        let Some(metadata) = found else {
+            return Ok(());
+        };
+        let owned = metadata.owner_references.iter().flatten().any(|reference| {
+            reference.kind == owner.kind
+                && reference.name == owner.name
+                && (owner.uid.is_empty() || reference.uid == owner.uid)
+        });
+        if !owned {
+            return Ok(());
+        }
+        // Only the object read above: a copy re-created since is left for the next call.
+        let params = DeleteParams {
+            preconditions: metadata.uid.map(|uid| kube::api::Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        let deleted = match kind {
+            ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
+                .delete(name, &params)
+                .await
+                .map(|_| ()),
+            ConfigKind::Secret => Api::<Secret>::namespaced(self.client.clone(), namespace)
+                .delete(name, &params)
+                .await
+                .map(|_| ()),
+        };
+        match deleted {
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Ok(()) => Ok(()),
+            Err(error) => Err(api_error(&format!("deleting {what}"), error)),
+        }
     }
 }
 
@@ -552,9 +816,10 @@ impl TargetProvider for KubernetesTargets {
         Box::pin(async move {
             let settings = settings(rollout).map_err(unusable)?;
             let target = self.target(key, &settings).await?;
+            let configs = self.tracked_configs(&key.namespace, &target).await?;
             let primary = self.primary(key, &settings).await?;
             Ok(TargetObservation {
-                canary_revision: Some(workload::revision(&target)),
+                canary_revision: Some(workload::revision(&target, &configs)),
                 primary_revision: primary.as_ref().and_then(|primary| {
                     primary
                         .metadata
@@ -600,7 +865,7 @@ impl TargetProvider for KubernetesTargets {
                     self.scale_target(key, &settings, 0).await
                 }
                 Effect::Promote { .. } => self.promote(key, rollout, &settings).await,
-                Effect::Finalize => self.finalize(key, &settings).await,
+                Effect::Finalize => self.revert(key, rollout).await,
                 // Hooks and notifications are not the target's.
                 Effect::RunHooks { .. } | Effect::Notify(_) => Ok(()),
             }

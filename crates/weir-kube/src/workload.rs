@@ -1,17 +1,20 @@
 //! Flagger's way with a Deployment, as pure functions: from the target Deployment `NAME` and the
 //! rollout's `spec.target.service`, the objects weir keeps beside it - the primary Deployment
-//! `NAME-primary` and the Services `NAME` (apex), `NAME-primary` and `NAME-canary` - and the
-//! revision that says whether the target changed. No IO here: the operator applies what these
-//! return (server-side apply, field manager `weir`).
+//! `NAME-primary` and the Services `NAME` (apex), `NAME-primary` and `NAME-canary` - the copies
+//! `CONFIG-primary` of the ConfigMaps and Secrets its pods read (Flagger's tracked configs), and
+//! the revision that says whether the target changed. No IO here: the operator reads the
+//! referenced objects and applies what these return (server-side apply, field manager `weir`).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PodSpec, PodTemplateSpec, Secret, Service, ServicePort, ServiceSpec,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use serde_json::Value;
+use serde_json::{Value, json};
 use weir_core::model::{KubernetesService, ObjectMetadata};
 
 /// The suffix of the primary Deployment and Service.
@@ -61,17 +64,26 @@ pub fn selector_label(target: &Deployment) -> Result<(String, String), WorkloadE
         .ok_or(WorkloadError::NoSelectorLabel { name })
 }
 
-/// The revision of the target: a hash of its pod template only, so that a change of replicas or
-/// of the update strategy is not a new revision.
-pub fn revision(target: &Deployment) -> String {
+/// The revision of the target: a hash of its pod template and of the data of the ConfigMaps and
+/// Secrets it reads (`configs`, tracked by kind and name, so in a stable order). Replicas and the
+/// update strategy are left out: changing them is not a new revision. Without tracked configs
+/// the hash is the pod template's alone, as before config tracking, so that a weir upgrade does
+/// not make every untracked rollout's revision new.
+pub fn revision(target: &Deployment, configs: &TrackedConfigs) -> String {
     let template = serde_json::to_value(&target.spec.template).unwrap_or(Value::Null);
-    weir_core::revision::of_definition(&template)
+    if configs.is_empty() {
+        return weir_core::revision::of_definition(&template);
+    }
+    let configs: Vec<Value> = configs.values().map(TrackedConfig::content).collect();
+    weir_core::revision::of_definition(&json!({"template": template, "configs": configs}))
 }
 
 /// The primary Deployment `NAME-primary`: the target's spec with the selector label's value
-/// rewritten to `VALUE-primary` in the selector and the pod labels, owned by the rollout.
+/// rewritten to `VALUE-primary` in the selector and the pod labels, its pods reading the copies
+/// `CONFIG-primary` of the tracked `configs`, owned by the rollout.
 pub fn primary_deployment(
     target: &Deployment,
+    configs: &TrackedConfigs,
     owner: &OwnerReference,
 ) -> Result<Deployment, WorkloadError> {
     let name = name_of(target)?;
@@ -79,6 +91,9 @@ pub fn primary_deployment(
     let primary_value = format!("{value}{PRIMARY_SUFFIX}");
     let mut spec = target.spec.clone();
     relabel(&mut spec, &key, &primary_value);
+    if let Some(pod) = spec.template.spec.as_mut() {
+        point_at_primary_configs(pod, configs);
+    }
     let mut labels = target.metadata.labels.clone().unwrap_or_default();
     if labels.contains_key(&key) {
         labels.insert(key.clone(), primary_value);
@@ -263,6 +278,283 @@ fn ports(
         }
     }
     Ok(ports)
+}
+
+// === tracked configs ===
+
+/// The annotation that turns config tracking off: on the target Deployment for all of its
+/// ConfigMaps and Secrets (weir's reading), on one ConfigMap or Secret for that one (Flagger's).
+pub const CONFIG_TRACKING_ANNOTATION: &str = "flagger.app/config-tracking";
+/// weir's name for [`CONFIG_TRACKING_ANNOTATION`]; either one set to `disabled` turns it off.
+pub const WEIR_CONFIG_TRACKING_ANNOTATION: &str = "weir.dev/config-tracking";
+
+/// The Secret types whose content is tracked, as Flagger: the others (registry credentials,
+/// service account tokens, ...) are not the application's configuration.
+const TRACKED_SECRET_TYPES: [&str; 4] = [
+    "Opaque",
+    "kubernetes.io/basic-auth",
+    "kubernetes.io/ssh-auth",
+    "kubernetes.io/tls",
+];
+
+/// The kinds of object a pod template reads its configuration from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ConfigKind {
+    /// A ConfigMap.
+    ConfigMap,
+    /// A Secret.
+    Secret,
+}
+
+impl ConfigKind {
+    /// `ConfigMap` or `Secret`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfigKind::ConfigMap => "ConfigMap",
+            ConfigKind::Secret => "Secret",
+        }
+    }
+}
+
+/// A ConfigMap or Secret a pod template reads.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConfigReference {
+    /// ConfigMap or Secret.
+    pub kind: ConfigKind,
+    /// Its name, in the target's namespace.
+    pub name: String,
+    /// Every reference to it says `optional: true`: the pods start without it.
+    pub optional: bool,
+}
+
+/// A tracked ConfigMap or Secret, as read from the cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TrackedConfig {
+    /// A ConfigMap.
+    ConfigMap(ConfigMap),
+    /// A Secret.
+    Secret(Secret),
+}
+
+/// The tracked configs of a target by kind and name: the order is stable, so the revision is.
+pub type TrackedConfigs = BTreeMap<(ConfigKind, String), TrackedConfig>;
+
+impl TrackedConfig {
+    /// ConfigMap or Secret.
+    pub fn kind(&self) -> ConfigKind {
+        match self {
+            TrackedConfig::ConfigMap(_) => ConfigKind::ConfigMap,
+            TrackedConfig::Secret(_) => ConfigKind::Secret,
+        }
+    }
+
+    /// Its metadata.
+    pub fn metadata(&self) -> &ObjectMeta {
+        match self {
+            TrackedConfig::ConfigMap(config_map) => &config_map.metadata,
+            TrackedConfig::Secret(secret) => &secret.metadata,
+        }
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        self.metadata().name.as_deref().unwrap_or_default()
+    }
+
+    /// Whether its content is part of the revision and copied for the primary: not annotated
+    /// `config-tracking: disabled`, and for a Secret, one of the types Flagger tracks (a Secret
+    /// without a type is `Opaque`).
+    pub fn trackable(&self) -> bool {
+        if tracking_disabled(self.metadata()) {
+            return false;
+        }
+        match self {
+            TrackedConfig::ConfigMap(_) => true,
+            TrackedConfig::Secret(secret) => {
+                TRACKED_SECRET_TYPES.contains(&secret.type_.as_deref().unwrap_or("Opaque"))
+            }
+        }
+    }
+
+    /// What of it counts for the revision: kind, name and data (Secret data as base64, so the
+    /// hash never carries a secret in the clear; it is a hash anyway).
+    fn content(&self) -> Value {
+        match self {
+            TrackedConfig::ConfigMap(config_map) => json!({
+                "kind": "ConfigMap",
+                "name": self.name(),
+                "data": config_map.data,
+                "binaryData": config_map.binary_data,
+            }),
+            TrackedConfig::Secret(secret) => json!({
+                "kind": "Secret",
+                "name": self.name(),
+                "type": secret.type_,
+                "data": secret.data,
+            }),
+        }
+    }
+}
+
+/// Whether config tracking is on for `target`: it is unless the Deployment is annotated
+/// `flagger.app/config-tracking: disabled` or `weir.dev/config-tracking: disabled`.
+pub fn config_tracking_enabled(target: &Deployment) -> bool {
+    !tracking_disabled(&target.metadata)
+}
+
+fn tracking_disabled(metadata: &ObjectMeta) -> bool {
+    metadata.annotations.as_ref().is_some_and(|annotations| {
+        [CONFIG_TRACKING_ANNOTATION, WEIR_CONFIG_TRACKING_ANNOTATION]
+            .iter()
+            .any(|key| annotations.get(*key).map(String::as_str) == Some("disabled"))
+    })
+}
+
+/// The ConfigMaps and Secrets a pod template reads, once each, ordered by kind and name:
+/// volumes (`configMap`, `secret`, and the sources of `projected` ones), and in every container
+/// and init container `envFrom` (`configMapRef`, `secretRef`) and `env[].valueFrom`
+/// (`configMapKeyRef`, `secretKeyRef`). A reference is optional only when all of its mentions
+/// are.
+pub fn config_references(template: &PodTemplateSpec) -> Vec<ConfigReference> {
+    let mut found: BTreeMap<(ConfigKind, String), bool> = BTreeMap::new();
+    if let Some(pod) = &template.spec {
+        // The walk is written once, over mutable names; reading walks a copy.
+        let mut pod = pod.clone();
+        visit_config_names(&mut pod, &mut |kind, name, optional| {
+            found
+                .entry((kind, name.clone()))
+                .and_modify(|all_optional| *all_optional &= optional)
+                .or_insert(optional);
+        });
+    }
+    found
+        .into_iter()
+        .map(|((kind, name), optional)| ConfigReference {
+            kind,
+            name,
+            optional,
+        })
+        .collect()
+}
+
+/// Points every reference to a tracked config in `pod` at its copy `NAME-primary`; references
+/// to anything else (untracked, optional and absent) stay as they are.
+pub fn point_at_primary_configs(pod: &mut PodSpec, configs: &TrackedConfigs) {
+    visit_config_names(pod, &mut |kind, name, _optional| {
+        if configs.contains_key(&(kind, name.clone())) {
+            name.push_str(PRIMARY_SUFFIX);
+        }
+    });
+}
+
+/// Calls `visit(kind, name, optional)` for every ConfigMap and Secret name `pod` mentions.
+fn visit_config_names(pod: &mut PodSpec, visit: &mut dyn FnMut(ConfigKind, &mut String, bool)) {
+    for volume in pod.volumes.iter_mut().flatten() {
+        if let Some(source) = volume.config_map.as_mut() {
+            visit(
+                ConfigKind::ConfigMap,
+                &mut source.name,
+                source.optional == Some(true),
+            );
+        }
+        if let Some(source) = volume.secret.as_mut()
+            && let Some(name) = source.secret_name.as_mut()
+        {
+            visit(ConfigKind::Secret, name, source.optional == Some(true));
+        }
+        let sources = volume
+            .projected
+            .as_mut()
+            .and_then(|projected| projected.sources.as_mut());
+        for source in sources.into_iter().flatten() {
+            if let Some(config_map) = source.config_map.as_mut() {
+                visit(
+                    ConfigKind::ConfigMap,
+                    &mut config_map.name,
+                    config_map.optional == Some(true),
+                );
+            }
+            if let Some(secret) = source.secret.as_mut() {
+                visit(
+                    ConfigKind::Secret,
+                    &mut secret.name,
+                    secret.optional == Some(true),
+                );
+            }
+        }
+    }
+    let containers = pod
+        .containers
+        .iter_mut()
+        .chain(pod.init_containers.iter_mut().flatten());
+    for container in containers {
+        for source in container.env_from.iter_mut().flatten() {
+            if let Some(config_map) = source.config_map_ref.as_mut() {
+                visit(
+                    ConfigKind::ConfigMap,
+                    &mut config_map.name,
+                    config_map.optional == Some(true),
+                );
+            }
+            if let Some(secret) = source.secret_ref.as_mut() {
+                visit(
+                    ConfigKind::Secret,
+                    &mut secret.name,
+                    secret.optional == Some(true),
+                );
+            }
+        }
+        let sources = container
+            .env
+            .iter_mut()
+            .flatten()
+            .filter_map(|variable| variable.value_from.as_mut());
+        for source in sources {
+            if let Some(key) = source.config_map_key_ref.as_mut() {
+                visit(
+                    ConfigKind::ConfigMap,
+                    &mut key.name,
+                    key.optional == Some(true),
+                );
+            }
+            if let Some(key) = source.secret_key_ref.as_mut() {
+                visit(
+                    ConfigKind::Secret,
+                    &mut key.name,
+                    key.optional == Some(true),
+                );
+            }
+        }
+    }
+}
+
+/// The primary's copy `NAME-primary` of a tracked config: the same data (and type, for a
+/// Secret) and labels, owned by the rollout. Not `immutable` even when the original is, since
+/// the next promotion rewrites the copy.
+pub fn primary_config(config: &TrackedConfig, owner: &OwnerReference) -> TrackedConfig {
+    let original = config.metadata();
+    let metadata = ObjectMeta {
+        name: Some(format!("{}{PRIMARY_SUFFIX}", config.name())),
+        namespace: original.namespace.clone(),
+        labels: original.labels.clone(),
+        owner_references: Some(vec![owner.clone()]),
+        ..ObjectMeta::default()
+    };
+    match config {
+        TrackedConfig::ConfigMap(config_map) => TrackedConfig::ConfigMap(ConfigMap {
+            metadata,
+            data: config_map.data.clone(),
+            binary_data: config_map.binary_data.clone(),
+            immutable: None,
+        }),
+        TrackedConfig::Secret(secret) => TrackedConfig::Secret(Secret {
+            metadata,
+            data: secret.data.clone(),
+            type_: secret.type_.clone(),
+            immutable: None,
+            string_data: None,
+        }),
+    }
 }
 
 fn name_of(target: &Deployment) -> Result<String, WorkloadError> {

@@ -89,8 +89,9 @@ fn every_corpus_canary_gets_flaggers_primary_and_services() {
                 controller: Some(true),
                 block_owner_deletion: Some(true),
             };
-            let primary = workload::primary_deployment(&target, &owner)
-                .unwrap_or_else(|error| panic!("{}: {error}", file.display()));
+            let primary =
+                workload::primary_deployment(&target, &workload::TrackedConfigs::new(), &owner)
+                    .unwrap_or_else(|error| panic!("{}: {error}", file.display()));
             assert_eq!(
                 primary.metadata.name,
                 Some(format!("{target_name}-primary"))
@@ -548,12 +549,17 @@ fn every_corpus_canary_gets_its_objects_as_in_the_snapshots() {
                 .entry(provider_label(provider).into())
                 .or_default() += 1;
 
-            let mut primary = workload::primary_deployment(&target, &owner).unwrap();
+            let mut primary =
+                workload::primary_deployment(&target, &workload::TrackedConfigs::new(), &owner)
+                    .unwrap();
             primary
                 .metadata
                 .annotations
                 .get_or_insert_with(Default::default)
-                .insert(REVISION_ANNOTATION.into(), workload::revision(&target));
+                .insert(
+                    REVISION_ANNOTATION.into(),
+                    workload::revision(&target, &workload::TrackedConfigs::new()),
+                );
             let mut workload_objects = vec![serde_json::to_value(&primary).unwrap()];
             for service in workload::services(&target, &service, &owner).unwrap() {
                 workload_objects.push(serde_json::to_value(&service).unwrap());

@@ -578,3 +578,73 @@ fn a_restarted_operator_resumes_the_run_at_its_committed_step() {
         .map(|(reason, weight)| (reason.to_string(), weight));
     assert_eq!(steps, expected);
 }
+
+#[test]
+fn a_config_map_change_starts_a_run() {
+    let cluster = set_up("{canary: {stepWeights: [50]}}");
+    let server = &cluster.server;
+    server
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "podinfo-config", "namespace": NAMESPACE},
+            "data": {"color": "blue"}}))
+        .unwrap();
+    let succeeded = |run: u64| {
+        move |server: &KubeServer| {
+            let status = rollout_status(server);
+            (status["phase"] == "Succeeded" && status["run"].as_u64() == Some(run))
+                .then_some(status)
+        }
+    };
+    // The pod template starts reading the ConfigMap: a new pod template, a first run.
+    let runs_before = rollout_status(server)["run"].as_u64().unwrap_or(0);
+    server
+        .merge_patch(
+            "apps/v1",
+            "Deployment",
+            NAMESPACE,
+            "podinfo",
+            &json!({"spec": {"template": {"spec": {"containers": [{"name": "podinfod", "image": "podinfo:6.0.0",
+                "ports": [{"name": "http", "containerPort": 9898}],
+                "envFrom": [{"configMapRef": {"name": "podinfo-config"}}]}]}}}}),
+            false,
+        )
+        .unwrap();
+    let check = succeeded(runs_before + 1);
+    wait_until("the run that starts reading the ConfigMap", || {
+        check(server)
+    });
+    let copy = server
+        .get("v1", "ConfigMap", NAMESPACE, "podinfo-config-primary")
+        .unwrap();
+    assert_eq!(copy["data"], json!({"color": "blue"}));
+    let primary = server
+        .get("apps/v1", "Deployment", NAMESPACE, "podinfo-primary")
+        .unwrap();
+    assert_eq!(
+        primary["spec"]["template"]["spec"]["containers"][0]["envFrom"][0]["configMapRef"]["name"],
+        "podinfo-config-primary"
+    );
+
+    // Only the ConfigMap's content changes: a new revision all the same, run and promoted.
+    server
+        .merge_patch(
+            "v1",
+            "ConfigMap",
+            NAMESPACE,
+            "podinfo-config",
+            &json!({"data": {"color": "red"}}),
+            false,
+        )
+        .unwrap();
+    let check = succeeded(runs_before + 2);
+    let finished = wait_until("the run of the ConfigMap change", || check(server));
+    assert_eq!(finished["conditions"][0]["status"], "True", "{finished:#}");
+    let copy = server
+        .get("v1", "ConfigMap", NAMESPACE, "podinfo-config-primary")
+        .unwrap();
+    assert_eq!(copy["data"], json!({"color": "red"}));
+    assert_eq!(image_of(server, "podinfo-primary"), "podinfo:6.0.0");
+    wait_until("the target back at zero", || {
+        (replicas_of(server, "podinfo") == 0).then_some(())
+    });
+}

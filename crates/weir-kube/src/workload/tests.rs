@@ -48,7 +48,7 @@ fn service(value: serde_json::Value) -> KubernetesService {
 
 #[test]
 fn the_primary_is_the_target_relabelled_and_owned_by_the_rollout() {
-    let primary = primary_deployment(&podinfo(), &owner()).unwrap();
+    let primary = primary_deployment(&podinfo(), &TrackedConfigs::new(), &owner()).unwrap();
     insta::assert_yaml_snapshot!(primary);
     let spec = primary.spec;
     assert_eq!(
@@ -123,11 +123,17 @@ fn only_the_pod_template_makes_a_new_revision() {
     let mut scaled = base.clone();
     scaled.spec.replicas = Some(10);
     scaled.metadata.resource_version = Some("8".into());
-    assert_eq!(revision(&base), revision(&scaled));
+    let none = TrackedConfigs::new();
+    assert_eq!(revision(&base, &none), revision(&scaled, &none));
     let mut changed = base.clone();
     changed.spec.template.spec.as_mut().unwrap().containers[0].image =
         Some("ghcr.io/stefanprodan/podinfo:6.0.1".into());
-    assert_ne!(revision(&base), revision(&changed));
+    assert_ne!(revision(&base, &none), revision(&changed, &none));
+    // Without tracked configs the revision is the pod template's hash, as before tracking.
+    assert_eq!(
+        revision(&base, &none),
+        weir_core::revision::of_definition(&serde_json::to_value(&base.spec.template).unwrap())
+    );
 }
 
 #[test]
@@ -143,7 +149,7 @@ fn the_selector_label_is_the_first_of_flaggers_and_its_absence_is_named() {
     assert_eq!(selector_label(&named).unwrap(), ("name".into(), "n".into()));
     let mut none = podinfo();
     none.spec.selector.match_labels = Some([("tier".to_string(), "web".to_string())].into());
-    let error = primary_deployment(&none, &owner()).unwrap_err();
+    let error = primary_deployment(&none, &TrackedConfigs::new(), &owner()).unwrap_err();
     assert_eq!(
         error.to_string(),
         "Deployment podinfo: spec.selector.matchLabels has none of app, name, app.kubernetes.io/name: weir (as Flagger) finds the pods by the first of them"
@@ -196,4 +202,269 @@ fn the_routes_port_is_the_services_port_even_without_service_port() {
         service_port(&target, &service(json!({"port": 80}))).unwrap(),
         80
     );
+}
+
+/// podinfo reading configuration every way a pod can: a volume, a projected volume, envFrom and
+/// env valueFrom, in a container and an init container, with an optional reference.
+fn configured() -> Deployment {
+    let mut target = podinfo();
+    let value = json!({
+        "volumes": [
+            {"name": "config", "configMap": {"name": "podinfo-config"}},
+            {"name": "tls", "secret": {"secretName": "podinfo-tls"}},
+            {"name": "all", "projected": {"sources": [
+                {"configMap": {"name": "shared"}},
+                {"secret": {"name": "podinfo-token", "optional": true}},
+                {"downwardAPI": {"items": []}}
+            ]}}
+        ],
+        "initContainers": [{"name": "init", "image": "busybox",
+            "envFrom": [{"secretRef": {"name": "init-env"}}]}],
+        "containers": [{
+            "name": "podinfod",
+            "image": "ghcr.io/stefanprodan/podinfo:6.0.0",
+            "ports": [{"name": "http", "containerPort": 9898}],
+            "envFrom": [{"configMapRef": {"name": "podinfo-env"}}, {"configMapRef": {"name": "extra", "optional": true}}],
+            "env": [
+                {"name": "COLOR", "valueFrom": {"configMapKeyRef": {"name": "podinfo-config", "key": "color"}}},
+                {"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}},
+                {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "podinfo-token", "key": "t", "optional": true}}},
+                {"name": "PLAIN", "value": "x"}
+            ]
+        }]
+    });
+    target.spec.template.spec = Some(serde_json::from_value(value).unwrap());
+    target
+}
+
+fn config_map(name: &str, data: serde_json::Value) -> TrackedConfig {
+    TrackedConfig::ConfigMap(
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "test", "labels": {"team": "a"},
+                         "annotations": {"note": "kept on the original only"}, "resourceVersion": "3"},
+            "data": data,
+            "immutable": true
+        }))
+        .unwrap(),
+    )
+}
+
+fn secret(name: &str, type_: &str, data: serde_json::Value) -> TrackedConfig {
+    TrackedConfig::Secret(
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "test"},
+            "type": type_,
+            "data": data
+        }))
+        .unwrap(),
+    )
+}
+
+fn tracked(configs: Vec<TrackedConfig>) -> TrackedConfigs {
+    configs
+        .into_iter()
+        .map(|config| ((config.kind(), config.name().to_string()), config))
+        .collect()
+}
+
+#[test]
+fn every_way_a_pod_reads_a_config_map_or_secret_is_a_reference_once() {
+    let references: Vec<(ConfigKind, String, bool)> =
+        config_references(&configured().spec.template)
+            .into_iter()
+            .map(|reference| (reference.kind, reference.name, reference.optional))
+            .collect();
+    let expected: Vec<(ConfigKind, String, bool)> = [
+        (ConfigKind::ConfigMap, "extra", true),
+        (ConfigKind::ConfigMap, "podinfo-config", false),
+        (ConfigKind::ConfigMap, "podinfo-env", false),
+        (ConfigKind::ConfigMap, "shared", false),
+        (ConfigKind::Secret, "db", false),
+        (ConfigKind::Secret, "init-env", false),
+        (ConfigKind::Secret, "podinfo-tls", false),
+        (ConfigKind::Secret, "podinfo-token", true),
+    ]
+    .into_iter()
+    .map(|(kind, name, optional)| (kind, name.to_string(), optional))
+    .collect();
+    assert_eq!(references, expected);
+    assert!(config_references(&podinfo().spec.template).is_empty());
+    // Optional only when every mention is.
+    let mut mixed = configured();
+    let pod = mixed.spec.template.spec.as_mut().unwrap();
+    pod.containers[0].env_from.as_mut().unwrap()[1]
+        .config_map_ref
+        .as_mut()
+        .unwrap()
+        .name = "podinfo-config".into();
+    let config = config_references(&mixed.spec.template)
+        .into_iter()
+        .find(|reference| reference.name == "podinfo-config")
+        .unwrap();
+    assert!(!config.optional);
+}
+
+#[test]
+fn the_primary_reads_the_copies_of_tracked_configs_only() {
+    let configs = tracked(vec![
+        config_map("podinfo-config", json!({"color": "blue"})),
+        config_map("shared", json!({})),
+        config_map("podinfo-env", json!({"A": "1"})),
+        secret("db", "Opaque", json!({"password": "c2VjcmV0"})),
+        secret("podinfo-tls", "kubernetes.io/tls", json!({})),
+        secret("init-env", "Opaque", json!({})),
+    ]);
+    let primary = primary_deployment(&configured(), &configs, &owner()).unwrap();
+    let pod = primary.spec.template.spec.clone().unwrap();
+    insta::assert_yaml_snapshot!("primary_with_configs", pod);
+    let names: Vec<(ConfigKind, String)> = config_references(&primary.spec.template)
+        .into_iter()
+        .map(|reference| (reference.kind, reference.name))
+        .collect();
+    let expected: Vec<(ConfigKind, String)> = [
+        (ConfigKind::ConfigMap, "extra"),
+        (ConfigKind::ConfigMap, "podinfo-config-primary"),
+        (ConfigKind::ConfigMap, "podinfo-env-primary"),
+        (ConfigKind::ConfigMap, "shared-primary"),
+        (ConfigKind::Secret, "db-primary"),
+        (ConfigKind::Secret, "init-env-primary"),
+        (ConfigKind::Secret, "podinfo-tls-primary"),
+        // Optional and absent: not tracked, left as it is.
+        (ConfigKind::Secret, "podinfo-token"),
+    ]
+    .into_iter()
+    .map(|(kind, name)| (kind, name.to_string()))
+    .collect();
+    assert_eq!(names, expected);
+    // The target itself is untouched.
+    assert_eq!(
+        config_references(&configured().spec.template)[1].name,
+        "podinfo-config"
+    );
+}
+
+#[test]
+fn the_revision_covers_the_tracked_configs_data_in_a_stable_order() {
+    let target = configured();
+    let blue = config_map("podinfo-config", json!({"color": "blue"}));
+    let password = secret("db", "Opaque", json!({"password": "c2VjcmV0"}));
+    let base = revision(&target, &tracked(vec![blue.clone(), password.clone()]));
+    // The order configs are found in does not matter.
+    assert_eq!(
+        base,
+        revision(&target, &tracked(vec![password.clone(), blue.clone()]))
+    );
+    // Metadata (resourceVersion, labels, annotations) does not count.
+    let mut relabelled = blue.clone();
+    if let TrackedConfig::ConfigMap(config_map) = &mut relabelled {
+        config_map.metadata.resource_version = Some("99".into());
+        config_map.metadata.labels = None;
+    }
+    assert_eq!(
+        base,
+        revision(&target, &tracked(vec![relabelled, password.clone()]))
+    );
+    // The data does, of a ConfigMap and of a Secret.
+    let red = config_map("podinfo-config", json!({"color": "red"}));
+    assert_ne!(
+        base,
+        revision(&target, &tracked(vec![red, password.clone()]))
+    );
+    let rotated = secret("db", "Opaque", json!({"password": "bmV3"}));
+    assert_ne!(
+        base,
+        revision(&target, &tracked(vec![blue.clone(), rotated]))
+    );
+    // So does a config appearing or going.
+    assert_ne!(base, revision(&target, &tracked(vec![blue])));
+    // Replicas do not.
+    let mut scaled = target.clone();
+    scaled.spec.replicas = Some(7);
+    assert_eq!(
+        base,
+        revision(
+            &scaled,
+            &tracked(vec![
+                config_map("podinfo-config", json!({"color": "blue"})),
+                password
+            ])
+        )
+    );
+}
+
+#[test]
+fn tracking_is_off_by_annotation_and_for_secrets_that_are_not_configuration() {
+    let mut target = podinfo();
+    assert!(config_tracking_enabled(&target));
+    for key in [CONFIG_TRACKING_ANNOTATION, WEIR_CONFIG_TRACKING_ANNOTATION] {
+        target.metadata.annotations = Some([(key.to_string(), "disabled".to_string())].into());
+        assert!(!config_tracking_enabled(&target), "{key}");
+    }
+    target.metadata.annotations = Some(
+        [(
+            CONFIG_TRACKING_ANNOTATION.to_string(),
+            "enabled".to_string(),
+        )]
+        .into(),
+    );
+    assert!(config_tracking_enabled(&target));
+
+    assert!(config_map("a", json!({})).trackable());
+    let mut disabled = config_map("a", json!({}));
+    if let TrackedConfig::ConfigMap(config_map) = &mut disabled {
+        config_map.metadata.annotations = Some(
+            [(
+                CONFIG_TRACKING_ANNOTATION.to_string(),
+                "disabled".to_string(),
+            )]
+            .into(),
+        );
+    }
+    assert!(!disabled.trackable());
+    assert!(secret("s", "Opaque", json!({})).trackable());
+    assert!(secret("s", "kubernetes.io/tls", json!({})).trackable());
+    assert!(!secret("s", "kubernetes.io/dockerconfigjson", json!({})).trackable());
+    assert!(!secret("s", "kubernetes.io/service-account-token", json!({})).trackable());
+}
+
+#[test]
+fn a_primary_config_is_a_labelled_owned_copy() {
+    let copy = primary_config(
+        &config_map("podinfo-config", json!({"color": "blue"})),
+        &owner(),
+    );
+    insta::assert_yaml_snapshot!("primary_config_map", &copy_value(&copy));
+    let TrackedConfig::ConfigMap(copy) = copy else {
+        panic!("a ConfigMap's copy is a ConfigMap");
+    };
+    assert_eq!(
+        copy.metadata.name.as_deref(),
+        Some("podinfo-config-primary")
+    );
+    assert_eq!(copy.data.unwrap()["color"], "blue");
+    assert_eq!(copy.metadata.owner_references, Some(vec![owner()]));
+    assert_eq!(copy.immutable, None);
+    assert_eq!(copy.metadata.annotations, None);
+
+    let copy = primary_config(
+        &secret(
+            "db",
+            "kubernetes.io/basic-auth",
+            json!({"password": "c2VjcmV0"}),
+        ),
+        &owner(),
+    );
+    let TrackedConfig::Secret(copy) = copy else {
+        panic!("a Secret's copy is a Secret");
+    };
+    assert_eq!(copy.metadata.name.as_deref(), Some("db-primary"));
+    assert_eq!(copy.type_.as_deref(), Some("kubernetes.io/basic-auth"));
+    assert_eq!(copy.data.unwrap()["password"].0, b"secret");
+}
+
+fn copy_value(config: &TrackedConfig) -> serde_json::Value {
+    match config {
+        TrackedConfig::ConfigMap(config_map) => serde_json::to_value(config_map).unwrap(),
+        TrackedConfig::Secret(secret) => serde_json::to_value(secret).unwrap(),
+    }
 }
