@@ -29,6 +29,7 @@ pub mod client;
 pub mod engine;
 pub mod fixtures;
 pub mod http;
+pub mod kube_cluster;
 pub mod kube_server;
 pub mod metrics;
 pub mod process;

@@ -1,269 +1,29 @@
 //! `weir operator` end to end: the real binary against the testkit's in-memory Kubernetes API
 //! server (the accepted stand-in for kube-apiserver), driven with the real `kubectl` as a user
-//! would. Nothing runs pods here, so the test plays the Deployment controller: it reports every
-//! Deployment's replicas as updated and available once its spec changes.
+//! would. Nothing runs pods here, so the testkit plays the Deployment controller: it reports
+//! every Deployment's replicas as updated and available once its spec changes.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
-use weir_testkit::fixtures::{TempDb, runtime};
+use weir_testkit::kube_cluster::{
+    Cluster, NAMESPACE, canary_weight, image_of, replicas_of, rollout_status, rollout_yaml, text,
+};
 use weir_testkit::kube_server::KubeServer;
 use weir_testkit::process::Weir;
 use weir_testkit::wait::wait_until;
 
-const NAMESPACE: &str = "shop";
-
-fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> Output {
-    Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--cache-dir")
-        .arg(cache)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("kubectl is installed on every machine of this project")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn deployment(image: &str, replicas: i64) -> Value {
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "podinfo", "namespace": NAMESPACE},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "podinfo"}},
-            "template": {
-                "metadata": {"labels": {"app": "podinfo"}},
-                "spec": {"containers": [{"name": "podinfod", "image": image,
-                    "ports": [{"name": "http", "containerPort": 9898}]}]}
-            }
-        }
-    })
-}
-
-/// A CRD for a router kind weir writes (the mesh's own CRD would be installed with the mesh).
-fn router_crd(group: &str, kind: &str, plural: &str) -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.{group}")},
-        "spec": {
-            "group": group,
-            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
-            "scope": "Namespaced",
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
-        }
-    })
-}
-
-/// Plays the Deployment controller: whatever a Deployment's spec asks for is up to date and
-/// available at once.
-fn run_deployment_controller(runtime: &tokio::runtime::Runtime, server: &Arc<KubeServer>) {
-    let server = Arc::clone(server);
-    runtime.spawn(async move {
-        loop {
-            for deployment in server.list("apps/v1", "Deployment", NAMESPACE) {
-                let name = deployment["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                let replicas = deployment["spec"]["replicas"].as_i64().unwrap_or(1);
-                let generation = deployment["metadata"]["generation"].as_i64().unwrap_or(1);
-                let status = json!({
-                    "observedGeneration": generation,
-                    "replicas": replicas,
-                    "updatedReplicas": replicas,
-                    "readyReplicas": replicas,
-                    "availableReplicas": replicas,
-                });
-                if deployment["status"] != status {
-                    let _ = server.merge_patch(
-                        "apps/v1",
-                        "Deployment",
-                        NAMESPACE,
-                        &name,
-                        &json!({"status": status}),
-                        true,
-                    );
-                }
-            }
-            // A controller's resync period, not a synchronisation: the test waits on conditions.
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    });
-}
-
-fn canary_weight(server: &KubeServer) -> Option<i64> {
-    let service = server.get(
-        "networking.istio.io/v1",
-        "VirtualService",
-        NAMESPACE,
-        "podinfo",
-    )?;
-    service["spec"]["http"][0]["route"]
-        .as_array()?
-        .iter()
-        .find(|route| route["destination"]["host"] == "podinfo-canary")?["weight"]
-        .as_i64()
-}
-
-fn rollout_status(server: &KubeServer) -> Value {
-    server
-        .get("weir.dev/v1alpha1", "Rollout", NAMESPACE, "podinfo")
-        .map(|rollout| rollout["status"].clone())
-        .unwrap_or(Value::Null)
-}
-
-fn image_of(server: &KubeServer, name: &str) -> String {
-    server
-        .get("apps/v1", "Deployment", NAMESPACE, name)
-        .unwrap()["spec"]["template"]["spec"]["containers"][0]["image"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn replicas_of(server: &KubeServer, name: &str) -> i64 {
-    server
-        .get("apps/v1", "Deployment", NAMESPACE, name)
-        .unwrap()["spec"]["replicas"]
-        .as_i64()
-        .unwrap_or(-1)
-}
-
-/// Everything a test needs: the API server, the files kubectl uses, and the operator.
-struct Cluster {
-    // Field order is drop order: the operator stops before the server it talks to.
-    operator: Weir,
-    server: Arc<KubeServer>,
-    kubeconfig: std::path::PathBuf,
-    cache: std::path::PathBuf,
-    _dir: TempDb,
-    _runtime: tokio::runtime::Runtime,
-}
-
-impl Cluster {
-    fn kubectl(&self, args: &[&str]) -> Output {
-        kubectl(&self.kubeconfig, &self.cache, args)
-    }
-
-    /// `weir` (a client verb) against the operator's API.
-    fn weir(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_weir"))
-            .args(args)
-            .args(["-n", NAMESPACE, "--server", &self.operator.url("api")])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-}
-
-/// `weir operator` for the namespace of the tests, reaching the API server through `kubeconfig`.
-fn start_operator(kubeconfig: &Path) -> Weir {
-    let kubeconfig = kubeconfig.display().to_string();
-    Weir::start_with_env(
-        env!("CARGO_BIN_EXE_weir"),
-        &[
-            "operator",
-            "--namespace",
-            NAMESPACE,
-            "--listen",
-            "127.0.0.1:0",
-            "--output",
-            "json",
-        ],
-        &[("KUBECONFIG", kubeconfig.as_str())],
-    )
-}
-
-/// The rollout's history as the operator serves it, one JSON object per event.
-fn history(cluster: &Cluster) -> Vec<Value> {
-    let listed = cluster.weir(&["history", "podinfo", "--output", "json"]);
-    assert!(listed.status.success(), "{}", text(&listed.stderr));
-    text(&listed.stdout)
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap())
-        .collect()
-}
-
-/// A namespace with the Istio CRDs, the rollouts.weir.dev CRD applied with kubectl, Deployment
-/// `podinfo` at podinfo:6.0.0 with 2 replicas, a rollout of it with `plan` applied with kubectl,
-/// and `weir operator` started; returns once the rollout is initialised (the primary serves, the
+/// A cluster with a rollout of `podinfo` with `plan` applied with kubectl and `weir operator`
+/// started; returns once the rollout is initialised (the primary serves with its autoscaler, the
 /// Services exist, the target waits at zero).
-fn set_up(plan: &str) -> Cluster {
-    let runtime = runtime();
-    let server = Arc::new(runtime.block_on(KubeServer::start()));
-    let dir = TempDb::new();
-    std::fs::create_dir_all(dir.file("kube")).unwrap();
-    let kubeconfig = server.kubeconfig(&dir.file("kube"));
-    let cache = dir.file("kube-cache");
-    run_deployment_controller(&runtime, &server);
-
-    server
-        .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}))
-        .unwrap();
-    for (group, kind, plural) in [
-        ("networking.istio.io", "VirtualService", "virtualservices"),
-        ("networking.istio.io", "DestinationRule", "destinationrules"),
-    ] {
-        server.create(router_crd(group, kind, plural)).unwrap();
-    }
-    // The CRD as a user installs it.
-    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds.yaml");
-    let applied = kubectl(
-        &kubeconfig,
-        &cache,
-        &["apply", "-f", &crds.display().to_string()],
-    );
-    assert!(applied.status.success(), "{}", text(&applied.stderr));
-    server.create(deployment("podinfo:6.0.0", 2)).unwrap();
-    server
-        .create(json!({
-            "apiVersion": "autoscaling/v2",
-            "kind": "HorizontalPodAutoscaler",
-            "metadata": {"name": "podinfo", "namespace": NAMESPACE},
-            "spec": {
-                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
-                "minReplicas": 2,
-                "maxReplicas": 4
-            }
-        }))
-        .unwrap();
-    let rollout = dir.file("rollout.yaml");
-    std::fs::write(
-        &rollout,
-        format!(
-            "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: podinfo, namespace: {NAMESPACE}}}\nspec:\n  target:\n    kind: kubernetes\n    targetRef: {{apiVersion: apps/v1, kind: Deployment, name: podinfo}}\n    provider: istio\n    autoscalerRef: {{apiVersion: autoscaling/v2, kind: HorizontalPodAutoscaler, name: podinfo}}\n    service: {{port: 9898}}\n  plan: {plan}\n  analysis: {{interval: 1s, threshold: 2}}\n"
-        ),
-    )
-    .unwrap();
-    let applied = kubectl(
-        &kubeconfig,
-        &cache,
-        &["apply", "-f", &rollout.display().to_string()],
-    );
-    assert!(applied.status.success(), "{}", text(&applied.stderr));
-
-    let operator = start_operator(&kubeconfig);
-    let cluster = Cluster {
-        operator,
-        server,
-        kubeconfig,
-        cache,
-        _dir: dir,
-        _runtime: runtime,
-    };
+fn set_up(plan: &str) -> (Cluster, Weir) {
+    let cluster = Cluster::new(env!("CARGO_BIN_EXE_weir"));
+    cluster.apply(&rollout_yaml(plan));
+    let operator = cluster.start_operator(&[]);
+    cluster.wait_initialised();
     let server = &cluster.server;
     // Initialisation: the primary copy serves, the Services exist, the target waits at zero.
     wait_until("the primary, its Services and the target at zero", || {
@@ -297,14 +57,13 @@ fn set_up(plan: &str) -> Cluster {
         (status["phase"] == "Initialized" || status["phase"] == "Succeeded").then_some(status)
     });
     assert!(initialized["run"].is_u64(), "{initialized:#}");
-    cluster
+    (cluster, operator)
 }
 
 #[test]
 fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
-    let cluster = set_up("{canary: {stepWeights: [10, 20, 30, 40, 50]}}");
+    let (cluster, operator) = set_up("{canary: {stepWeights: [10, 20, 30, 40, 50]}}");
     let server = &cluster.server;
-    let (kubeconfig, cache, operator) = (&cluster.kubeconfig, &cluster.cache, &cluster.operator);
     let runs_before = rollout_status(server)["run"].as_u64().unwrap_or(0);
 
     // A replicas-only change is not a new revision; the image change after it is one: the run
@@ -395,39 +154,27 @@ fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
             .collect();
         history_reasons.is_subset(&reasons).then_some(reasons)
     });
-    let described = kubectl(
-        kubeconfig,
-        cache,
-        &["describe", "rollout.weir.dev/podinfo", "-n", NAMESPACE],
-    );
+    let described = cluster.kubectl(&["describe", "rollout.weir.dev/podinfo", "-n", NAMESPACE]);
     let described = text(&described.stdout);
     assert!(described.contains("weir-operator"), "{described}");
     assert!(described.contains("Succeeded"), "{described}");
 
     // As a user checks it.
-    let waited = kubectl(
-        kubeconfig,
-        cache,
-        &[
-            "wait",
-            "--for=condition=Promoted",
-            "-n",
-            NAMESPACE,
-            "rollout.weir.dev/podinfo",
-            "--timeout=60s",
-        ],
-    );
+    let waited = cluster.kubectl(&[
+        "wait",
+        "--for=condition=Promoted",
+        "-n",
+        NAMESPACE,
+        "rollout.weir.dev/podinfo",
+        "--timeout=60s",
+    ]);
     assert!(waited.status.success(), "{}", text(&waited.stderr));
     assert!(
         text(&waited.stdout).contains("condition met"),
         "{}",
         text(&waited.stdout)
     );
-    let listed = kubectl(
-        kubeconfig,
-        cache,
-        &["get", "rollouts.weir.dev", "-n", NAMESPACE],
-    );
+    let listed = cluster.kubectl(&["get", "rollouts.weir.dev", "-n", NAMESPACE]);
     let listed = text(&listed.stdout);
     assert!(listed.starts_with("NAME"), "{listed}");
     assert!(
@@ -447,7 +194,7 @@ fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
 
 #[test]
 fn an_aborted_run_returns_all_traffic_to_the_primary_and_scales_the_canary_down() {
-    let cluster = set_up("{canary: {steps: [{weight: 20, pause: {}}, {weight: 100}]}}");
+    let (cluster, operator) = set_up("{canary: {steps: [{weight: 20, pause: {}}, {weight: 100}]}}");
     let server = &cluster.server;
     server
         .merge_patch(
@@ -468,7 +215,7 @@ fn an_aborted_run_returns_all_traffic_to_the_primary_and_scales_the_canary_down(
 
     let aborted = Command::new(env!("CARGO_BIN_EXE_weir"))
         .args(["abort", "podinfo", "-n", NAMESPACE, "--server"])
-        .arg(cluster.operator.url("api"))
+        .arg(operator.url("api"))
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -507,7 +254,8 @@ fn an_aborted_run_returns_all_traffic_to_the_primary_and_scales_the_canary_down(
 
 #[test]
 fn a_restarted_operator_resumes_the_run_at_its_committed_step() {
-    let mut cluster = set_up("{canary: {steps: [{weight: 20, pause: {}}, {weight: 60}]}}");
+    let (cluster, mut operator) =
+        set_up("{canary: {steps: [{weight: 20, pause: {}}, {weight: 60}]}}");
     let server = Arc::clone(&cluster.server);
     server
         .merge_patch(
@@ -524,14 +272,14 @@ fn a_restarted_operator_resumes_the_run_at_its_committed_step() {
         (canary_weight(&server) == Some(20) && status["waitingForResume"] == true).then_some(status)
     });
     let run = paused["run"].as_u64().unwrap();
-    let events_before = history(&cluster).len();
+    let events_before = cluster.history(&operator, "podinfo").len();
 
     // SIGKILL: the operator cleans up nothing. Its successor has no local state to read: what it
     // knows comes from the rollout's status in the cluster.
-    cluster.operator.kill();
-    cluster.operator = start_operator(&cluster.kubeconfig);
+    operator.kill();
+    operator = cluster.start_operator(&[]);
     let resumed_from = wait_until("the new operator to know the rollout", || {
-        let listed = cluster.weir(&["get", "podinfo", "--output", "json"]);
+        let listed = cluster.weir(&operator, &["get", "podinfo", "--output", "json"]);
         let listed: Value = serde_json::from_slice(&listed.stdout).ok()?;
         let rollout = if listed.is_array() {
             listed[0].clone()
@@ -549,12 +297,12 @@ fn a_restarted_operator_resumes_the_run_at_its_committed_step() {
         "{resumed_from:#}"
     );
     assert_eq!(
-        history(&cluster).len(),
+        cluster.history(&operator, "podinfo").len(),
         events_before,
         "the history survived the restart"
     );
 
-    let resumed = cluster.weir(&["resume", "podinfo"]);
+    let resumed = cluster.weir(&operator, &["resume", "podinfo"]);
     assert!(resumed.status.success(), "{}", text(&resumed.stderr));
     let finished = wait_until("the run to finish after the restart", || {
         let status = rollout_status(&server);
@@ -562,7 +310,8 @@ fn a_restarted_operator_resumes_the_run_at_its_committed_step() {
     });
     assert_eq!(finished["run"].as_u64(), Some(run));
     // Each step of the run was taken once: the restart neither repeated nor skipped one.
-    let steps: Vec<(String, i64)> = history(&cluster)
+    let steps: Vec<(String, i64)> = cluster
+        .history(&operator, "podinfo")
         .iter()
         .filter(|event| event["run"].as_u64() == Some(run))
         .filter(|event| matches!(event["reason"].as_str(), Some("RunStarted" | "Advanced")))
@@ -581,7 +330,7 @@ fn a_restarted_operator_resumes_the_run_at_its_committed_step() {
 
 #[test]
 fn a_config_map_change_starts_a_run() {
-    let cluster = set_up("{canary: {stepWeights: [50]}}");
+    let (cluster, _operator) = set_up("{canary: {stepWeights: [50]}}");
     let server = &cluster.server;
     server
         .create(json!({"apiVersion": "v1", "kind": "ConfigMap",

@@ -1,0 +1,303 @@
+//! A namespace in the in-memory API server set up as the operator's end-to-end tests need it:
+//! the Istio CRDs, weir's CRD applied with the real kubectl, Deployment `podinfo` (2 replicas)
+//! with its HorizontalPodAutoscaler, and this module playing the Deployment controller. Tests
+//! start `weir operator` (one or several) against it and drive it as a user would.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::fixtures::{TempDb, runtime};
+use crate::kube_server::KubeServer;
+use crate::process::Weir;
+use crate::wait::wait_until;
+
+/// The namespace of the tests.
+pub const NAMESPACE: &str = "shop";
+
+/// The real kubectl with `kubeconfig` and its own cache directory.
+pub fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> Output {
+    Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("kubectl is installed on every machine of this project")
+}
+
+/// Bytes a command printed, as text.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Deployment `podinfo` with `image` and `replicas`, selecting `app: podinfo`.
+pub fn deployment(image: &str, replicas: i64) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "podinfo", "namespace": NAMESPACE},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "podinfo"}},
+            "template": {
+                "metadata": {"labels": {"app": "podinfo"}},
+                "spec": {"containers": [{"name": "podinfod", "image": image,
+                    "ports": [{"name": "http", "containerPort": 9898}]}]}
+            }
+        }
+    })
+}
+
+/// A CRD for a router kind weir writes (the mesh's own CRD would be installed with the mesh).
+pub fn router_crd(group: &str, kind: &str, plural: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    })
+}
+
+/// Plays the Deployment controller: whatever a Deployment's spec asks for is up to date and
+/// available at once.
+pub fn run_deployment_controller(runtime: &tokio::runtime::Runtime, server: &Arc<KubeServer>) {
+    let server = Arc::clone(server);
+    runtime.spawn(async move {
+        loop {
+            for deployment in server.list("apps/v1", "Deployment", NAMESPACE) {
+                let name = deployment["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let replicas = deployment["spec"]["replicas"].as_i64().unwrap_or(1);
+                let generation = deployment["metadata"]["generation"].as_i64().unwrap_or(1);
+                let status = json!({
+                    "observedGeneration": generation,
+                    "replicas": replicas,
+                    "updatedReplicas": replicas,
+                    "readyReplicas": replicas,
+                    "availableReplicas": replicas,
+                });
+                if deployment["status"] != status {
+                    let _ = server.merge_patch(
+                        "apps/v1",
+                        "Deployment",
+                        NAMESPACE,
+                        &name,
+                        &json!({"status": status}),
+                        true,
+                    );
+                }
+            }
+            // A controller's resync period, not a synchronisation: the test waits on conditions.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}
+
+/// The canary's weight on VirtualService `podinfo`, once it exists.
+pub fn canary_weight(server: &KubeServer) -> Option<i64> {
+    let service = server.get(
+        "networking.istio.io/v1",
+        "VirtualService",
+        NAMESPACE,
+        "podinfo",
+    )?;
+    service["spec"]["http"][0]["route"]
+        .as_array()?
+        .iter()
+        .find(|route| route["destination"]["host"] == "podinfo-canary")?["weight"]
+        .as_i64()
+}
+
+/// Rollout `podinfo`'s status (null before it has one).
+pub fn rollout_status(server: &KubeServer) -> Value {
+    server
+        .get("weir.dev/v1alpha1", "Rollout", NAMESPACE, "podinfo")
+        .map(|rollout| rollout["status"].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// The image of Deployment `name`'s first container.
+pub fn image_of(server: &KubeServer, name: &str) -> String {
+    server
+        .get("apps/v1", "Deployment", NAMESPACE, name)
+        .unwrap()["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Deployment `name`'s replicas (-1 when unset).
+pub fn replicas_of(server: &KubeServer, name: &str) -> i64 {
+    server
+        .get("apps/v1", "Deployment", NAMESPACE, name)
+        .unwrap()["spec"]["replicas"]
+        .as_i64()
+        .unwrap_or(-1)
+}
+
+/// The API server, the files kubectl uses, and the `weir` binary under test.
+pub struct Cluster {
+    /// The in-memory API server.
+    pub server: Arc<KubeServer>,
+    /// The kubeconfig that reaches it.
+    pub kubeconfig: PathBuf,
+    cache: PathBuf,
+    binary: String,
+    dir: TempDb,
+    // Last: the API server's tasks run on it.
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl Cluster {
+    /// The namespace with the Istio CRDs, weir's CRDs (`deploy/crds.yaml`, applied with kubectl),
+    /// Deployment `podinfo` at podinfo:6.0.0 with 2 replicas and its autoscaler; `binary` is the
+    /// weir under test (`env!("CARGO_BIN_EXE_weir")`).
+    pub fn new(binary: &str) -> Cluster {
+        let runtime = runtime();
+        let server = Arc::new(runtime.block_on(KubeServer::start()));
+        let dir = TempDb::new();
+        std::fs::create_dir_all(dir.file("kube")).unwrap();
+        let kubeconfig = server.kubeconfig(&dir.file("kube"));
+        let cache = dir.file("kube-cache");
+        run_deployment_controller(&runtime, &server);
+        server
+            .create(
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+            )
+            .unwrap();
+        for (group, kind, plural) in [
+            ("networking.istio.io", "VirtualService", "virtualservices"),
+            ("networking.istio.io", "DestinationRule", "destinationrules"),
+        ] {
+            server.create(router_crd(group, kind, plural)).unwrap();
+        }
+        let cluster = Cluster {
+            server,
+            kubeconfig,
+            cache,
+            binary: binary.to_string(),
+            dir,
+            _runtime: runtime,
+        };
+        // The CRDs as a user installs them.
+        let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds.yaml");
+        let applied = cluster.kubectl(&["apply", "-f", &crds.display().to_string()]);
+        assert!(applied.status.success(), "{}", text(&applied.stderr));
+        cluster
+            .server
+            .create(deployment("podinfo:6.0.0", 2))
+            .unwrap();
+        cluster
+            .server
+            .create(json!({
+                "apiVersion": "autoscaling/v2",
+                "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": "podinfo", "namespace": NAMESPACE},
+                "spec": {
+                    "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
+                    "minReplicas": 2,
+                    "maxReplicas": 4
+                }
+            }))
+            .unwrap();
+        cluster
+    }
+
+    /// The real kubectl against this cluster.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        kubectl(&self.kubeconfig, &self.cache, args)
+    }
+
+    /// `kubectl apply -f` of `yaml` (written to a file first, as a user would keep it).
+    pub fn apply(&self, yaml: &str) {
+        let file = self.dir.file("applied.yaml");
+        std::fs::write(&file, yaml).unwrap();
+        let applied = self.kubectl(&["apply", "-f", &file.display().to_string()]);
+        assert!(applied.status.success(), "{}", text(&applied.stderr));
+    }
+
+    /// `weir operator --namespace shop` with `extra` arguments, reaching this cluster.
+    pub fn start_operator(&self, extra: &[&str]) -> Weir {
+        let kubeconfig = self.kubeconfig.display().to_string();
+        let mut args = vec![
+            "operator",
+            "--namespace",
+            NAMESPACE,
+            "--listen",
+            "127.0.0.1:0",
+            "--output",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        Weir::start_with_env(&self.binary, &args, &[("KUBECONFIG", kubeconfig.as_str())])
+    }
+
+    /// `weir` (a client verb) against `operator`'s API, in the tests' namespace.
+    pub fn weir(&self, operator: &Weir, args: &[&str]) -> Output {
+        Command::new(&self.binary)
+            .args(args)
+            .args(["-n", NAMESPACE, "--server", &operator.url("api")])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// Rollout `name`'s history as `operator` serves it, one JSON object per event.
+    pub fn history(&self, operator: &Weir, name: &str) -> Vec<Value> {
+        let listed = self.weir(operator, &["history", name, "--output", "json"]);
+        assert!(listed.status.success(), "{}", text(&listed.stderr));
+        text(&listed.stdout)
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .collect()
+    }
+
+    /// Waits for the initialisation of `podinfo`: the primary serves, the Services exist, the
+    /// target waits at zero.
+    pub fn wait_initialised(&self) {
+        let server = &self.server;
+        wait_until("the primary, its Services and the target at zero", || {
+            let primary = server.get("apps/v1", "Deployment", NAMESPACE, "podinfo-primary")?;
+            let services = ["podinfo", "podinfo-primary", "podinfo-canary"]
+                .iter()
+                .filter_map(|name| server.get("v1", "Service", NAMESPACE, name))
+                .count();
+            (services == 3 && replicas_of(server, "podinfo") == 0).then_some(primary)
+        });
+    }
+
+    /// A new pod template for `podinfo` (an annotation `release: N`): a new revision.
+    pub fn new_revision(&self, release: &str) {
+        self.server
+            .merge_patch(
+                "apps/v1",
+                "Deployment",
+                NAMESPACE,
+                "podinfo",
+                &json!({"spec": {"template": {"metadata": {"annotations": {"release": release}}}}}),
+                false,
+            )
+            .unwrap();
+    }
+}
+
+/// A weir Rollout of `podinfo` through Istio with `plan` (YAML flow style), analysis every second.
+pub fn rollout_yaml(plan: &str) -> String {
+    format!(
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: podinfo, namespace: {NAMESPACE}}}\nspec:\n  target:\n    kind: kubernetes\n    targetRef: {{apiVersion: apps/v1, kind: Deployment, name: podinfo}}\n    provider: istio\n    autoscalerRef: {{apiVersion: autoscaling/v2, kind: HorizontalPodAutoscaler, name: podinfo}}\n    service: {{port: 9898}}\n  plan: {plan}\n  analysis: {{interval: 1s, threshold: 2}}\n"
+    )
+}
