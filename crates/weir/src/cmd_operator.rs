@@ -3,8 +3,11 @@
 //! rollout's status (weir-kube's `KubeStore`), written through the status subresource when a step
 //! commits.
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -12,7 +15,7 @@ use futures_util::TryStreamExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::json;
-use weir_engine::{Engine, EngineHandle, EngineOptions};
+use weir_engine::{Engine, EngineError, EngineHandle, EngineOptions};
 use weir_kube::crd::{GROUP, VERSION};
 use weir_kube::store::{KubeStore, read_rollout, rollouts_resource};
 use weir_kube::target::KubernetesTargets;
@@ -52,20 +55,25 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
         )?;
         let store = KubeStore::new(client.clone(), args.namespace.clone(), None);
         let integrations = args.integrations.integrations(Vec::new())?;
-        let providers =
-            KubernetesTargets::new(client.clone()).add_to(integrations.shared_providers());
+        let targets = KubernetesTargets::new(client.clone());
+        let providers = targets.add_to(integrations.shared_providers());
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         tokio::spawn(record_events(client.clone(), handle.clone()));
+        let watching = Watching {
+            handle: handle.clone(),
+            targets,
+            finalizing: Arc::default(),
+        };
         if args.namespace.is_empty() {
             let api = Api::all_with(client.clone(), &rollouts_resource());
-            tokio::spawn(watch_rollouts(api, handle.clone()));
+            tokio::spawn(watch_rollouts(api, watching.clone()));
         }
         for namespace in &args.namespace {
             let api = Api::namespaced_with(client.clone(), namespace, &rollouts_resource());
-            tokio::spawn(watch_rollouts(api, handle.clone()));
+            tokio::spawn(watch_rollouts(api, watching.clone()));
         }
         let bound = listener.local_addr().unwrap_or(args.listen);
         crate::listening::announce(args.output, &[("api", bound)]);
@@ -81,28 +89,53 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
     })
 }
 
+/// The finalizer weir puts on a rollout whose spec asks for `revertOnDeletion`: deleting it
+/// then first restores the target (Flagger's semantics) and removes what weir created.
+pub const REVERT_FINALIZER: &str = "weir.dev/revert-on-deletion";
+
+/// What the watches share.
+#[derive(Clone)]
+struct Watching {
+    handle: EngineHandle,
+    targets: KubernetesTargets,
+    /// Rollouts whose deletion is being finalised (a watch event per retry must not start a
+    /// second one).
+    finalizing: Arc<Mutex<HashSet<RolloutKey>>>,
+}
+
+fn key_of(object: &DynamicObject) -> RolloutKey {
+    RolloutKey::new(
+        object
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
+        object.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
 /// Hands every rollout object the cluster holds to the engine, and its deletion too. The watch
 /// restarts by itself after an error (with backoff), re-listing what it missed.
-async fn watch_rollouts(api: Api<DynamicObject>, handle: EngineHandle) {
+async fn watch_rollouts(api: Api<DynamicObject>, watching: Watching) {
     use kube::runtime::WatchStreamExt;
     let events = watcher(api.clone(), watcher::Config::default()).default_backoff();
     futures_util::pin_mut!(events);
     loop {
         match events.try_next().await {
             Ok(Some(watcher::Event::Apply(object) | watcher::Event::InitApply(object))) => {
-                apply(&api, &handle, object).await;
+                if object.metadata.deletion_timestamp.is_some() {
+                    watching.finalize(&api, object);
+                } else {
+                    apply(&api, &watching.handle, &object).await;
+                    keep_finalizer(&api, &object).await;
+                }
             }
             Ok(Some(watcher::Event::Delete(object))) => {
-                let key = RolloutKey {
-                    namespace: object
-                        .metadata
-                        .namespace
-                        .clone()
-                        .unwrap_or_else(|| "default".into()),
-                    name: object.metadata.name.clone().unwrap_or_default(),
-                };
-                if let Err(error) = handle.delete(key.clone(), None).await {
-                    eprintln!("weir operator: deleting {key}: {error}");
+                let key = key_of(&object);
+                match watching.handle.delete(key.clone(), None).await {
+                    // Forgotten already (a finalised rollout, or one weir refused).
+                    Ok(()) | Err(EngineError::NotFound(_)) => {}
+                    Err(error) => eprintln!("weir operator: deleting {key}: {error}"),
                 }
             }
             Ok(Some(watcher::Event::Init | watcher::Event::InitDone)) => {}
@@ -112,9 +145,122 @@ async fn watch_rollouts(api: Api<DynamicObject>, handle: EngineHandle) {
     }
 }
 
+/// Adds [`REVERT_FINALIZER`] to a rollout that asks for `revertOnDeletion`, and takes it off one
+/// that no longer does.
+async fn keep_finalizer(api: &Api<DynamicObject>, object: &DynamicObject) {
+    let wanted = object
+        .data
+        .pointer("/spec/revertOnDeletion")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    let finalizers = object.metadata.finalizers.clone().unwrap_or_default();
+    if wanted == finalizers.iter().any(|f| f == REVERT_FINALIZER) {
+        return;
+    }
+    let kept: Vec<&String> = finalizers
+        .iter()
+        .filter(|f| f.as_str() != REVERT_FINALIZER)
+        .collect();
+    let finalizers = if wanted {
+        json!(
+            kept.into_iter()
+                .chain([&REVERT_FINALIZER.to_string()])
+                .collect::<Vec<_>>()
+        )
+    } else {
+        json!(kept)
+    };
+    set_finalizers(api, object, finalizers).await;
+}
+
+/// Writes a rollout's finalizers, if the object is still the one read (resourceVersion).
+async fn set_finalizers(
+    api: &Api<DynamicObject>,
+    object: &DynamicObject,
+    finalizers: serde_json::Value,
+) {
+    let key = key_of(object);
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        api.clone().into_client(),
+        &key.namespace,
+        &rollouts_resource(),
+    );
+    let patch = json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": object.metadata.resource_version,
+    }});
+    if let Err(error) = api
+        .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        // A conflict means a newer object is on its way through the watch.
+        eprintln!("weir operator: updating the finalizers of {key}: {error}");
+    }
+}
+
+impl Watching {
+    /// A rollout being deleted with [`REVERT_FINALIZER`]: the engine forgets it (routing all
+    /// traffic to the primary), the target is restored (retried until its pods are ready), and
+    /// then the finalizer goes, letting Kubernetes delete the object.
+    fn finalize(&self, api: &Api<DynamicObject>, object: DynamicObject) {
+        let has_ours = object
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|all| all.iter().any(|f| f == REVERT_FINALIZER));
+        let key = key_of(&object);
+        if !has_ours
+            || !self
+                .finalizing
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(key.clone())
+        {
+            return;
+        }
+        let (watching, api) = (self.clone(), api.clone());
+        tokio::spawn(async move {
+            match read_rollout(&object) {
+                Ok(rollout) => {
+                    match watching.handle.delete(key.clone(), None).await {
+                        Ok(()) | Err(EngineError::NotFound(_)) => {}
+                        Err(error) => eprintln!("weir operator: deleting {key}: {error}"),
+                    }
+                    let mut wait = Duration::from_millis(200);
+                    while let Err(error) = watching.targets.revert(&key, &rollout).await {
+                        eprintln!(
+                            "weir operator: reverting {key} before its deletion: {error}; again in {wait:?}"
+                        );
+                        // A retry's backoff, not a synchronisation: the target's pods need time.
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(Duration::from_secs(10));
+                    }
+                    eprintln!("weir operator: {key} reverted: the target serves again");
+                }
+                // Nothing weir could have set up for a rollout it never read.
+                Err(reason) => eprintln!("weir operator: {key} deleted unread ({reason})"),
+            }
+            let others: Vec<String> = object
+                .metadata
+                .finalizers
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|f| f != REVERT_FINALIZER)
+                .collect();
+            set_finalizers(&api, &object, json!(others)).await;
+            watching
+                .finalizing
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(&key);
+        });
+    }
+}
+
 /// One rollout object, read as a weir document and applied; a refusal goes to its status.
-async fn apply(api: &Api<DynamicObject>, handle: &EngineHandle, object: DynamicObject) {
-    let refusal = match read_rollout(&object) {
+async fn apply(api: &Api<DynamicObject>, handle: &EngineHandle, object: &DynamicObject) {
+    let refusal = match read_rollout(object) {
         Ok(rollout) => match handle.apply(rollout, None).await {
             Ok(_) => None,
             Err(error) => Some(error.to_string()),

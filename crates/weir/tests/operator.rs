@@ -397,3 +397,75 @@ fn a_config_map_change_starts_a_run() {
         (replicas_of(server, "podinfo") == 0).then_some(())
     });
 }
+
+#[test]
+fn deleting_a_rollout_with_revert_on_deletion_gives_the_application_back_to_its_deployment() {
+    let cluster = Cluster::new(env!("CARGO_BIN_EXE_weir"));
+    cluster.apply(
+        &rollout_yaml("{canary: {stepWeights: [50]}}")
+            .replace("  analysis:", "  revertOnDeletion: true\n  analysis:"),
+    );
+    let _operator = cluster.start_operator(&[]);
+    cluster.wait_initialised();
+    let server = &cluster.server;
+    wait_until("the operator's finalizer on the rollout", || {
+        let rollout = server.get("weir.dev/v1alpha1", "Rollout", NAMESPACE, "podinfo")?;
+        (rollout["metadata"]["finalizers"] == json!(["weir.dev/revert-on-deletion"])).then_some(())
+    });
+
+    // As a user deletes it: kubectl waits until the finalizer is gone.
+    let started = std::time::Instant::now();
+    let deleted = cluster.kubectl(&[
+        "delete",
+        "rollout.weir.dev/podinfo",
+        "-n",
+        NAMESPACE,
+        "--timeout=90s",
+    ]);
+    assert!(deleted.status.success(), "{}", text(&deleted.stderr));
+    let took = started.elapsed();
+    assert!(
+        server
+            .get("weir.dev/v1alpha1", "Rollout", NAMESPACE, "podinfo")
+            .is_none()
+    );
+    // The application serves from its own Deployment again, through its own Service...
+    assert_eq!(replicas_of(server, "podinfo"), 2);
+    let apex = server.get("v1", "Service", NAMESPACE, "podinfo").unwrap();
+    assert_eq!(
+        apex["spec"]["selector"],
+        json!({"app": "podinfo"}),
+        "{apex:#}"
+    );
+    assert!(apex["metadata"]["ownerReferences"].is_null(), "{apex:#}");
+    // ...and nothing weir created is left.
+    let left: Vec<String> = [
+        ("apps/v1", "Deployment", "podinfo-primary"),
+        ("v1", "Service", "podinfo-primary"),
+        ("v1", "Service", "podinfo-canary"),
+        (
+            "autoscaling/v2",
+            "HorizontalPodAutoscaler",
+            "podinfo-primary",
+        ),
+        ("networking.istio.io/v1", "VirtualService", "podinfo"),
+        (
+            "networking.istio.io/v1",
+            "DestinationRule",
+            "podinfo-primary",
+        ),
+        (
+            "networking.istio.io/v1",
+            "DestinationRule",
+            "podinfo-canary",
+        ),
+    ]
+    .iter()
+    .filter(|(api_version, kind, name)| server.get(api_version, kind, NAMESPACE, name).is_some())
+    .map(|(_, kind, name)| format!("{kind}/{name}"))
+    .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    println!(
+        "kubectl delete returned after {took:?} with the target at 2 replicas and the apex on app=podinfo"
+    );
+}
