@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod crd;
+pub mod flagger;
 pub mod routes;
 pub mod store;
 pub mod target;

@@ -21,6 +21,18 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// The Flagger corpus (`WEIR_COMPAT_DIR`, set by `.ci/run`, or `../shared/compat/flagger`
+/// beside the project), when it is there: a fresh clone has none, and tests that read it say
+/// they were skipped.
+pub fn compat_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("WEIR_COMPAT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/compat/flagger")
+        });
+    dir.is_dir().then_some(dir)
+}
+
 /// A sample app's configuration on `127.0.0.1:0` reporting `version`.
 pub fn sample_config(version: &str) -> SampleAppConfig {
     SampleAppConfig::new(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), version)

@@ -217,6 +217,23 @@ impl Cluster {
         cluster
     }
 
+    /// Installs Flagger's `canaries.flagger.app` CRD: Flagger's own (from the corpus, with its
+    /// strict status schema) when the corpus is there, else a stand-in that keeps any fields.
+    /// Returns which one.
+    pub fn install_flagger_crd(&self) -> &'static str {
+        if let Some(dir) = crate::fixtures::compat_dir() {
+            let crds = dir.join("crd.yaml");
+            let applied = self.kubectl(&["apply", "-f", &crds.display().to_string()]);
+            assert!(applied.status.success(), "{}", text(&applied.stderr));
+            return "Flagger's own CRDs";
+        }
+        let mut crd = router_crd("flagger.app", "Canary", "canaries");
+        crd["spec"]["versions"][0]["name"] = json!("v1beta1");
+        crd["spec"]["versions"][0]["subresources"] = json!({"status": {}});
+        self.server.create(crd).unwrap();
+        "a stand-in Canary CRD (no corpus)"
+    }
+
     /// The real kubectl against this cluster.
     pub fn kubectl(&self, args: &[&str]) -> Output {
         kubectl(&self.kubeconfig, &self.cache, args)

@@ -3,6 +3,8 @@
 //! rollout's status (weir-kube's `KubeStore`), written through the status subresource when a step
 //! commits.
 
+mod canaries;
+
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -17,6 +19,7 @@ use kube::runtime::watcher;
 use serde_json::json;
 use weir_engine::{Engine, EngineError, EngineHandle, EngineOptions};
 use weir_kube::crd::{GROUP, VERSION};
+use weir_kube::flagger::{CANARY_LABEL, canaries_resource};
 use weir_kube::store::{KubeStore, read_rollout, rollouts_resource};
 use weir_kube::target::KubernetesTargets;
 use weir_store::RolloutKey;
@@ -61,7 +64,8 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
-        tokio::spawn(record_events(client.clone(), handle.clone()));
+        let canaries = canaries::Canaries::default();
+        tokio::spawn(publish(client.clone(), handle.clone(), canaries.clone()));
         let watching = Watching {
             handle: handle.clone(),
             targets,
@@ -75,10 +79,25 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
             let api = Api::namespaced_with(client.clone(), namespace, &rollouts_resource());
             tokio::spawn(watch_rollouts(api, watching.clone()));
         }
+        let canary_apis: Vec<Api<DynamicObject>> = if args.namespace.is_empty() {
+            vec![Api::all_with(client.clone(), &canaries_resource())]
+        } else {
+            args.namespace
+                .iter()
+                .map(|namespace| Api::namespaced_with(client.clone(), namespace, &canaries_resource()))
+                .collect()
+        };
+        let flagger = canaries::installed(&canary_apis[0]).await;
+        if flagger {
+            for api in canary_apis {
+                tokio::spawn(canaries::watch(api, canaries.clone()));
+            }
+        }
         let bound = listener.local_addr().unwrap_or(args.listen);
         crate::listening::announce(args.output, &[("api", bound)]);
         eprintln!(
-            "weir operator: watching rollouts.{GROUP} in {}; API at http://{bound}; state in each rollout's status; Ctrl-C stops",
+            "weir operator: watching rollouts.{GROUP}{} in {}; API at http://{bound}; state in each rollout's status; Ctrl-C stops",
+            if flagger { " and Flagger's canaries.flagger.app" } else { " (Flagger's Canary CRD is not installed)" },
             if args.namespace.is_empty() {
                 "every namespace".to_string()
             } else {
@@ -284,12 +303,21 @@ async fn apply(api: &Api<DynamicObject>, handle: &EngineHandle, object: &Dynamic
         {
             eprintln!("weir operator: writing the status of {namespace}/{name}: {error}");
         }
+        let from_canary = object
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|labels| labels.contains_key(CANARY_LABEL));
+        if from_canary {
+            canaries::refuse(&api.into_client(), &key_of(object), &reason).await;
+        }
     }
 }
 
-/// Every committed step's events also become Kubernetes Events (the status itself is written
-/// by the store, in the commit).
-async fn record_events(client: kube::Client, handle: EngineHandle) {
+/// Every committed step's events also become Kubernetes Events, and the status of a rollout
+/// that runs a Canary is written onto the Canary (the rollout's own status is written by the
+/// store, in the commit).
+async fn publish(client: kube::Client, handle: EngineHandle, canaries: canaries::Canaries) {
     let mut changes = handle.subscribe();
     loop {
         let change = match changes.recv().await {
@@ -297,8 +325,16 @@ async fn record_events(client: kube::Client, handle: EngineHandle) {
             Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         };
+        let resource = if canaries.contains(&change.key) {
+            if let Some(status) = &change.status {
+                canaries::mirror(&client, &change.key, status).await;
+            }
+            canaries_resource()
+        } else {
+            rollouts_resource()
+        };
         let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), &change.key.namespace, &rollouts_resource());
+            Api::namespaced_with(client.clone(), &change.key.namespace, &resource);
         record(&client, &api, &change.key, &change.events).await;
     }
 }
@@ -308,16 +344,20 @@ async fn record_events(client: kube::Client, handle: EngineHandle) {
 /// evidence after the cluster's Events expire).
 async fn record(
     client: &kube::Client,
-    rollouts: &Api<DynamicObject>,
+    involved: &Api<DynamicObject>,
     key: &RolloutKey,
     events: &[weir_store::StoredEvent],
 ) {
     if events.is_empty() {
         return;
     }
-    let uid = match rollouts.get_opt(&key.name).await {
-        Ok(Some(rollout)) => rollout.metadata.uid,
-        _ => None,
+    let (uid, api_version, kind) = match involved.get_opt(&key.name).await {
+        Ok(Some(object)) => (
+            object.metadata.uid,
+            object.types.as_ref().map(|t| t.api_version.clone()),
+            object.types.as_ref().map(|t| t.kind.clone()),
+        ),
+        _ => (None, None, None),
     };
     let api: Api<k8s_openapi::api::core::v1::Event> =
         Api::namespaced(client.clone(), &key.namespace);
@@ -329,8 +369,8 @@ async fn record(
             "kind": "Event",
             "metadata": {"name": format!("{}.{}", key.name, stored.seq), "namespace": key.namespace},
             "involvedObject": {
-                "apiVersion": format!("{GROUP}/{VERSION}"),
-                "kind": "Rollout",
+                "apiVersion": api_version.clone().unwrap_or_else(|| format!("{GROUP}/{VERSION}")),
+                "kind": kind.clone().unwrap_or_else(|| "Rollout".into()),
                 "name": key.name,
                 "namespace": key.namespace,
                 "uid": uid,

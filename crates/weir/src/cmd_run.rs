@@ -76,7 +76,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     };
     if rollout.spec.target.kind() != TargetKind::Local {
         eprintln!(
-            "{}: spec.target.kind is {:?}: `weir run` runs local targets (kind: local); Kubernetes targets belong to `weir operator` and flags to `weir serve`, in later releases",
+            "{}: spec.target.kind is {:?}: `weir run` runs local targets (kind: local); Kubernetes targets run under `weir operator` (docs/KUBERNETES.md); flags belong to `weir serve`, in a later release",
             args.file.display(),
             rollout.spec.target.kind()
         );

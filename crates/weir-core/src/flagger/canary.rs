@@ -155,14 +155,6 @@ pub(super) fn convert(document: &Value) -> Result<Converted<Rollout>, Vec<FieldE
             config.insert(key.to_string(), value.clone());
         }
     }
-    converter.kept.warn(
-        "spec",
-        format!(
-            "the Kubernetes target ({}) is carried as data for weir's Kubernetes operator, \
-             which arrives in a later release",
-            config.keys().cloned().collect::<Vec<_>>().join(", ")
-        ),
-    );
     let kubernetes = match deserialize_collecting::<KubernetesTarget>(&Value::Object(
         config.into_iter().collect(),
     )) {
