@@ -314,7 +314,12 @@ impl Cluster {
 
 /// A weir Rollout of `podinfo` through Istio with `plan` (YAML flow style), analysis every second.
 pub fn rollout_yaml(plan: &str) -> String {
+    rollout_yaml_with_analysis(plan, "{interval: 1s, threshold: 2}")
+}
+
+/// A weir Rollout of `podinfo` through Istio with `plan` and `analysis` (both YAML flow style).
+pub fn rollout_yaml_with_analysis(plan: &str, analysis: &str) -> String {
     format!(
-        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: podinfo, namespace: {NAMESPACE}}}\nspec:\n  target:\n    kind: kubernetes\n    targetRef: {{apiVersion: apps/v1, kind: Deployment, name: podinfo}}\n    provider: istio\n    autoscalerRef: {{apiVersion: autoscaling/v2, kind: HorizontalPodAutoscaler, name: podinfo}}\n    service: {{port: 9898}}\n  plan: {plan}\n  analysis: {{interval: 1s, threshold: 2}}\n"
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: podinfo, namespace: {NAMESPACE}}}\nspec:\n  target:\n    kind: kubernetes\n    targetRef: {{apiVersion: apps/v1, kind: Deployment, name: podinfo}}\n    provider: istio\n    autoscalerRef: {{apiVersion: autoscaling/v2, kind: HorizontalPodAutoscaler, name: podinfo}}\n    service: {{port: 9898}}\n  plan: {plan}\n  analysis: {analysis}\n"
     )
 }

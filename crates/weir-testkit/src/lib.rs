@@ -20,6 +20,8 @@
 //!   databases, documents loaded into a catalog.
 //! - [`kube_server`]: a strict in-memory Kubernetes API server on port 0 for kubectl and kube-rs.
 //! - [`prometheus`]: the real `prometheus` binary, on a port it picks, scraping given targets.
+//! - [`istio`]: Istio's request counters for the kube_cluster's `podinfo`, split as its
+//!   VirtualService says, at `/metrics` for Prometheus to scrape.
 
 #![forbid(unsafe_code)]
 // Test support: a failed set-up is a failed test, and a panic says where.
@@ -29,6 +31,7 @@ pub mod client;
 pub mod engine;
 pub mod fixtures;
 pub mod http;
+pub mod istio;
 pub mod kube_cluster;
 pub mod kube_server;
 pub mod metrics;

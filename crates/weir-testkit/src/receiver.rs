@@ -45,6 +45,8 @@ pub struct Reply {
     pub body: String,
     /// How long to wait before answering.
     pub delay: Duration,
+    /// The `Content-Type` header, if any.
+    pub content_type: Option<String>,
 }
 
 impl Reply {
@@ -54,6 +56,15 @@ impl Reply {
             status,
             body: body.into(),
             delay: Duration::ZERO,
+            content_type: None,
+        }
+    }
+
+    /// The same answer with a `Content-Type` header.
+    pub fn typed(self, content_type: &str) -> Reply {
+        Reply {
+            content_type: Some(content_type.to_string()),
+            ..self
         }
     }
 
@@ -114,6 +125,12 @@ impl Receiver {
                         tokio::time::sleep(reply.delay).await;
                         let mut response = Response::new(Full::new(Bytes::from(reply.body)));
                         *response.status_mut() = StatusCode::from_u16(reply.status).unwrap();
+                        if let Some(content_type) = &reply.content_type {
+                            response.headers_mut().insert(
+                                http::header::CONTENT_TYPE,
+                                http::HeaderValue::from_str(content_type).unwrap(),
+                            );
+                        }
                         Ok::<_, Infallible>(response)
                     }
                 });
