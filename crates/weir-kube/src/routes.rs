@@ -9,12 +9,24 @@
 //! | `smi` (`:v1alpha2`, `:v1alpha3`) | TrafficSplit `NAME` | relative integers: basis points |
 //! | `kubernetes` | none: blue/green only, the apex Service always selects the primary | a canary weight between 0 and 100% is refused |
 //!
+//! Session affinity (`spec.sessionAffinity`, Flagger's `analysis.sessionAffinity`) is written for
+//! `istio` and the Gateway API, the way Flagger's docs describe it: while the canary has traffic,
+//! its responses set the cookie `COOKIE=VALUE; Max-Age=MAX_AGE` and a first route sends requests
+//! carrying that cookie to the canary, so a client once given the canary keeps it. With
+//! `primaryCookieName`, the primary's responses set a cookie of their own during the split, and a
+//! second route keeps those clients on the primary until the next step (its value changes with the
+//! weight, so every step rebalances). Once the canary has no traffic (promotion, rollback) the
+//! sticky routes are gone and the primary's responses expire the canary cookie (`Max-Age=-1`).
+//! VALUE is the same for every route of a run and differs between runs and rollouts (see
+//! [`session_cookies`]): a client pinned in one run is not pinned to the next run's canary. SMI and
+//! `kubernetes` have no header manipulation: they ignore it.
+//!
 //! The router objects are written as JSON here rather than with a third-party crate's types, so
 //! that no crate can hold back a kube upgrade.
 
 use serde_json::{Map, Value, json};
 use weir_core::machine::Route;
-use weir_core::model::{KubernetesService, MatchRule, StringMatch};
+use weir_core::model::{KubernetesService, MatchRule, SessionAffinity, StringMatch};
 
 /// The traffic providers weir drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,18 +88,31 @@ pub struct RouteObjects {
     pub adjusted: Option<String>,
 }
 
-/// The objects that route traffic as `route` says.
+/// The objects that route traffic as `route` says, in the rollout's `run` (the status's `run`:
+/// the session-affinity cookies take a value of their own per run).
 pub fn objects(
     provider: Provider,
     names: &Names,
     service: &KubernetesService,
     route: &Route,
+    run: u64,
     owner: &Value,
 ) -> Result<RouteObjects, String> {
+    let cookies = route
+        .session_affinity
+        .as_ref()
+        .map(|affinity| session_cookies(affinity, route, run, owner));
     match provider {
-        Provider::Istio => Ok(istio(names, service, route, owner)),
+        Provider::Istio => Ok(istio(names, service, route, cookies.as_ref(), owner)),
         Provider::GatewayApi(api_version) => Ok(RouteObjects {
-            objects: vec![http_route(api_version, names, service, route, owner)],
+            objects: vec![http_route(
+                api_version,
+                names,
+                service,
+                route,
+                cookies.as_ref(),
+                owner,
+            )],
             adjusted: None,
         }),
         Provider::Smi(api_version) => Ok(RouteObjects {
@@ -114,9 +139,133 @@ fn metadata(name: &str, names: &Names, owner: &Value) -> Value {
     json!({"name": name, "namespace": names.namespace, "ownerReferences": [owner]})
 }
 
+// === session affinity ===
+
+/// Flagger's default lifetime of the session-affinity cookies: a day.
+pub const DEFAULT_COOKIE_MAX_AGE: u64 = 86_400;
+
+/// A cookie a route sets on responses and matches on requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StickyCookie {
+    /// The cookie's name.
+    pub name: String,
+    /// Its value: the same for every route of a run (a step, for the primary's).
+    pub value: String,
+}
+
+impl StickyCookie {
+    /// The `Set-Cookie` header value that gives a client this cookie for `max_age` seconds.
+    fn set(&self, max_age: u64) -> String {
+        format!("{}={}; Max-Age={max_age}", self.name, self.value)
+    }
+
+    /// The `Set-Cookie` header value that makes a client drop this cookie.
+    fn expire(&self) -> String {
+        format!("{}={}; Max-Age=-1", self.name, self.value)
+    }
+
+    /// A regular expression on the whole `Cookie` header: this cookie, with this value, is there.
+    fn request_regex(&self) -> String {
+        format!(
+            "^(.*?;\\s*)?({}={})(;.*)?$",
+            regex_escape(&self.name),
+            regex_escape(&self.value)
+        )
+    }
+}
+
+/// What session affinity writes into a route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionCookies {
+    /// Set on the canary's responses while it has traffic; sends its holders to the canary.
+    /// Expired on the primary's responses once the canary has none.
+    pub canary: StickyCookie,
+    /// With `primaryCookieName`: set on the primary's responses while traffic is split; keeps its
+    /// holders on the primary until the next step.
+    pub primary: Option<StickyCookie>,
+    /// The cookies' lifetime in seconds.
+    pub max_age: u64,
+    /// The canary has traffic: set the cookies and route on them.
+    pub sticky: bool,
+    /// Traffic is split (the canary has some but not all): the primary's cookie too.
+    pub split: bool,
+    /// A run has happened, so clients may hold a canary cookie: expire it while the canary has
+    /// no traffic.
+    pub expire: bool,
+}
+
+/// The session-affinity cookies of `route` in the rollout's `run`. Their values are digests of the
+/// rollout (its owner reference's uid and name) and the run (the primary's, also the canary
+/// weight): the same on every apply of the same step, whichever operator replica computes them,
+/// and new for every run, so a cookie from an earlier run pins nobody to a later canary.
+pub fn session_cookies(
+    affinity: &SessionAffinity,
+    route: &Route,
+    run: u64,
+    owner: &Value,
+) -> SessionCookies {
+    let rollout = json!({"uid": owner["uid"], "name": owner["name"], "run": run});
+    let canary_bp = route.canary_weight.basis_points();
+    SessionCookies {
+        canary: StickyCookie {
+            name: affinity.cookie_name.clone(),
+            value: weir_core::revision::of_definition(&rollout),
+        },
+        primary: affinity
+            .primary_cookie_name
+            .as_ref()
+            .map(|name| StickyCookie {
+                name: name.clone(),
+                value: weir_core::revision::of_definition(
+                    &json!({"rollout": rollout, "canaryWeight": canary_bp}),
+                ),
+            }),
+        max_age: affinity.max_age.unwrap_or(DEFAULT_COOKIE_MAX_AGE),
+        sticky: canary_bp > 0,
+        split: canary_bp > 0 && canary_bp < 10_000,
+        expire: canary_bp == 0 && run > 0,
+    }
+}
+
+impl SessionCookies {
+    /// The cookie routes, first in the route table: (cookie, to the canary?).
+    fn routes(&self) -> Vec<(&StickyCookie, bool)> {
+        let mut routes = Vec::new();
+        if self.sticky {
+            routes.push((&self.canary, true));
+        }
+        if let (true, Some(primary)) = (self.split, &self.primary) {
+            routes.push((primary, false));
+        }
+        routes
+    }
+
+    /// The `Set-Cookie` the canary's responses get.
+    fn on_canary(&self) -> Option<String> {
+        self.sticky.then(|| self.canary.set(self.max_age))
+    }
+
+    /// The `Set-Cookie` the primary's responses get.
+    fn on_primary(&self) -> Option<String> {
+        if self.expire {
+            return Some(self.canary.expire());
+        }
+        self.primary
+            .as_ref()
+            .filter(|_| self.split)
+            .map(|primary| primary.set(self.max_age))
+    }
+}
+
 // === istio ===
 
-fn istio(names: &Names, service: &KubernetesService, route: &Route, owner: &Value) -> RouteObjects {
+fn istio(
+    names: &Names,
+    service: &KubernetesService,
+    route: &Route,
+    cookies: Option<&SessionCookies>,
+    owner: &Value,
+) -> RouteObjects {
     // Istio's weights are integers that sum to 100.
     let canary_bp = route.canary_weight.basis_points();
     let canary = i64::from((canary_bp + 50) / 100);
@@ -144,7 +293,29 @@ fn istio(names: &Names, service: &KubernetesService, route: &Route, owner: &Valu
         Value::Object(http)
     };
     let destination = |host: &str, weight: i64| json!({"destination": {"host": host, "port": {"number": names.port}}, "weight": weight});
+    // A destination whose responses set a cookie (added: the application's own stay).
+    let setting_cookie = |host: &str, weight: i64, cookie: Option<String>| {
+        let mut destination = destination(host, weight);
+        if let Some(cookie) = cookie {
+            destination["headers"] = json!({"response": {"add": {"Set-Cookie": cookie}}});
+        }
+        destination
+    };
     let mut http = Vec::new();
+    for (cookie, to_canary) in cookies.map(SessionCookies::routes).unwrap_or_default() {
+        let mut sticky = Map::new();
+        sticky.insert(
+            "match".into(),
+            json!([{"headers": {"cookie": {"regex": cookie.request_regex()}}}]),
+        );
+        let host = if to_canary {
+            &names.canary
+        } else {
+            &names.primary
+        };
+        sticky.insert("route".into(), json!([destination(host, 100)]));
+        http.push(decorate(sticky));
+    }
     if !route.match_rules.is_empty() {
         let mut ab = Map::new();
         ab.insert(
@@ -158,8 +329,16 @@ fn istio(names: &Names, service: &KubernetesService, route: &Route, owner: &Valu
     default.insert(
         "route".into(),
         json!([
-            destination(&names.primary, primary),
-            destination(&names.canary, canary)
+            setting_cookie(
+                &names.primary,
+                primary,
+                cookies.and_then(SessionCookies::on_primary)
+            ),
+            setting_cookie(
+                &names.canary,
+                canary,
+                cookies.and_then(SessionCookies::on_canary)
+            )
         ]),
     );
     if let Some(mirror) = route.mirror_weight {
@@ -287,6 +466,7 @@ fn http_route(
     names: &Names,
     service: &KubernetesService,
     route: &Route,
+    cookies: Option<&SessionCookies>,
     owner: &Value,
 ) -> Value {
     // Gateway API weights are relative: basis points keep weir's 0.01%.
@@ -294,7 +474,27 @@ fn http_route(
     let primary = 10_000 - canary;
     let backend =
         |name: &str, weight: u32| json!({"name": name, "port": names.port, "weight": weight});
+    // A backend whose responses set a cookie (added: the application's own stay).
+    let setting_cookie = |name: &str, weight: u32, cookie: Option<String>| {
+        let mut backend = backend(name, weight);
+        if let Some(cookie) = cookie {
+            backend["filters"] = json!([{"type": "ResponseHeaderModifier",
+                "responseHeaderModifier": {"add": [{"name": "Set-Cookie", "value": cookie}]}}]);
+        }
+        backend
+    };
     let mut rules = Vec::new();
+    for (cookie, to_canary) in cookies.map(SessionCookies::routes).unwrap_or_default() {
+        let name = if to_canary {
+            &names.canary
+        } else {
+            &names.primary
+        };
+        rules.push(json!({
+            "matches": [{"headers": [{"type": "RegularExpression", "name": "cookie", "value": cookie.request_regex()}]}],
+            "backendRefs": [backend(name, 1)],
+        }));
+    }
     if !route.match_rules.is_empty() {
         rules.push(json!({
             "matches": route.match_rules.iter().map(gateway_match).collect::<Vec<_>>(),
@@ -305,8 +505,16 @@ fn http_route(
     default.insert(
         "backendRefs".into(),
         json!([
-            backend(&names.primary, primary),
-            backend(&names.canary, canary)
+            setting_cookie(
+                &names.primary,
+                primary,
+                cookies.and_then(SessionCookies::on_primary)
+            ),
+            setting_cookie(
+                &names.canary,
+                canary,
+                cookies.and_then(SessionCookies::on_canary)
+            )
         ]),
     );
     if let Some(mirror) = route.mirror_weight {

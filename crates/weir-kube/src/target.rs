@@ -322,6 +322,7 @@ impl KubernetesTargets {
         rollout: &Rollout,
         settings: &Settings<'_>,
         route: &Route,
+        run: u64,
     ) -> Result<(), ProviderError> {
         // The first route of a rollout (its set-up) finds no primary yet.
         let target = self.target(key, settings).await?;
@@ -333,7 +334,7 @@ impl KubernetesTargets {
         // The Services' port, which falls back to the target's container port.
         names.port = workload::service_port(&target, &service)
             .map_err(|error| ProviderError::permanent(error.to_string()))?;
-        let objects = routes::objects(settings.provider, &names, &service, route, &owner)
+        let objects = routes::objects(settings.provider, &names, &service, route, run, &owner)
             .map_err(ProviderError::permanent)?;
         if let Some(adjusted) = objects.adjusted {
             self.note(key, adjusted);
@@ -473,6 +474,7 @@ impl KubernetesTargets {
             &names,
             &service,
             &all_primary,
+            0,
             &owner_value,
         )
         .map(|objects| objects.objects)
@@ -789,7 +791,8 @@ impl TargetProvider for KubernetesTargets {
             let primary = self
                 .ensure_primary_and_services(key, rollout, &settings, &target, true)
                 .await?;
-            self.apply_route(key, rollout, &settings, &Route::of(&rollout.spec, status))
+            let route = Route::of(&rollout.spec, status);
+            self.apply_route(key, rollout, &settings, &route, status.run)
                 .await?;
             // Outside a run only the primary serves: the target waits at zero for its next
             // revision (Flagger's initialisation), once the primary is ready; until then this
@@ -837,13 +840,16 @@ impl TargetProvider for KubernetesTargets {
         &'a self,
         key: &'a RolloutKey,
         rollout: &'a Rollout,
-        _status: &'a RolloutStatus,
+        status: &'a RolloutStatus,
         effect: &'a Effect,
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
             let settings = settings(rollout).map_err(unusable)?;
             match effect {
-                Effect::SetRoute(route) => self.apply_route(key, rollout, &settings, route).await,
+                Effect::SetRoute(route) => {
+                    self.apply_route(key, rollout, &settings, route, status.run)
+                        .await
+                }
                 Effect::ScaleCanary(Scale::Up) => {
                     let replicas = match self.primary(key, &settings).await? {
                         Some(primary) => primary.spec.replicas.unwrap_or(1).max(1),

@@ -1319,6 +1319,7 @@ fn route_resources() -> BTreeSet<(String, String)> {
             &names,
             &KubernetesService::default(),
             &route,
+            1,
             &json!({}),
         )
         .unwrap()

@@ -297,6 +297,20 @@ fn weights(routes: &[Value], field: &str) -> Vec<i64> {
         .collect()
 }
 
+/// The cookie routes session affinity puts first: the canary's while it has traffic, the
+/// primary's (with `primaryCookieName`) while traffic is split.
+fn sticky_routes(route: &Route) -> usize {
+    let Some(affinity) = &route.session_affinity else {
+        return 0;
+    };
+    let canary = route.canary_weight.basis_points();
+    usize::from(canary > 0)
+        + usize::from(affinity.primary_cookie_name.is_some() && canary > 0 && canary < 10_000)
+}
+
+/// The run the routes of `routes_of_a_healthy_run` belong to: the rollout's first.
+const RUN: u64 = 1;
+
 /// What holds for a provider's objects whatever the snapshots say.
 fn check_route_objects(
     provider: Provider,
@@ -341,11 +355,32 @@ fn check_route_objects(
                 "{context}: hosts {hosts:?}"
             );
             let http = virtual_service["spec"]["http"].as_array().unwrap();
+            let sticky = sticky_routes(route);
             assert_eq!(
                 http.len(),
-                1 + usize::from(!route.match_rules.is_empty()),
+                sticky + 1 + usize::from(!route.match_rules.is_empty()),
                 "{context}"
             );
+            if sticky > 0 {
+                let cookie = &route.session_affinity.as_ref().unwrap().cookie_name;
+                let regex = http[0]["match"][0]["headers"]["cookie"]["regex"]
+                    .as_str()
+                    .unwrap();
+                assert!(regex.contains(&format!("({cookie}=")), "{context}: {regex}");
+                assert_eq!(
+                    http[0]["route"][0]["destination"]["host"],
+                    json!(names.canary),
+                    "{context}"
+                );
+                let set_cookie =
+                    http[http.len() - 1]["route"][1]["headers"]["response"]["add"]["Set-Cookie"]
+                        .as_str()
+                        .unwrap();
+                assert!(
+                    set_cookie.starts_with(&format!("{cookie}=")),
+                    "{context}: {set_cookie}"
+                );
+            }
             for rule in http {
                 let destinations = rule["route"].as_array().unwrap();
                 assert_eq!(
@@ -416,6 +451,36 @@ fn check_route_objects(
                 "{context}"
             );
             let rules = http_route["spec"]["rules"].as_array().unwrap();
+            let sticky = sticky_routes(route);
+            assert_eq!(
+                rules.len(),
+                sticky + 1 + usize::from(!route.match_rules.is_empty()),
+                "{context}"
+            );
+            if sticky > 0 {
+                let cookie = &route.session_affinity.as_ref().unwrap().cookie_name;
+                let header = &rules[0]["matches"][0]["headers"][0];
+                assert_eq!(header["type"], json!("RegularExpression"), "{context}");
+                assert!(
+                    header["value"]
+                        .as_str()
+                        .unwrap()
+                        .contains(&format!("({cookie}=")),
+                    "{context}: {header}"
+                );
+                assert_eq!(
+                    rules[0]["backendRefs"][0]["name"],
+                    json!(names.canary),
+                    "{context}"
+                );
+                let filter = &rules[rules.len() - 1]["backendRefs"][1]["filters"][0];
+                assert_eq!(filter["type"], json!("ResponseHeaderModifier"), "{context}");
+                assert_eq!(
+                    filter["responseHeaderModifier"]["add"][0]["name"],
+                    json!("Set-Cookie"),
+                    "{context}"
+                );
+            }
             let default = rules[rules.len() - 1]["backendRefs"].as_array().unwrap();
             assert_eq!(default[0]["name"], json!(names.primary), "{context}");
             assert_eq!(default[1]["name"], json!(names.canary), "{context}");
@@ -467,7 +532,7 @@ fn rendered_routes(
         .iter()
         .map(|(moment, route)| {
             let context = format!("{context}, {} at {moment}", provider_label(provider));
-            match routes::objects(provider, names, service, route, owner) {
+            match routes::objects(provider, names, service, route, RUN, owner) {
                 Ok(rendered) => {
                     check_route_objects(
                         provider,

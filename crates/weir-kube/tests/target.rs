@@ -1,7 +1,8 @@
 //! The `kubernetes` target driven directly (no engine, no operator) against the testkit's
 //! in-memory API server: tracked ConfigMaps and Secrets make the revision and are copied for
-//! the primary at initialisation and promotion only, and `revert` leaves the application
-//! serving from its own Deployment with nothing of weir's left. Nothing runs pods here: the test
+//! the primary at initialisation and promotion only, `revert` leaves the application
+//! serving from its own Deployment with nothing of weir's left, and session-affinity cookies keep
+//! their value for a run (whether applied or reconciled) and are expired after it. Nothing runs pods here: the test
 //! plays the Deployment controller with [`roll_out`], at the points where it would have acted.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -520,4 +521,84 @@ async fn revert_leaves_a_running_targets_scale_alone() {
             .get("apps/v1", "Deployment", "podinfo-primary")
             .is_none()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_affinity_cookies_hold_for_a_run_and_expire_after_it() {
+    let mut setup = set_up().await;
+    setup.rollout.spec.session_affinity = Some(weir_core::model::SessionAffinity {
+        cookie_name: "flagger-cookie".into(),
+        primary_cookie_name: None,
+        max_age: Some(600),
+    });
+    setup.initialise().await;
+    let http = |setup: &Setup| {
+        setup
+            .get("networking.istio.io/v1", "VirtualService", "podinfo")
+            .unwrap()["spec"]["http"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(http(&setup).len(), 1, "no cookie route before a run");
+
+    // The first step of run 1, as the engine delivers it (with the status after the step).
+    let mut status = RolloutStatus {
+        run: 1,
+        canary_weight: weir_core::Weight::from_basis_points(1_000),
+        ..RolloutStatus::default()
+    };
+    let route = weir_core::machine::Route::of(&setup.rollout.spec, &status);
+    setup
+        .targets
+        .apply(
+            &setup.key,
+            &setup.rollout,
+            &status,
+            &Effect::SetRoute(route),
+        )
+        .await
+        .unwrap();
+    let during = http(&setup);
+    assert_eq!(during.len(), 2, "{during:?}");
+    assert_eq!(
+        during[0]["route"][0]["destination"]["host"],
+        "podinfo-canary"
+    );
+    let set_cookie = during[1]["route"][1]["headers"]["response"]["add"]["Set-Cookie"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(set_cookie.starts_with("flagger-cookie="), "{set_cookie}");
+    assert!(set_cookie.ends_with("; Max-Age=600"), "{set_cookie}");
+
+    // A reconcile (after an operator restart, say) writes the same cookie.
+    setup
+        .targets
+        .reconcile(&setup.key, &setup.rollout, &status)
+        .await
+        .unwrap();
+    assert_eq!(http(&setup), during);
+
+    // Rolled back: the cookie route goes, the primary's responses expire the cookie.
+    status.canary_weight = weir_core::Weight::ZERO;
+    let route = weir_core::machine::Route::of(&setup.rollout.spec, &status);
+    setup
+        .targets
+        .apply(
+            &setup.key,
+            &setup.rollout,
+            &status,
+            &Effect::SetRoute(route),
+        )
+        .await
+        .unwrap();
+    let after = http(&setup);
+    assert_eq!(after.len(), 1, "{after:?}");
+    let value = set_cookie.split(';').next().unwrap();
+    assert_eq!(
+        after[0]["route"][0]["headers"]["response"]["add"]["Set-Cookie"],
+        json!(format!("{value}; Max-Age=-1"))
+    );
+    assert_eq!(after[0]["route"][1].get("headers"), None);
 }
