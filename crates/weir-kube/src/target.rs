@@ -26,6 +26,7 @@ use weir_engine::{BoxFuture, ProviderError, Providers, TargetObservation, Target
 use weir_store::RolloutKey;
 
 use crate::routes::{self, Names, Provider};
+use crate::store::Fence;
 use crate::workload::{
     self, CANARY_SUFFIX, ConfigKind, PRIMARY_SUFFIX, TrackedConfig, TrackedConfigs,
 };
@@ -45,6 +46,8 @@ pub struct KubernetesTargets {
     /// that would be applied unchanged is not sent again (server-side apply would make it a
     /// no-op, but it would still cost a request per step). A reconcile forgets them.
     applied: Arc<Mutex<HashMap<RolloutKey, HashMap<String, Value>>>>,
+    /// Whether this process may still write (it holds the leader lease); `None`: always.
+    fence: Option<Fence>,
 }
 
 impl KubernetesTargets {
@@ -54,6 +57,23 @@ impl KubernetesTargets {
             client,
             notes: Arc::default(),
             applied: Arc::default(),
+            fence: None,
+        }
+    }
+
+    /// The same targets, changing nothing in the cluster once `fence` says this replica may no
+    /// longer write (it lost the leader lease): each change then fails as transient.
+    pub fn with_fence(mut self, fence: Fence) -> KubernetesTargets {
+        self.fence = Some(fence);
+        self
+    }
+
+    fn check_fence(&self) -> Result<(), ProviderError> {
+        match &self.fence {
+            Some(fence) if !fence() => Err(ProviderError::transient(
+                "not applied: this replica no longer holds the leader lease",
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -781,6 +801,7 @@ impl TargetProvider for KubernetesTargets {
         status: &'a RolloutStatus,
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
+            self.check_fence()?;
             let settings = settings(rollout).map_err(unusable)?;
             // Someone may have changed the objects since: apply them all again.
             self.applied
@@ -844,6 +865,7 @@ impl TargetProvider for KubernetesTargets {
         effect: &'a Effect,
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
+            self.check_fence()?;
             let settings = settings(rollout).map_err(unusable)?;
             match effect {
                 Effect::SetRoute(route) => {

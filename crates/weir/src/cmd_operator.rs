@@ -4,6 +4,7 @@
 //! commits.
 
 mod canaries;
+mod leading;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -44,6 +45,8 @@ pub struct OperatorArgs {
     #[arg(long, short, value_enum, default_value_t = crate::cmd_core::OutputFormat::Text)]
     output: crate::cmd_core::OutputFormat,
     #[command(flatten)]
+    leader: leading::LeaderArgs,
+    #[command(flatten)]
     integrations: crate::integrations::IntegrationArgs,
 }
 
@@ -56,14 +59,24 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
         let client = kube::Client::try_default().await.context(
             "cannot reach the Kubernetes API: set KUBECONFIG (or run in a pod with a service account)",
         )?;
-        let store = KubeStore::new(client.clone(), args.namespace.clone(), None);
         let integrations = args.integrations.integrations(Vec::new())?;
-        let targets = KubernetesTargets::new(client.clone());
-        let providers = targets.add_to(integrations.shared_providers());
-        let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let bound = listener.local_addr().unwrap_or(args.listen);
+        crate::listening::announce(args.output, &[("api", bound)]);
+        let Some(leading) = leading::Leading::acquire(&args.leader, &client, &listener).await?
+        else {
+            return Ok(ExitCode::SUCCESS);
+        };
+        let fence = leading.fence();
+        let store = KubeStore::new(client.clone(), args.namespace.clone(), fence.clone());
+        let mut targets = KubernetesTargets::new(client.clone());
+        if let Some(fence) = fence {
+            targets = targets.with_fence(fence);
+        }
+        let providers = targets.add_to(integrations.shared_providers());
+        let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let canaries = canaries::Canaries::default();
         tokio::spawn(publish(client.clone(), handle.clone(), canaries.clone()));
         let watching = Watching {
@@ -93,8 +106,6 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
                 tokio::spawn(canaries::watch(api, canaries.clone()));
             }
         }
-        let bound = listener.local_addr().unwrap_or(args.listen);
-        crate::listening::announce(args.output, &[("api", bound)]);
         eprintln!(
             "weir operator: watching rollouts.{GROUP}{} in {}; API at http://{bound}; state in each rollout's status; Ctrl-C stops",
             if flagger { " and Flagger's canaries.flagger.app" } else { " (Flagger's Canary CRD is not installed)" },
@@ -104,7 +115,9 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
                 args.namespace.join(", ")
             },
         );
-        crate::cmd_serve::run_until_stopped(listener, store, handle, engine).await
+        let stopped = crate::cmd_serve::run_until_stopped(listener, store, handle, engine).await;
+        leading.release().await;
+        stopped
     })
 }
 

@@ -96,7 +96,7 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
 }
 
 /// Ctrl-C or SIGTERM.
-async fn shutdown_requested() {
+pub(crate) async fn shutdown_requested() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

@@ -469,3 +469,96 @@ fn deleting_a_rollout_with_revert_on_deletion_gives_the_application_back_to_its_
         "kubectl delete returned after {took:?} with the target at 2 replicas and the apex on app=podinfo"
     );
 }
+
+#[test]
+fn when_the_leader_is_killed_the_other_replica_takes_over_and_no_step_is_taken_twice() {
+    let cluster = Cluster::new(env!("CARGO_BIN_EXE_weir"));
+    cluster.apply(&rollout_yaml(
+        "{canary: {stepWeights: [10, 20, 30, 40, 50, 60, 70, 80, 90]}}",
+    ));
+    let elect = [
+        "--leader-election",
+        "--lease-namespace",
+        NAMESPACE,
+        "--lease-seconds",
+        "3",
+    ];
+    let mut first = cluster.start_operator(&elect);
+    cluster.wait_initialised();
+    let second = cluster.start_operator(&elect);
+    // The second replica waits: alive, and saying that it is not the leader.
+    let refused = cluster.weir(&second, &["get", "podinfo"]);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("waiting for the leader lease"),
+        "{}",
+        text(&refused.stderr)
+    );
+    let server = Arc::clone(&cluster.server);
+    cluster.new_revision("2");
+    let mut weights = Vec::new();
+    let note = |weights: &mut Vec<i64>| {
+        if let Some(weight) = canary_weight(&server)
+            && weights.last() != Some(&weight)
+        {
+            weights.push(weight);
+        }
+    };
+    wait_until("the run at 30%", || {
+        note(&mut weights);
+        (canary_weight(&server) >= Some(30)).then_some(())
+    });
+
+    first.kill();
+    let killed = std::time::Instant::now();
+    let run = rollout_status(&server)["run"].as_u64().unwrap();
+    wait_until("the second replica to lead", || {
+        note(&mut weights);
+        cluster
+            .weir(&second, &["get", "podinfo"])
+            .status
+            .success()
+            .then_some(())
+    });
+    let takeover = killed.elapsed();
+    wait_until("the run promoted by the new leader", || {
+        note(&mut weights);
+        let status = rollout_status(&server);
+        (status["phase"] == "Succeeded" && status["run"].as_u64() == Some(run)).then_some(())
+    });
+    note(&mut weights);
+    // Traffic only ever moved forward, then all of it back to the primary after promotion.
+    let (last, during) = weights.split_last().unwrap();
+    assert_eq!(*last, 0, "{weights:?}");
+    assert!(
+        during.windows(2).all(|pair| pair[0] < pair[1]),
+        "the canary weight went back during the run: {weights:?}"
+    );
+    // Each step committed once across the failover.
+    let steps: Vec<i64> = cluster
+        .history(&second, "podinfo")
+        .iter()
+        .filter(|event| event["run"].as_u64() == Some(run))
+        .filter(|event| event["reason"] == "Advanced")
+        .filter_map(|event| event["canaryWeight"].as_i64())
+        .collect();
+    assert_eq!(steps, [10, 20, 30, 40, 50, 60, 70, 80, 90], "{steps:?}");
+    assert!(
+        takeover < std::time::Duration::from_secs(30),
+        "takeover took {takeover:?}"
+    );
+    let lease = server
+        .get(
+            "coordination.k8s.io/v1",
+            "Lease",
+            NAMESPACE,
+            "weir-operator",
+        )
+        .unwrap();
+    assert_eq!(lease["spec"]["leaseTransitions"], 1, "{lease:#}");
+    println!(
+        "takeover {takeover:?} after SIGKILL (lease 3 s); weights on the VirtualService: {weights:?}; \
+         Advanced steps: {steps:?}; writes: {:?}",
+        server.write_counts()
+    );
+}
