@@ -7,6 +7,7 @@
 //! | route | what |
 //! |---|---|
 //! | `GET /healthz` | liveness |
+//! | `GET /readyz` | readiness (an operator replica that is not the leader answers 503) |
 //! | `GET /metrics` | weir's own metrics, OpenMetrics text (docs/METRICS.md) |
 //! | `GET /api/v1/openapi.json` | the OpenAPI 3 document |
 //! | `GET /api/v1/rollouts?namespace=&phase=&limit=&cursor=` | a page of rollouts |
@@ -97,6 +98,8 @@ where
 fn build<S: Store>(state: ApiState<S>) -> Router {
     Router::new()
         .route("/healthz", get(health))
+        // Ready to answer: a weir operator replica that is not the leader answers 503 here.
+        .route("/readyz", get(health))
         .route("/metrics", get(serve_metrics::<S>))
         .route("/api/v1/openapi.json", get(openapi::serve))
         .route(

@@ -1171,6 +1171,7 @@ fn declared_operator_flags() -> BTreeSet<String> {
     let mut flags = BTreeSet::new();
     for file in [
         "crates/weir/src/cmd_operator.rs",
+        "crates/weir/src/cmd_operator/leading.rs",
         "crates/weir/src/integrations.rs",
     ] {
         let source = read(file);
@@ -1197,14 +1198,15 @@ fn declared_operator_flags() -> BTreeSet<String> {
     flags
 }
 
-/// Flags the manifests pass that `weir operator` does not declare yet: they land with work in
-/// progress. Drop each from here when it lands; until then the test says so.
-const PLANNED_FLAGS: [&str; 1] = ["--leader-election"];
-
 #[test]
-fn the_manifests_pass_only_flags_the_operator_declares_or_plans() {
+fn the_manifests_pass_only_flags_the_operator_declares() {
     let declared = declared_operator_flags();
-    for flag in ["--namespace", "--listen", "--prometheus"] {
+    for flag in [
+        "--namespace",
+        "--listen",
+        "--prometheus",
+        "--leader-election",
+    ] {
         assert!(
             declared.contains(flag),
             "{flag} not found among {declared:?}"
@@ -1227,18 +1229,16 @@ fn the_manifests_pass_only_flags_the_operator_declares_or_plans() {
     for (source, args) in deployments {
         for arg in args.iter().filter(|arg| arg.starts_with("--")) {
             let flag = arg.split('=').next().unwrap();
-            let planned = PLANNED_FLAGS.contains(&flag);
             assert!(
-                declared.contains(flag) || planned,
+                declared.contains(flag),
                 "{source}: {flag} is not a flag of weir operator ({declared:?})"
             );
-            if planned && !declared.contains(flag) {
-                println!("{source}: {flag} is planned, not declared by weir operator yet");
-            }
         }
     }
-    // The probes' path is one weir's API serves.
-    assert!(read("crates/weir-api/src/lib.rs").contains(".route(\"/healthz\""));
+    // The probes' paths are ones weir's API serves.
+    let api = read("crates/weir-api/src/lib.rs");
+    assert!(api.contains(".route(\"/healthz\""));
+    assert!(api.contains(".route(\"/readyz\""));
 }
 
 /// What the operator does in a cluster, (group, resource, verb), from its code: the watch and
@@ -1511,12 +1511,17 @@ fn assert_hardened(source: &str, deployment: &Deployment) {
             .is_some_and(|l| l.contains_key("memory")),
         "{source}"
     );
-    for probe in [&container.liveness_probe, &container.readiness_probe] {
+    // Alive: /healthz (a follower too); ready: /readyz (only the leader, so the Service sends
+    // the client verbs to it).
+    for (probe, path) in [
+        (&container.liveness_probe, "/healthz"),
+        (&container.readiness_probe, "/readyz"),
+    ] {
         let get = probe
             .as_ref()
             .and_then(|probe| probe.http_get.as_ref())
             .expect("an HTTP probe");
-        assert_eq!(get.path.as_deref(), Some("/healthz"), "{source}");
+        assert_eq!(get.path.as_deref(), Some(path), "{source}");
         assert_eq!(
             get.port,
             k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("http".into()),
