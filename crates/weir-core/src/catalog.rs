@@ -3,6 +3,7 @@
 //! is applied rather than discovered at the first analysis tick.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::document::Document;
 use crate::error::FieldError;
@@ -33,7 +34,53 @@ fn key_for(reference: &TemplateRef, rollout_namespace: &str) -> Key {
     )
 }
 
+/// A catalog that can change while it is in use (the operator's follows the cluster's
+/// MetricTemplates and AlertProviders): readers take a [`SharedCatalog::snapshot`], which a
+/// later change leaves as it was.
+#[derive(Debug, Clone, Default)]
+pub struct SharedCatalog(Arc<RwLock<Arc<Catalog>>>);
+
+impl SharedCatalog {
+    /// The catalog as it is now.
+    pub fn snapshot(&self) -> Arc<Catalog> {
+        // Writers replace the whole catalog, so a poisoned lock still holds a whole one.
+        Arc::clone(&self.0.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Changes the catalog (readers holding a snapshot keep theirs).
+    pub fn update(&self, change: impl FnOnce(&mut Catalog)) {
+        let mut current = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        let mut next = Catalog::clone(&current);
+        change(&mut next);
+        *current = Arc::new(next);
+    }
+}
+
+impl From<Catalog> for SharedCatalog {
+    fn from(catalog: Catalog) -> SharedCatalog {
+        SharedCatalog(Arc::new(RwLock::new(Arc::new(catalog))))
+    }
+}
+
+impl From<Arc<Catalog>> for SharedCatalog {
+    fn from(catalog: Arc<Catalog>) -> SharedCatalog {
+        SharedCatalog(Arc::new(RwLock::new(catalog)))
+    }
+}
+
 impl Catalog {
+    /// Removes the metric template `namespace/name`, if it is there.
+    pub fn remove_metric_template(&mut self, namespace: &str, name: &str) {
+        self.templates
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    /// Removes the alert provider `namespace/name`, if it is there.
+    pub fn remove_alert_provider(&mut self, namespace: &str, name: &str) {
+        self.alert_providers
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+
     /// Adds a document the catalog keeps (replacing one of the same kind and name) and hands
     /// any other document (a rollout) back.
     pub fn add(&mut self, document: Document) -> Option<Document> {
