@@ -32,16 +32,17 @@ pub struct OperatorArgs {
     /// (`-n shop -n payments`). Default: every namespace.
     #[arg(long, short = 'n', value_name = "NS")]
     namespace: Vec<String>,
-    /// Watch rollouts in every namespace (the default; says so explicitly in a manifest).
+    /// Watch rollouts in every namespace: the default, said explicitly, e.g. `weir operator -A`
+    /// in a manifest.
     #[arg(long, short = 'A', conflicts_with = "namespace")]
     all_namespaces: bool,
     /// Address of weir's HTTP API, for the client verbs (`weir status NAME --server URL`,
-    /// `weir promote`, ...), e.g. `--listen 0.0.0.0:7878` in a pod. Port 0 picks a free port;
+    /// `weir promote`, ...), e.g. `--listen 0.0.0.0:7979` in a pod. Port 0 picks a free port;
     /// the bound address is printed on start.
     #[arg(long, value_name = "ADDR", default_value = crate::cmd_serve::DEFAULT_LISTEN, env = "WEIR_LISTEN")]
     listen: SocketAddr,
-    /// `text`: start-up lines on stderr; `json`: also the addresses bound, as the first line on
-    /// stdout: {"listening": {"api": "HOST:PORT"}}.
+    /// `text`: start-up lines on stderr; `json` (e.g. `-o json` for a script that starts it):
+    /// also the addresses bound, as the first line on stdout: {"listening": {"api": "HOST:PORT"}}.
     #[arg(long, short, value_enum, default_value_t = crate::cmd_core::OutputFormat::Text)]
     output: crate::cmd_core::OutputFormat,
     #[command(flatten)]

@@ -63,7 +63,8 @@ pub struct IntegrationArgs {
     #[arg(long, value_name = "URL", env = "WEIR_PROMETHEUS")]
     pub prometheus: Option<String>,
     /// A YAML or JSON file (or a directory of them) holding MetricTemplates, AlertProviders and
-    /// Secrets - weir's or Flagger's - that rollouts refer to by name. Repeatable.
+    /// Secrets - weir's or Flagger's - that rollouts refer to by name, e.g. `--catalog
+    /// ops/weir/`. Repeatable.
     #[arg(long = "catalog", value_name = "PATH")]
     pub catalog: Vec<PathBuf>,
 }

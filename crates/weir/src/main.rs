@@ -132,21 +132,26 @@ enum Command {
     /// Exit status: 0 after Ctrl-C or SIGTERM, 2 when it cannot start (including an invalid
     /// catalog document or --prometheus URL).
     Serve(cmd_serve::ServeArgs),
-    /// Run rollouts on Kubernetes: watch `rollouts.weir.dev` objects and roll out their target
-    /// Deployments, Flagger's way.
+    /// Run rollouts on Kubernetes: watch `rollouts.weir.dev` objects (and Flagger's Canaries)
+    /// and roll out their target Deployments, Flagger's way.
     ///
     /// For a rollout with `spec.target: {kind: kubernetes, targetRef: {kind: Deployment, name:
     /// NAME}, provider: P}` weir keeps a copy `NAME-primary` that serves, the Services `NAME`,
     /// `NAME-primary` and `NAME-canary`, and the provider's routing objects (P: istio,
-    /// gatewayapi:v1, smi, kubernetes); a new pod template of NAME starts a run. Every committed
-    /// step is written to the rollout's status (`kubectl get rollouts.weir.dev -w`). Install the
-    /// CRD first: `weir crds | kubectl apply -f -`. The cluster is the one KUBECONFIG names (or
-    /// the pod's service account). The history and the engine's state live in --db.
+    /// gatewayapi:v1, smi, kubernetes); a new pod template of NAME (or new data in a ConfigMap or
+    /// Secret it reads) starts a run. When Flagger's CRDs are installed, each Canary runs as a
+    /// weir Rollout it owns and gets its status in Flagger's shape. Every committed step is
+    /// written to the rollout's status, which is also where weir keeps its state and history:
+    /// nothing lives in a local file. Install the CRDs first: `kubectl apply -f
+    /// deploy/crds.yaml` (or `weir crds | kubectl apply -f -`). The cluster is the one KUBECONFIG
+    /// names (or the pod's service account). docs/KUBERNETES.md has the rest.
     ///
     /// Example: weir operator --namespace shop --prometheus http://prometheus.monitoring:9090
     ///
-    /// Exit status: 0 after Ctrl-C or SIGTERM, 1 when the cluster cannot be reached or --db
-    /// cannot be opened.
+    /// Example (in a pod, two replicas): weir operator -A --listen 0.0.0.0:7979 --leader-election
+    ///
+    /// Exit status: 0 after Ctrl-C or SIGTERM, 1 when the cluster cannot be reached or this
+    /// replica lost the leader lease (its pod restarts as a follower).
     Operator(Box<cmd_operator::OperatorArgs>),
     /// Create or update the rollouts of a file on the server (weir Rollouts or Flagger Canaries).
     ///

@@ -25,8 +25,8 @@ pub struct LeaderArgs {
     /// e.g. `--leader-election` with 2 replicas in the Deployment.
     #[arg(long, env = "WEIR_LEADER_ELECTION")]
     leader_election: bool,
-    /// The namespace of the Lease. Default: $POD_NAMESPACE (the operator's own, from the
-    /// downward API), else `default`.
+    /// The namespace of the Lease, e.g. `--lease-namespace weir-system`. Default: $POD_NAMESPACE
+    /// (the operator's own, from the downward API), else `default`.
     #[arg(
         long,
         value_name = "NS",
@@ -34,11 +34,13 @@ pub struct LeaderArgs {
         default_value = "default"
     )]
     lease_namespace: String,
-    /// The name of the Lease the replicas compete for.
+    /// The name of the Lease the replicas compete for, e.g. `--lease-name weir-team-a` for a
+    /// second operator watching other namespaces.
     #[arg(long, value_name = "NAME", default_value = DEFAULT_LEASE_NAME)]
     lease_name: String,
     /// Seconds after the leader's last renewal before another replica may take over; the leader
-    /// renews every third of it and stops acting a safety margin (2/15 of it) before it ends.
+    /// renews every third of it and stops acting a safety margin (2/15 of it) before it ends,
+    /// e.g. `--lease-seconds 30` on a slow API server.
     #[arg(long, value_name = "SECONDS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=3600))]
     lease_seconds: u64,
 }
