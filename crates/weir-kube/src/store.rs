@@ -184,7 +184,8 @@ impl Entry {
     }
 }
 
-fn key_of(object: &DynamicObject) -> RolloutKey {
+/// The key of a rollout (or Canary) object: its namespace (`default` when it has none) and name.
+pub fn key_of(object: &DynamicObject) -> RolloutKey {
     RolloutKey::new(
         object
             .metadata

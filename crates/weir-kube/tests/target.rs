@@ -13,9 +13,8 @@ use weir_core::model::{Rollout, RolloutStatus};
 use weir_engine::TargetProvider;
 use weir_kube::target::{KubernetesTargets, REVISION_ANNOTATION};
 use weir_store::RolloutKey;
+use weir_testkit::kube_cluster::{CREATED_FOR_PODINFO, NAMESPACE, autoscaler};
 use weir_testkit::kube_server::KubeServer;
-
-const NAMESPACE: &str = "shop";
 
 fn crd(group: &str, kind: &str, plural: &str) -> Value {
     json!({
@@ -120,18 +119,7 @@ async fn set_up() -> Setup {
         .unwrap();
     server.create(deployment()).unwrap();
     roll_out(&server, "podinfo");
-    server
-        .create(json!({
-            "apiVersion": "autoscaling/v2",
-            "kind": "HorizontalPodAutoscaler",
-            "metadata": {"name": "podinfo", "namespace": NAMESPACE},
-            "spec": {
-                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
-                "minReplicas": 2,
-                "maxReplicas": 4
-            }
-        }))
-        .unwrap();
+    server.create(autoscaler()).unwrap();
     let created = server
         .create(json!({
             "apiVersion": "weir.dev/v1alpha1",
@@ -398,30 +386,12 @@ async fn revert_leaves_the_target_serving_and_nothing_of_weirs() {
         .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "absent-primary", "namespace": NAMESPACE}, "data": {"mine": "yes"}}))
         .unwrap();
-    let weirs = [
-        ("apps/v1", "Deployment", "podinfo-primary"),
-        ("v1", "Service", "podinfo-primary"),
-        ("v1", "Service", "podinfo-canary"),
-        (
-            "autoscaling/v2",
-            "HorizontalPodAutoscaler",
-            "podinfo-primary",
-        ),
-        ("networking.istio.io/v1", "VirtualService", "podinfo"),
-        (
-            "networking.istio.io/v1",
-            "DestinationRule",
-            "podinfo-primary",
-        ),
-        (
-            "networking.istio.io/v1",
-            "DestinationRule",
-            "podinfo-canary",
-        ),
+    let configs = [
         ("v1", "ConfigMap", "podinfo-config-primary"),
         ("v1", "Secret", "db-primary"),
     ];
-    for (api_version, kind, name) in weirs {
+    let weirs: Vec<(&str, &str, &str)> = CREATED_FOR_PODINFO.into_iter().chain(configs).collect();
+    for (api_version, kind, name) in weirs.iter().copied() {
         assert!(
             setup.get(api_version, kind, name).is_some(),
             "{kind} {name} before the revert"
@@ -459,7 +429,7 @@ async fn revert_leaves_the_target_serving_and_nothing_of_weirs() {
         "{:#}",
         apex["metadata"]
     );
-    for (api_version, kind, name) in weirs {
+    for (api_version, kind, name) in weirs.iter().copied() {
         assert!(
             setup.get(api_version, kind, name).is_none(),
             "{kind} {name} after the revert"

@@ -107,7 +107,8 @@ pub fn run_deployment_controller(runtime: &tokio::runtime::Runtime, server: &Arc
     });
 }
 
-/// The canary's weight on VirtualService `podinfo`, once it exists.
+/// The canary's weight on VirtualService `podinfo`'s default route (the last: A/B and
+/// session-affinity routes with a `match` come first), once it exists.
 pub fn canary_weight(server: &KubeServer) -> Option<i64> {
     let service = server.get(
         "networking.istio.io/v1",
@@ -115,7 +116,7 @@ pub fn canary_weight(server: &KubeServer) -> Option<i64> {
         NAMESPACE,
         "podinfo",
     )?;
-    service["spec"]["http"][0]["route"]
+    service["spec"]["http"].as_array()?.last()?["route"]
         .as_array()?
         .iter()
         .find(|route| route["destination"]["host"] == "podinfo-canary")?["weight"]
@@ -147,6 +148,44 @@ pub fn replicas_of(server: &KubeServer, name: &str) -> i64 {
         .unwrap()["spec"]["replicas"]
         .as_i64()
         .unwrap_or(-1)
+}
+
+/// What weir creates for Deployment `podinfo` with the `istio` provider and its autoscaler:
+/// (apiVersion, kind, name).
+pub const CREATED_FOR_PODINFO: [(&str, &str, &str); 7] = [
+    ("apps/v1", "Deployment", "podinfo-primary"),
+    ("v1", "Service", "podinfo-primary"),
+    ("v1", "Service", "podinfo-canary"),
+    (
+        "autoscaling/v2",
+        "HorizontalPodAutoscaler",
+        "podinfo-primary",
+    ),
+    ("networking.istio.io/v1", "VirtualService", "podinfo"),
+    (
+        "networking.istio.io/v1",
+        "DestinationRule",
+        "podinfo-primary",
+    ),
+    (
+        "networking.istio.io/v1",
+        "DestinationRule",
+        "podinfo-canary",
+    ),
+];
+
+/// HorizontalPodAutoscaler `podinfo`: 2 to 4 replicas of Deployment `podinfo`.
+pub fn autoscaler() -> Value {
+    json!({
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "podinfo", "namespace": NAMESPACE},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
+            "minReplicas": 2,
+            "maxReplicas": 4
+        }
+    })
 }
 
 /// The API server, the files kubectl uses, and the `weir` binary under test.
@@ -201,19 +240,7 @@ impl Cluster {
             .server
             .create(deployment("podinfo:6.0.0", 2))
             .unwrap();
-        cluster
-            .server
-            .create(json!({
-                "apiVersion": "autoscaling/v2",
-                "kind": "HorizontalPodAutoscaler",
-                "metadata": {"name": "podinfo", "namespace": NAMESPACE},
-                "spec": {
-                    "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
-                    "minReplicas": 2,
-                    "maxReplicas": 4
-                }
-            }))
-            .unwrap();
+        cluster.server.create(autoscaler()).unwrap();
         cluster
     }
 
@@ -295,6 +322,21 @@ impl Cluster {
                 .count();
             (services == 3 && replicas_of(server, "podinfo") == 0).then_some(primary)
         });
+    }
+
+    /// `podinfo` runs `image`: a new revision.
+    pub fn set_image(&self, image: &str) {
+        self.server
+            .merge_patch(
+                "apps/v1",
+                "Deployment",
+                NAMESPACE,
+                "podinfo",
+                &json!({"spec": {"template": {"spec": {"containers": [{"name": "podinfod", "image": image,
+                    "ports": [{"name": "http", "containerPort": 9898}]}]}}}}),
+                false,
+            )
+            .unwrap();
     }
 
     /// A new pod template for `podinfo` (an annotation `release: N`): a new revision.

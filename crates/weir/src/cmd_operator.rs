@@ -21,7 +21,7 @@ use serde_json::json;
 use weir_engine::{Engine, EngineError, EngineHandle, EngineOptions};
 use weir_kube::crd::{GROUP, VERSION};
 use weir_kube::flagger::{CANARY_LABEL, canaries_resource};
-use weir_kube::store::{KubeStore, read_rollout, rollouts_resource};
+use weir_kube::store::{KubeStore, key_of, read_rollout, rollouts_resource};
 use weir_kube::target::KubernetesTargets;
 use weir_store::RolloutKey;
 
@@ -134,17 +134,6 @@ struct Watching {
     /// Rollouts whose deletion is being finalised (a watch event per retry must not start a
     /// second one).
     finalizing: Arc<Mutex<HashSet<RolloutKey>>>,
-}
-
-fn key_of(object: &DynamicObject) -> RolloutKey {
-    RolloutKey::new(
-        object
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into()),
-        object.metadata.name.clone().unwrap_or_default(),
-    )
 }
 
 /// Hands every rollout object the cluster holds to the engine, and its deletion too. The watch

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use weir_testkit::kube_cluster::{
-    Cluster, NAMESPACE, canary_weight, image_of, replicas_of, rollout_status, rollout_yaml, text,
+    CREATED_FOR_PODINFO, Cluster, NAMESPACE, canary_weight, image_of, replicas_of, rollout_status,
+    rollout_yaml, text,
 };
 use weir_testkit::kube_server::KubeServer;
 use weir_testkit::process::Weir;
@@ -78,17 +79,7 @@ fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
             false,
         )
         .unwrap();
-    server
-        .merge_patch(
-            "apps/v1",
-            "Deployment",
-            NAMESPACE,
-            "podinfo",
-            &json!({"spec": {"template": {"spec": {"containers": [{"name": "podinfod", "image": "podinfo:6.0.1",
-                "ports": [{"name": "http", "containerPort": 9898}]}]}}}}),
-            false,
-        )
-        .unwrap();
+    cluster.set_image("podinfo:6.0.1");
 
     let mut weights = BTreeSet::new();
     let finished = wait_until("the run to promote the new image", || {
@@ -196,16 +187,7 @@ fn a_new_pod_template_is_rolled_out_step_by_step_and_promoted() {
 fn an_aborted_run_returns_all_traffic_to_the_primary_and_scales_the_canary_down() {
     let (cluster, operator) = set_up("{canary: {steps: [{weight: 20, pause: {}}, {weight: 100}]}}");
     let server = &cluster.server;
-    server
-        .merge_patch(
-            "apps/v1",
-            "Deployment",
-            NAMESPACE,
-            "podinfo",
-            &json!({"spec": {"template": {"metadata": {"annotations": {"release": "2"}}}}}),
-            false,
-        )
-        .unwrap();
+    cluster.new_revision("2");
     wait_until("the run waiting at 20%", || {
         (canary_weight(server) == Some(20)
             && replicas_of(server, "podinfo") == 2
@@ -257,16 +239,7 @@ fn a_restarted_operator_resumes_the_run_at_its_committed_step() {
     let (cluster, mut operator) =
         set_up("{canary: {steps: [{weight: 20, pause: {}}, {weight: 60}]}}");
     let server = Arc::clone(&cluster.server);
-    server
-        .merge_patch(
-            "apps/v1",
-            "Deployment",
-            NAMESPACE,
-            "podinfo",
-            &json!({"spec": {"template": {"metadata": {"annotations": {"release": "2"}}}}}),
-            false,
-        )
-        .unwrap();
+    cluster.new_revision("2");
     let paused = wait_until("the run waiting at 20%", || {
         let status = rollout_status(&server);
         (canary_weight(&server) == Some(20) && status["waitingForResume"] == true).then_some(status)
@@ -439,31 +412,13 @@ fn deleting_a_rollout_with_revert_on_deletion_gives_the_application_back_to_its_
     );
     assert!(apex["metadata"]["ownerReferences"].is_null(), "{apex:#}");
     // ...and nothing weir created is left.
-    let left: Vec<String> = [
-        ("apps/v1", "Deployment", "podinfo-primary"),
-        ("v1", "Service", "podinfo-primary"),
-        ("v1", "Service", "podinfo-canary"),
-        (
-            "autoscaling/v2",
-            "HorizontalPodAutoscaler",
-            "podinfo-primary",
-        ),
-        ("networking.istio.io/v1", "VirtualService", "podinfo"),
-        (
-            "networking.istio.io/v1",
-            "DestinationRule",
-            "podinfo-primary",
-        ),
-        (
-            "networking.istio.io/v1",
-            "DestinationRule",
-            "podinfo-canary",
-        ),
-    ]
-    .iter()
-    .filter(|(api_version, kind, name)| server.get(api_version, kind, NAMESPACE, name).is_some())
-    .map(|(_, kind, name)| format!("{kind}/{name}"))
-    .collect();
+    let left: Vec<String> = CREATED_FOR_PODINFO
+        .iter()
+        .filter(|(api_version, kind, name)| {
+            server.get(api_version, kind, NAMESPACE, name).is_some()
+        })
+        .map(|(_, kind, name)| format!("{kind}/{name}"))
+        .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
     println!(
         "kubectl delete returned after {took:?} with the target at 2 replicas and the apex on app=podinfo"

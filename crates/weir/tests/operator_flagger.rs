@@ -39,17 +39,7 @@ fn promote(canary: &Value) -> BTreeSet<i64> {
         (canary_status(&cluster)["phase"] == "Initialized").then_some(())
     });
 
-    server
-        .merge_patch(
-            "apps/v1",
-            "Deployment",
-            NAMESPACE,
-            "podinfo",
-            &json!({"spec": {"template": {"spec": {"containers": [{"name": "podinfod", "image": "podinfo:6.0.1",
-                "ports": [{"name": "http", "containerPort": 9898}]}]}}}}),
-            false,
-        )
-        .unwrap();
+    cluster.set_image("podinfo:6.0.1");
     let mut weights = BTreeSet::new();
     let mut phases = Vec::new();
     let status = wait_until("the Canary promoted", || {

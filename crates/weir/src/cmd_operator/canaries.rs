@@ -11,11 +11,9 @@ use kube::runtime::watcher;
 use serde_json::json;
 use weir_core::model::RolloutStatus;
 use weir_kube::flagger::{canaries_resource, canary_status, rollout_for};
-use weir_kube::store::rollouts_resource;
+use weir_kube::store::{key_of, rollouts_resource};
 use weir_kube::target::FIELD_MANAGER;
 use weir_store::RolloutKey;
-
-use super::key_of;
 
 /// The rollouts that run a Canary (same namespace and name).
 #[derive(Clone, Default)]
