@@ -20,6 +20,8 @@
 //!   databases, documents loaded into a catalog.
 //! - [`kube_server`]: a strict in-memory Kubernetes API server on port 0 for kubectl and kube-rs.
 //! - [`prometheus`]: the real `prometheus` binary, on a port it picks, scraping given targets.
+//! - [`operator_scale`]: the operator scale benchmark's harness (N rollouts in one `weir
+//!   operator` against the in-memory API server), shared by its example and its smoke test.
 
 #![forbid(unsafe_code)]
 // Test support: a failed set-up is a failed test, and a panic says where.
@@ -32,6 +34,7 @@ pub mod http;
 pub mod kube_cluster;
 pub mod kube_server;
 pub mod metrics;
+pub mod operator_scale;
 pub mod process;
 pub mod prometheus;
 pub mod receiver;
