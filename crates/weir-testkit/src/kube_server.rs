@@ -74,7 +74,9 @@
 //!   and `metadata` only.
 //! - **Direct access for tests**: [`KubeServer::get`], [`KubeServer::list`],
 //!   [`KubeServer::create`], [`KubeServer::merge_patch`], [`KubeServer::delete`], write
-//!   counts per resource ([`KubeServer::writes`]).
+//!   counts per resource ([`KubeServer::writes`]), every request by verb and resource
+//!   ([`KubeServer::request_counts`]), what changed since a resourceVersion
+//!   ([`KubeServer::list_changed_since`]).
 //!
 //! # What it leaves out
 //! Authentication and authorization (no credentials are checked; kubectl sends none over
@@ -360,6 +362,32 @@ preferences: {{}}
     /// Every write count, by resource.
     pub fn write_counts(&self) -> BTreeMap<String, u64> {
         self.shared.lock().writes.clone()
+    }
+
+    /// Every request received over HTTP so far, by `VERB RESOURCE`: verbs `get`, `list`,
+    /// `watch`, `create`, `update`, `patch`, `delete`; resources as [`KubeServer::writes`] names
+    /// them, with `/status` for the subresource (`update rollouts.weir.dev/status`). Requests
+    /// outside resources (discovery, OpenAPI, `/version`) count as
+    /// `METHOD (discovery and other paths)`. A failed request counts too, except one naming a
+    /// resource the server does not serve.
+    pub fn request_counts(&self) -> BTreeMap<String, u64> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// The objects of `kind` in `namespace` (`""`: all) whose resourceVersion is above `since`
+    /// (see [`KubeServer::resource_version`]): what changed, without cloning the rest.
+    pub fn list_changed_since(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: &str,
+        since: u64,
+    ) -> Vec<Value> {
+        let state = self.shared.lock();
+        let Some(rt) = Self::resolve(&state, api_version, kind) else {
+            return Vec::new();
+        };
+        state.list_changed_since(&rt, (!namespace.is_empty()).then_some(namespace), since)
     }
 
     /// Watch requests received so far (a test can wait for a client to start watching).

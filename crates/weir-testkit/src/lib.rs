@@ -22,6 +22,8 @@
 //! - [`prometheus`]: the real `prometheus` binary, on a port it picks, scraping given targets.
 //! - [`istio`]: Istio's request counters for the kube_cluster's `podinfo`, split as its
 //!   VirtualService says, at `/metrics` for Prometheus to scrape.
+//! - [`operator_scale`]: the operator scale benchmark's harness (N rollouts in one `weir
+//!   operator` against the in-memory API server), shared by its example and its smoke test.
 
 #![forbid(unsafe_code)]
 // Test support: a failed set-up is a failed test, and a panic says where.
@@ -35,6 +37,7 @@ pub mod istio;
 pub mod kube_cluster;
 pub mod kube_server;
 pub mod metrics;
+pub mod operator_scale;
 pub mod process;
 pub mod prometheus;
 pub mod receiver;

@@ -281,6 +281,14 @@ pub(crate) async fn handle(
         }
         _ => error(&page_not_found()),
     };
+    if !matches!(
+        segments.as_slice(),
+        ["api", _, _, ..] | ["apis", _, _, _, ..]
+    ) {
+        shared
+            .lock()
+            .count_request(method.as_str(), "(discovery and other paths)");
+    }
     Ok(response)
 }
 
@@ -376,6 +384,23 @@ async fn resource(
     let rt = &target.rt;
     let namespace = target.namespace.clone().unwrap_or_default();
     let repr = representation(accept);
+    let verb = match (method.clone(), target.name.is_some()) {
+        (Method::GET, true) => "get",
+        (Method::GET, false) if query.get("watch").is_some_and(|v| v == "true" || v == "1") => {
+            "watch"
+        }
+        (Method::GET, false) => "list",
+        (Method::POST, _) => "create",
+        (Method::PUT, _) => "update",
+        (Method::PATCH, _) => "patch",
+        (Method::DELETE, _) => "delete",
+        _ => "other",
+    };
+    let what = match &target.sub {
+        Some(sub) => format!("{}/{sub}", rt.resource_name()),
+        None => rt.resource_name(),
+    };
+    state.count_request(verb, &what);
     if matches!(
         *method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE

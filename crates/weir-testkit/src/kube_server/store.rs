@@ -69,6 +69,8 @@ pub(crate) struct State {
     /// Events at or below this resourceVersion have left the history.
     pub floor: u64,
     pub writes: BTreeMap<String, u64>,
+    /// Every request over HTTP, by `VERB RESOURCE` (see [`super::KubeServer::request_counts`]).
+    pub requests: BTreeMap<String, u64>,
     serial: u64,
     notify: watch::Sender<u64>,
 }
@@ -202,6 +204,7 @@ impl State {
             history: VecDeque::new(),
             floor: 0,
             writes: BTreeMap::new(),
+            requests: BTreeMap::new(),
             serial: 0,
             notify,
         };
@@ -241,6 +244,12 @@ impl State {
     /// Counts a write request to `rt`.
     pub(crate) fn count_write(&mut self, rt: &ResourceType) {
         *self.writes.entry(rt.resource_name()).or_default() += 1;
+    }
+
+    /// Counts a request: `verb` and what it names (`deployments.apps`, `rollouts.weir.dev/status`,
+    /// or a discovery path).
+    pub(crate) fn count_request(&mut self, verb: &str, what: &str) {
+        *self.requests.entry(format!("{verb} {what}")).or_default() += 1;
     }
 
     pub(super) fn next_rv(&mut self) -> u64 {
@@ -285,6 +294,29 @@ impl State {
         objects
             .iter()
             .filter(|((ns, _), _)| !rt.namespaced || namespace.is_none_or(|wanted| wanted == ns))
+            .map(|(_, object)| Self::at_version(rt, object.clone()))
+            .collect()
+    }
+
+    /// The objects of `rt` in `namespace` whose resourceVersion is above `since`: cloning only
+    /// what changed, for a test controller over many objects.
+    pub(crate) fn list_changed_since(
+        &self,
+        rt: &ResourceType,
+        namespace: Option<&str>,
+        since: u64,
+    ) -> Vec<Value> {
+        let Some(objects) = self.objects.get(&key(rt)) else {
+            return Vec::new();
+        };
+        objects
+            .iter()
+            .filter(|((ns, _), _)| !rt.namespaced || namespace.is_none_or(|wanted| wanted == ns))
+            .filter(|(_, object)| {
+                meta(object, "resourceVersion")
+                    .and_then(|rv| rv.parse::<u64>().ok())
+                    .is_none_or(|rv| rv > since)
+            })
             .map(|(_, object)| Self::at_version(rt, object.clone()))
             .collect()
     }
