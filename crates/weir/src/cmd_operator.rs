@@ -53,6 +53,13 @@ pub struct OperatorArgs {
 
 /// `weir operator`.
 pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
+    // A controller runs unattended: what the engine could not do (a provider's error, a refused
+    // write) goes to its log, one line each.
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
