@@ -59,7 +59,10 @@ async fn start() -> Server {
         )
         .await
         .unwrap();
-    let providers = weir_testkit::engine::local_providers(&targets, Default::default());
+    let providers = weir_testkit::engine::local_providers(
+        &targets,
+        weir_core::catalog::SharedCatalog::default(),
+    );
     let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
     let engine = Background::start(engine);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

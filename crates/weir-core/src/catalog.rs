@@ -330,6 +330,35 @@ spec:
 "#;
 
     #[test]
+    fn a_shared_catalog_changes_for_every_holder_and_leaves_snapshots_as_they_were() {
+        let (catalog, rollouts) = catalog_and_rollout(DOCUMENTS);
+        let shared = SharedCatalog::from(Catalog::default());
+        let other_holder = shared.clone();
+        let before = shared.snapshot();
+        assert_eq!(before.check_rollout(&rollouts[0]).len(), 4);
+
+        shared.update(|current| *current = catalog.clone());
+        assert_eq!(other_holder.snapshot().counts(), (1, 1, 1));
+        assert_eq!(other_holder.snapshot().check_rollout(&rollouts[0]).len(), 2);
+        // A snapshot taken before is the catalog it was.
+        assert!(before.is_empty());
+
+        let during = other_holder.snapshot();
+        other_holder.update(|current| {
+            current.remove_metric_template("shop", "errors");
+            current.remove_alert_provider("shop", "on-call");
+            // Nothing there: no change.
+            current.remove_metric_template("other", "errors");
+        });
+        assert_eq!(shared.snapshot().counts(), (0, 0, 1));
+        assert_eq!(during.counts(), (1, 1, 1));
+        assert_eq!(
+            SharedCatalog::from(Arc::new(catalog)).snapshot().counts(),
+            (1, 1, 1)
+        );
+    }
+
+    #[test]
     fn secrets_are_decoded_and_keep_their_values_out_of_debug_output() {
         let (catalog, _) = catalog_and_rollout(DOCUMENTS);
         let reference = TemplateRef {

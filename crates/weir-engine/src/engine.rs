@@ -1035,7 +1035,7 @@ impl<S: Store> JobContext<S> {
     ) -> (JobDone, Result<Applied, EngineError>) {
         let mut errors: Vec<FieldError> = weir_core::validate::rollout(&rollout);
         errors.extend(crate::judging::validate(&rollout));
-        errors.extend(self.providers.catalog.check_rollout(&rollout));
+        errors.extend(self.providers.catalog.snapshot().check_rollout(&rollout));
         for source in &self.providers.metrics {
             errors.extend(source.validate(&rollout));
         }

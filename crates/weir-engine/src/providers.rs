@@ -225,14 +225,15 @@ pub struct Providers {
     /// The notifier.
     pub notifier: Arc<dyn Notifier>,
     /// Metric templates, alert providers and secrets that rollouts refer to by name.
-    pub catalog: Arc<weir_core::catalog::Catalog>,
+    /// Shared with the providers that read it, so a change is seen by all of them at once.
+    pub catalog: weir_core::catalog::SharedCatalog,
 }
 
 impl Providers {
     /// Providers with the given hook runner and notifier, and no target or metric source yet:
     /// adapters add theirs (`weir_local::LocalTargets::add_to`, [`Providers::with_metrics`]).
     pub fn new(
-        catalog: Arc<weir_core::catalog::Catalog>,
+        catalog: impl Into<weir_core::catalog::SharedCatalog>,
         hooks: Arc<dyn HookRunner>,
         notifier: Arc<dyn Notifier>,
     ) -> Providers {
@@ -241,7 +242,7 @@ impl Providers {
             metrics: Vec::new(),
             hooks,
             notifier,
-            catalog,
+            catalog: catalog.into(),
         }
     }
 

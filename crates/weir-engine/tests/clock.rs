@@ -43,7 +43,7 @@ async fn ten_minute_steps_run_as_fast_as_the_clock_is_moved() {
     let db = TempDb::new();
     let store = SqliteStore::open(&db.path()).await.unwrap();
     let providers = Providers::new(
-        Arc::default(),
+        weir_core::catalog::SharedCatalog::default(),
         Arc::new(HttpHookRunner::default()),
         Arc::new(LogNotifier),
     )

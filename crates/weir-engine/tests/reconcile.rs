@@ -86,7 +86,7 @@ async fn a_failed_apply_is_reconciled_at_the_next_tick_even_after_a_request() {
     let providers = Providers {
         targets: vec![(TargetKind::Flag, target.clone() as Arc<dyn TargetProvider>)],
         ..Providers::new(
-            Arc::default(),
+            weir_core::catalog::SharedCatalog::default(),
             Arc::new(HttpHookRunner::default()),
             Arc::new(LogNotifier),
         )

@@ -43,7 +43,7 @@ async fn start_engine(db: &Path, name: &str) -> Running {
         )
         .await
         .unwrap();
-    let providers = local_providers(&targets, Default::default());
+    let providers = local_providers(&targets, weir_core::catalog::SharedCatalog::default());
     let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
     Running {
         handle,

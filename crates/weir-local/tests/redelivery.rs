@@ -53,7 +53,7 @@ async fn a_failed_notification_is_delivered_by_a_later_tick_exactly_once_more() 
         .await
         .unwrap();
     let targets = LocalTargets::new(RouterConfig::default());
-    let mut providers = local_providers(&targets, Default::default());
+    let mut providers = local_providers(&targets, weir_core::catalog::SharedCatalog::default());
     let receiver = FlakyReceiver::default();
     providers.notifier = Arc::new(receiver.clone());
     let options = EngineOptions {

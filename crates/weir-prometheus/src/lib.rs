@@ -29,7 +29,7 @@ use http::Method;
 use serde_json::Value;
 use weir_analysis::{VersionCounts, Window};
 use weir_core::FieldError;
-use weir_core::catalog::Catalog;
+use weir_core::catalog::{Catalog, SharedCatalog};
 use weir_core::model::{
     CheckOutcome, CheckResult, KubernetesTarget, Metric, ObjectReference, REQUEST_DURATION,
     REQUEST_SUCCESS_RATE, Rollout, TargetKind,
@@ -348,7 +348,7 @@ pub fn variables(rollout: &Rollout, metric: &Metric) -> BTreeMap<String, String>
 #[derive(Clone)]
 pub struct PrometheusSource {
     client: PrometheusClient,
-    catalog: Arc<Catalog>,
+    catalog: SharedCatalog,
     default_server: Option<String>,
     timeout: Duration,
     /// Per rollout: the run and both versions' counters at the previous judge window.
@@ -372,10 +372,13 @@ struct Plan {
 impl PrometheusSource {
     /// A source reading templates and secrets from `catalog`, sending builtin checks and
     /// inline queries to `default_server` unless a rollout names its own.
-    pub fn new(catalog: Arc<Catalog>, default_server: Option<String>) -> PrometheusSource {
+    pub fn new(
+        catalog: impl Into<SharedCatalog>,
+        default_server: Option<String>,
+    ) -> PrometheusSource {
         PrometheusSource {
             client: PrometheusClient::default(),
-            catalog,
+            catalog: catalog.into(),
             default_server,
             timeout: DEFAULT_QUERY_TIMEOUT,
             counters: Arc::default(),
@@ -392,16 +395,16 @@ impl PrometheusSource {
             .or_else(|| self.default_server.clone())
     }
 
-    /// The query and endpoint of `metric`, or why it cannot run.
-    fn plan(&self, rollout: &Rollout, metric: &Metric) -> Result<Plan, String> {
+    /// The query and endpoint of `metric` with `catalog`'s templates and secrets, or why it
+    /// cannot run.
+    fn plan(&self, catalog: &Catalog, rollout: &Rollout, metric: &Metric) -> Result<Plan, String> {
         let variables = variables(rollout, metric);
         let render = |template: &str| {
             weir_core::query::render(template, &variables).map_err(|error| error.to_string())
         };
         if let Some(reference) = &metric.template_ref {
             let namespace = rollout.metadata.namespace_or_default();
-            let template = self
-                .catalog
+            let template = catalog
                 .metric_template(reference, namespace)
                 .ok_or_else(|| format!("MetricTemplate {} is not loaded", reference.name))?;
             let provider = &template.spec.provider;
@@ -418,8 +421,7 @@ impl PrometheusSource {
                 .as_deref()
                 .ok_or_else(|| format!("MetricTemplate {} has no query", reference.name))?;
             let secret = provider.secret_ref.as_ref().and_then(|secret| {
-                self.catalog
-                    .secret(secret, template.metadata.namespace_or_default())
+                catalog.secret(secret, template.metadata.namespace_or_default())
             });
             let address = secret
                 .and_then(|secret| secret.get("address"))
@@ -588,6 +590,7 @@ impl MetricSource for PrometheusSource {
         match &metric.template_ref {
             Some(reference) => self
                 .catalog
+                .snapshot()
                 .metric_template(reference, rollout.metadata.namespace_or_default())
                 .is_some_and(|template| template.spec.provider.provider_type == "prometheus"),
             None => self.server_of(rollout).is_some(),
@@ -595,6 +598,7 @@ impl MetricSource for PrometheusSource {
     }
 
     fn validate(&self, rollout: &Rollout) -> Vec<FieldError> {
+        let catalog = self.catalog.snapshot();
         let mut errors = Vec::new();
         for (index, metric) in rollout.spec.analysis.metrics.iter().enumerate() {
             let unhandled_builtin = metric.template_ref.is_none()
@@ -606,15 +610,14 @@ impl MetricSource for PrometheusSource {
                 continue;
             }
             if let Some(reference) = &metric.template_ref
-                && self
-                    .catalog
+                && catalog
                     .metric_template(reference, rollout.metadata.namespace_or_default())
                     .is_none()
             {
                 // An unknown template is reported by the catalog's own check.
                 continue;
             }
-            if let Err(reason) = self.plan(rollout, metric) {
+            if let Err(reason) = self.plan(&catalog, rollout, metric) {
                 let field = if metric.template_ref.is_some() {
                     "templateRef"
                 } else if metric.query.is_some() {
@@ -644,7 +647,7 @@ impl MetricSource for PrometheusSource {
                 value,
                 message,
             };
-            let plan = match self.plan(rollout, metric) {
+            let plan = match self.plan(&self.catalog.snapshot(), rollout, metric) {
                 Ok(plan) => plan,
                 Err(reason) => return result(CheckOutcome::NoData, None, reason),
             };
@@ -773,9 +776,13 @@ spec:
             }
         }
         let rollout = rollout.unwrap();
-        let source = PrometheusSource::new(Arc::new(catalog), None);
+        let source = PrometheusSource::new(catalog, None);
         let plan = source
-            .plan(&rollout, &rollout.spec.analysis.metrics[0])
+            .plan(
+                &source.catalog.snapshot(),
+                &rollout,
+                &rollout.spec.analysis.metrics[0],
+            )
             .unwrap();
         // The Secret's address wins over the template's, as in Flagger.
         assert_eq!(

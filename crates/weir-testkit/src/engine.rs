@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
-use weir_core::catalog::Catalog;
+use weir_core::catalog::SharedCatalog;
 use weir_engine::{Engine, Providers};
 use weir_local::LocalTargets;
 use weir_store::{RolloutKey, Store};
@@ -15,10 +15,12 @@ use crate::wait::wait_for;
 /// The providers of local rollouts in a test: `targets`, judged by their routers' counters,
 /// webhooks over HTTP signed with `catalog`'s secrets, and notifications to its alert providers.
 /// (`weir` adds Prometheus in front; the tests of that live with weir-prometheus and weir.)
-pub fn local_providers(targets: &LocalTargets, catalog: Arc<Catalog>) -> Providers {
+/// All of them share the one catalog, so a change to it is seen by every one.
+pub fn local_providers(targets: &LocalTargets, catalog: impl Into<SharedCatalog>) -> Providers {
+    let catalog: SharedCatalog = catalog.into();
     targets.add_to(Providers::new(
-        Arc::clone(&catalog),
-        Arc::new(weir_webhooks::HttpHookRunner::new(Arc::clone(&catalog))),
+        catalog.clone(),
+        Arc::new(weir_webhooks::HttpHookRunner::new(catalog.clone())),
         Arc::new(weir_webhooks::AlertNotifier::new(catalog)),
     ))
 }

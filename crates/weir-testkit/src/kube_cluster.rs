@@ -244,9 +244,9 @@ impl Cluster {
         cluster
     }
 
-    /// Installs Flagger's `canaries.flagger.app` CRD: Flagger's own (from the corpus, with its
-    /// strict status schema) when the corpus is there, else a stand-in that keeps any fields.
-    /// Returns which one.
+    /// Installs Flagger's CRDs (`canaries`, `metrictemplates` and `alertproviders.flagger.app`):
+    /// Flagger's own (from the corpus, with its strict status schema) when the corpus is there,
+    /// else stand-ins that keep any fields. Returns which.
     pub fn install_flagger_crd(&self) -> &'static str {
         if let Some(dir) = crate::fixtures::compat_dir() {
             let crds = dir.join("crd.yaml");
@@ -254,11 +254,17 @@ impl Cluster {
             assert!(applied.status.success(), "{}", text(&applied.stderr));
             return "Flagger's own CRDs";
         }
-        let mut crd = router_crd("flagger.app", "Canary", "canaries");
-        crd["spec"]["versions"][0]["name"] = json!("v1beta1");
-        crd["spec"]["versions"][0]["subresources"] = json!({"status": {}});
-        self.server.create(crd).unwrap();
-        "a stand-in Canary CRD (no corpus)"
+        for (kind, plural) in [
+            ("Canary", "canaries"),
+            ("MetricTemplate", "metrictemplates"),
+            ("AlertProvider", "alertproviders"),
+        ] {
+            let mut crd = router_crd("flagger.app", kind, plural);
+            crd["spec"]["versions"][0]["name"] = json!("v1beta1");
+            crd["spec"]["versions"][0]["subresources"] = json!({"status": {}});
+            self.server.create(crd).unwrap();
+        }
+        "stand-in Canary, MetricTemplate and AlertProvider CRDs (no corpus)"
     }
 
     /// The real kubectl against this cluster.

@@ -20,13 +20,12 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use hmac::{Hmac, KeyInit, Mac};
 use serde::Serialize;
 use sha2::Sha256;
-use weir_core::catalog::Catalog;
+use weir_core::catalog::SharedCatalog;
 use weir_core::machine::Notification;
 use weir_core::model::{
     Event, HMAC_SECRET_KEY, HookResult, HookType, MAX_WEBHOOK_RETRIES, Phase, RolloutStatus,
@@ -60,7 +59,7 @@ const MAX_MESSAGE_CHARS: usize = 300;
 #[derive(Clone)]
 pub struct HttpHookRunner {
     client: HttpClient,
-    catalog: Arc<Catalog>,
+    catalog: SharedCatalog,
     backoff: Backoff,
     clock: SharedClock,
 }
@@ -69,17 +68,17 @@ impl Default for HttpHookRunner {
     /// A runner without secrets: hooks with a `secretRef` fail (apply-time validation refuses
     /// them where a catalog is known).
     fn default() -> Self {
-        HttpHookRunner::new(Arc::default())
+        HttpHookRunner::new(SharedCatalog::default())
     }
 }
 
 impl HttpHookRunner {
     /// A runner that signs with the secrets of `catalog` (a hook's `secretRef` names one; its
     /// namespace defaults to the rollout's).
-    pub fn new(catalog: Arc<Catalog>) -> Self {
+    pub fn new(catalog: impl Into<SharedCatalog>) -> Self {
         HttpHookRunner {
             client: HttpClient::default(),
-            catalog,
+            catalog: catalog.into(),
             backoff: Backoff::default(),
             clock: SystemClock::shared(),
         }
@@ -99,22 +98,20 @@ impl HttpHookRunner {
     }
 
     /// The signing key of `hook`, when it has a `secretRef`; an error names what is missing.
-    fn signing_key(&self, key: &RolloutKey, hook: &Webhook) -> Result<Option<&str>, String> {
+    fn signing_key(&self, key: &RolloutKey, hook: &Webhook) -> Result<Option<String>, String> {
         let Some(reference) = &hook.secret_ref else {
             return Ok(None);
         };
+        let catalog = self.catalog.snapshot();
         let namespace = reference.namespace.as_deref().unwrap_or(&key.namespace);
-        let secret = self
-            .catalog
-            .secret(reference, &key.namespace)
-            .ok_or_else(|| {
-                format!(
-                    "not called: its secretRef names Secret {namespace}/{}, which is not loaded",
-                    reference.name
-                )
-            })?;
+        let secret = catalog.secret(reference, &key.namespace).ok_or_else(|| {
+            format!(
+                "not called: its secretRef names Secret {namespace}/{}, which is not loaded",
+                reference.name
+            )
+        })?;
         match secret.get(HMAC_SECRET_KEY) {
-            Some(value) if !value.is_empty() => Ok(Some(value)),
+            Some(value) if !value.is_empty() => Ok(Some(value.to_string())),
             _ => Err(format!(
                 "not called: Secret {namespace}/{} has no `{HMAC_SECRET_KEY}` key",
                 reference.name

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use weir_core::catalog::Catalog;
+use weir_core::catalog::{Catalog, SharedCatalog};
 use weir_core::machine::Notification;
 use weir_core::model::{
     AlertProvider, AlertProviderType, CheckOutcome, Evidence, Rollout, Severity,
@@ -64,7 +64,7 @@ impl Default for RetryPolicy {
 /// service, with retries (see the [module documentation](self) for the delivery guarantee).
 #[derive(Clone)]
 pub struct AlertNotifier {
-    catalog: Arc<Catalog>,
+    catalog: SharedCatalog,
     client: HttpClient,
     retry: RetryPolicy,
     acknowledged: Arc<Mutex<Acknowledged>>,
@@ -73,18 +73,18 @@ pub struct AlertNotifier {
 impl AlertNotifier {
     /// A notifier resolving providers in `catalog`, with a fresh HTTP client and the default
     /// [`RetryPolicy`].
-    pub fn new(catalog: Arc<Catalog>) -> AlertNotifier {
+    pub fn new(catalog: impl Into<SharedCatalog>) -> AlertNotifier {
         AlertNotifier::with_options(catalog, HttpClient::default(), RetryPolicy::default())
     }
 
     /// A notifier with a given HTTP client (to share its connection pool) and retry policy.
     pub fn with_options(
-        catalog: Arc<Catalog>,
+        catalog: impl Into<SharedCatalog>,
         client: HttpClient,
         retry: RetryPolicy,
     ) -> AlertNotifier {
         AlertNotifier {
-            catalog,
+            catalog: catalog.into(),
             client,
             retry,
             acknowledged: Arc::new(Mutex::new(Acknowledged::default())),
@@ -98,6 +98,7 @@ impl AlertNotifier {
         rollout: &Rollout,
         severity: Severity,
     ) -> (Vec<Destination>, Vec<String>) {
+        let catalog = self.catalog.snapshot();
         let namespace = rollout.metadata.namespace_or_default();
         let mut destinations: Vec<Destination> = Vec::new();
         let mut unresolved = Vec::new();
@@ -108,14 +109,14 @@ impl AlertNotifier {
             }
             let reference = &alert.provider_ref;
             let provider_namespace = reference.namespace.as_deref().unwrap_or(namespace);
-            let Some(provider) = self.catalog.alert_provider(reference, namespace) else {
+            let Some(provider) = catalog.alert_provider(reference, namespace) else {
                 unresolved.push(format!(
                     "alert {:?}: no AlertProvider {provider_namespace}/{} is loaded",
                     alert.name, reference.name
                 ));
                 continue;
             };
-            let Some(mut url) = self.address(provider) else {
+            let Some(mut url) = Self::address(&catalog, provider) else {
                 unresolved.push(format!(
                     "alert {:?}: AlertProvider {provider_namespace}/{} has no address",
                     alert.name, reference.name
@@ -145,9 +146,9 @@ impl AlertNotifier {
 
     /// The provider's URL: its secret's `address` key wins over `spec.address`, as in Flagger,
     /// so a URL kept in a secret overrides a placeholder in the document.
-    fn address(&self, provider: &AlertProvider) -> Option<String> {
+    fn address(catalog: &Catalog, provider: &AlertProvider) -> Option<String> {
         let from_secret = provider.spec.secret_ref.as_ref().and_then(|reference| {
-            self.catalog
+            catalog
                 .secret(reference, provider.metadata.namespace_or_default())
                 .and_then(|secret| secret.get("address"))
         });

@@ -380,7 +380,7 @@ spec:
         metrics: vec![Arc::new(SyntheticMetrics::default())],
         hooks: Arc::new(HttpHookRunner::new(Arc::clone(&catalog))),
         notifier: Arc::new(LogNotifier),
-        catalog,
+        catalog: catalog.into(),
     };
     let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
     let running = Background::start(engine);

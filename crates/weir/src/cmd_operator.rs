@@ -4,6 +4,7 @@
 //! commits.
 
 mod canaries;
+mod catalog;
 mod leading;
 
 use std::collections::HashSet;
@@ -87,6 +88,11 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let canaries = canaries::Canaries::default();
         tokio::spawn(publish(client.clone(), handle.clone(), canaries.clone()));
+        // Templates and providers first, so no rollout is refused for naming one not read yet.
+        catalog::follow(&client, &args.namespace, integrations.catalog.clone(), handle.clone())
+            .await
+            .wait()
+            .await;
         let watching = Watching {
             handle: handle.clone(),
             targets,

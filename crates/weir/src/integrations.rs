@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use weir_core::catalog::Catalog;
+use weir_core::catalog::{Catalog, SharedCatalog};
 use weir_core::document::{self, Document};
 use weir_engine::Providers;
 use weir_local::LocalTargets;
@@ -19,8 +19,9 @@ use weir_webhooks::{AlertNotifier, HttpHookRunner};
 /// and the Prometheus that builtin checks and inline queries go to.
 #[derive(Debug, Clone, Default)]
 pub struct Integrations {
-    /// Metric templates, alert providers and secrets.
-    pub catalog: Arc<Catalog>,
+    /// Metric templates, alert providers and secrets; every provider of
+    /// [`Integrations::shared_providers`] reads this one, so a change is seen by all at once.
+    pub catalog: SharedCatalog,
     /// The Prometheus for builtin checks and inline queries (Flagger's `-metrics-server`);
     /// `None`: local rollouts read their router's counters directly.
     pub metrics_server: Option<String>,
@@ -40,13 +41,13 @@ impl Integrations {
     pub fn shared_providers(&self) -> Providers {
         let catalog = &self.catalog;
         Providers::new(
-            Arc::clone(catalog),
-            Arc::new(HttpHookRunner::new(Arc::clone(catalog))),
-            Arc::new(AlertNotifier::new(Arc::clone(catalog))),
+            catalog.clone(),
+            Arc::new(HttpHookRunner::new(catalog.clone())),
+            Arc::new(AlertNotifier::new(catalog.clone())),
         )
         // Asked first, so a metrics server takes the builtins over from the router's counters.
         .with_metrics(Arc::new(PrometheusSource::new(
-            Arc::clone(catalog),
+            catalog.clone(),
             self.metrics_server.clone(),
         )))
     }
@@ -95,7 +96,7 @@ impl IntegrationArgs {
             catalog.add(document);
         }
         Ok(Integrations {
-            catalog: Arc::new(catalog),
+            catalog: catalog.into(),
             metrics_server: self.prometheus.clone(),
         })
     }
@@ -148,4 +149,55 @@ fn catalog_documents(path: &Path) -> Result<Vec<Document>> {
         }
     }
     Ok(documents)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn load(yaml: &str) -> Document {
+        match document::load(yaml.as_bytes()).remove(0) {
+            Ok(loaded) => loaded.document,
+            Err(refused) => panic!("{refused:?}"),
+        }
+    }
+
+    #[test]
+    fn every_shared_provider_sees_a_change_of_the_catalog_at_once() {
+        let integrations = IntegrationArgs {
+            prometheus: None,
+            catalog: Vec::new(),
+        }
+        .integrations(Vec::new())
+        .unwrap();
+        let providers = integrations.shared_providers();
+        let Document::Rollout(rollout) = load(
+            "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {name: web, namespace: shop}\nspec:\n  target: {kind: flag}\n  plan: {canary: {stepWeight: 10}}\n  analysis:\n    metrics: [{name: errors, templateRef: {name: errors}, thresholdRange: {max: 1}}]\n",
+        ) else {
+            panic!("not a rollout");
+        };
+        let metric = &rollout.spec.analysis.metrics[0];
+        assert_eq!(
+            providers.catalog.snapshot().check_rollout(&rollout).len(),
+            1
+        );
+        assert!(!providers.metrics[0].handles(&rollout, metric));
+
+        let template = load(
+            "apiVersion: flagger.app/v1beta1\nkind: MetricTemplate\nmetadata: {name: errors, namespace: shop}\nspec:\n  provider: {type: prometheus, address: \"http://prom:9090\"}\n  query: sum(x)\n",
+        );
+        integrations.catalog.update(|catalog| {
+            catalog.add(template);
+        });
+        assert!(
+            providers
+                .catalog
+                .snapshot()
+                .check_rollout(&rollout)
+                .is_empty()
+        );
+        assert!(providers.metrics[0].handles(&rollout, metric));
+        assert!(providers.metrics[0].validate(&rollout).is_empty());
+    }
 }

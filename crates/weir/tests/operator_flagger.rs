@@ -136,3 +136,85 @@ fn the_corpus_istio_tutorial_canary_runs_to_promotion() {
         assert!(weights.contains(&weight), "{weights:?}");
     }
 }
+
+/// The `Promoted` condition's message on Canary `podinfo` when weir refused it.
+fn refusal(cluster: &Cluster) -> Option<String> {
+    let condition = &canary_status(cluster)["conditions"][0];
+    (condition["reason"] == "Refused").then(|| {
+        condition["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    })
+}
+
+#[test]
+fn a_canary_naming_a_metric_template_runs_once_the_template_is_applied_and_not_after_it_is_deleted()
+{
+    let cluster = Cluster::new(env!("CARGO_BIN_EXE_weir"));
+    println!("with {}", cluster.install_flagger_crd());
+    let mut canary = json!({
+        "apiVersion": "flagger.app/v1beta1",
+        "kind": "Canary",
+        "metadata": {"name": "podinfo", "namespace": NAMESPACE},
+        "spec": {
+            "provider": "istio",
+            "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
+            "autoscalerRef": {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "name": "podinfo"},
+            "service": {"port": 9898},
+            "analysis": {
+                "interval": "1s", "threshold": 2, "maxWeight": 50, "stepWeight": 10,
+                "metrics": [{"name": "errors", "templateRef": {"name": "error-rate"},
+                    "thresholdRange": {"max": 1}, "interval": "1m"}],
+            },
+        }
+    });
+    cluster.apply(&serde_json::to_string(&canary).unwrap());
+    let operator = cluster.start_operator(&[]);
+
+    // Before the template exists: refused, naming it.
+    let message = wait_until("the Canary refused for its missing template", || {
+        refusal(&cluster)
+    });
+    assert!(
+        message.contains("MetricTemplate") && message.contains("shop/error-rate"),
+        "{message}"
+    );
+    assert_ne!(canary_status(&cluster)["phase"], "Initialized");
+
+    // The template arrives: the refused rollout is applied again, and runs.
+    let template = json!({
+        "apiVersion": "flagger.app/v1beta1",
+        "kind": "MetricTemplate",
+        "metadata": {"name": "error-rate", "namespace": NAMESPACE},
+        "spec": {
+            "provider": {"type": "prometheus", "address": "http://prometheus.monitoring:9090"},
+            "query": "sum(rate(http_requests_total{namespace=\"{{ namespace }}\", status=~\"5.*\"}[{{ interval }}]))",
+        }
+    });
+    cluster.apply(&serde_json::to_string(&template).unwrap());
+    wait_until("the Canary initialised once its template is there", || {
+        (canary_status(&cluster)["phase"] == "Initialized").then_some(())
+    });
+    cluster.wait_initialised();
+
+    // Deleted: the catalog forgets it, so a changed Canary naming it is refused again.
+    cluster
+        .server
+        .delete(
+            "flagger.app/v1beta1",
+            "MetricTemplate",
+            NAMESPACE,
+            "error-rate",
+        )
+        .unwrap();
+    canary["spec"]["analysis"]["stepWeight"] = json!(20);
+    cluster.apply(&serde_json::to_string(&canary).unwrap());
+    let message = wait_until(
+        "the changed Canary refused for its deleted template",
+        || refusal(&cluster),
+    );
+    assert!(message.contains("shop/error-rate"), "{message}");
+    println!("refused after the deletion: {message}");
+    drop(operator);
+}
