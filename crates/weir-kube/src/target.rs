@@ -8,7 +8,7 @@
 //! initialisation and promotion ([`workload`]'s tracked configs). [`KubernetesTargets::revert`]
 //! undoes it all for `revertOnDeletion`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -46,6 +46,11 @@ pub struct KubernetesTargets {
     /// that would be applied unchanged is not sent again (server-side apply would make it a
     /// no-op, but it would still cost a request per step). A reconcile forgets them.
     applied: Arc<Mutex<HashMap<RolloutKey, HashMap<String, Value>>>>,
+    /// The rollouts whose objects this process has applied all again since it started (the
+    /// first reconcile after a start or a takeover: someone may have changed them meanwhile).
+    /// Later reconciles - the retries after a step's effect failed, e.g. a scale-down waiting
+    /// for the primary - only apply what changed, which keeps a step at 3 writes or fewer.
+    refreshed: Arc<Mutex<HashSet<RolloutKey>>>,
     /// Whether this process may still write (it holds the leader lease); `None`: always.
     fence: Option<Fence>,
 }
@@ -57,6 +62,7 @@ impl KubernetesTargets {
             client,
             notes: Arc::default(),
             applied: Arc::default(),
+            refreshed: Arc::default(),
             fence: None,
         }
     }
@@ -803,14 +809,21 @@ impl TargetProvider for KubernetesTargets {
         Box::pin(async move {
             self.check_fence()?;
             let settings = settings(rollout).map_err(unusable)?;
-            // Someone may have changed the objects since: apply them all again.
-            self.applied
+            let full = !self
+                .refreshed
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .remove(key);
+                .contains(key);
+            if full {
+                // Someone may have changed the objects since: apply them all again.
+                self.applied
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(key);
+            }
             let target = self.target(key, &settings).await?;
             let primary = self
-                .ensure_primary_and_services(key, rollout, &settings, &target, true)
+                .ensure_primary_and_services(key, rollout, &settings, &target, full)
                 .await?;
             let route = Route::of(&rollout.spec, status);
             self.apply_route(key, rollout, &settings, &route, status.run)
@@ -827,6 +840,10 @@ impl TargetProvider for KubernetesTargets {
                 }
                 self.scale_target(key, &settings, 0).await?;
             }
+            self.refreshed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key.clone());
             Ok(())
         })
     }
@@ -907,6 +924,10 @@ impl TargetProvider for KubernetesTargets {
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(key);
             self.applied
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(key);
+            self.refreshed
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(key);
