@@ -1,10 +1,11 @@
 //! weir-kube: weir on Kubernetes.
 //!
-//! Today: the `rollouts.weir.dev` CustomResourceDefinition, generated from weir-core's own types
-//! (`crd`), which `weir crds` prints and `deploy/crds.yaml` holds. The `kubernetes` target, its
-//! traffic providers and the operator land here too (issue 11): everything that talks to the
-//! Kubernetes API lives in this crate, and weir-core stays free of it. `leader`: leader election
-//! for `weir operator` replicas through a `coordination.k8s.io/v1` Lease, with fencing.
+//! Everything that talks to the Kubernetes API lives here, and weir-core stays free of it:
+//! `crd` (the `rollouts.weir.dev` CRD generated from weir-core's types, which `weir crds` prints
+//! and `deploy/crds.yaml` holds), `workload` and `routes` (Flagger's objects and the traffic
+//! providers' routes, pure), `target` (the `kubernetes` target that applies them), `store` (the
+//! engine's state in each rollout's status), `flagger` (a Canary as the Rollout it owns, and
+//! Flagger's status shape), `leader` (leader election through a Lease, with fencing).
 
 #![forbid(unsafe_code)]
 

@@ -50,6 +50,22 @@ pub fn rollouts_resource() -> ApiResource {
     )
 }
 
+/// One Api of `resource` per namespace of `namespaces`, or one for every namespace when it is
+/// empty: how the operator's watches and listings cover what it was told to watch.
+pub fn apis(
+    client: &kube::Client,
+    namespaces: &[String],
+    resource: &ApiResource,
+) -> Vec<Api<DynamicObject>> {
+    if namespaces.is_empty() {
+        return vec![Api::all_with(client.clone(), resource)];
+    }
+    namespaces
+        .iter()
+        .map(|namespace| Api::namespaced_with(client.clone(), namespace, resource))
+        .collect()
+}
+
 /// Whether this process may still write (e.g. it holds the leader lease).
 pub type Fence = Arc<dyn Fn() -> bool + Send + Sync>;
 
@@ -475,20 +491,12 @@ impl Store for KubeStore {
     }
 
     async fn load_all(&self) -> Result<Vec<StoredRollout>, StoreError> {
-        let apis: Vec<Api<DynamicObject>> = if self.inner.namespaces.is_empty() {
-            vec![Api::all_with(
-                self.inner.client.clone(),
-                &rollouts_resource(),
-            )]
-        } else {
-            self.inner
-                .namespaces
-                .iter()
-                .map(|namespace| self.api(namespace))
-                .collect()
-        };
         let mut objects = Vec::new();
-        for api in apis {
+        for api in apis(
+            &self.inner.client,
+            &self.inner.namespaces,
+            &rollouts_resource(),
+        ) {
             let listed = api
                 .list(&kube::api::ListParams::default())
                 .await

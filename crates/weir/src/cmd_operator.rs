@@ -22,7 +22,7 @@ use serde_json::json;
 use weir_engine::{Engine, EngineError, EngineHandle, EngineOptions};
 use weir_kube::crd::{GROUP, VERSION};
 use weir_kube::flagger::{CANARY_LABEL, canaries_resource};
-use weir_kube::store::{KubeStore, key_of, read_rollout, rollouts_resource};
+use weir_kube::store::{KubeStore, apis, key_of, read_rollout, rollouts_resource};
 use weir_kube::target::KubernetesTargets;
 use weir_store::RolloutKey;
 
@@ -98,22 +98,10 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
             targets,
             finalizing: Arc::default(),
         };
-        if args.namespace.is_empty() {
-            let api = Api::all_with(client.clone(), &rollouts_resource());
+        for api in apis(&client, &args.namespace, &rollouts_resource()) {
             tokio::spawn(watch_rollouts(api, watching.clone()));
         }
-        for namespace in &args.namespace {
-            let api = Api::namespaced_with(client.clone(), namespace, &rollouts_resource());
-            tokio::spawn(watch_rollouts(api, watching.clone()));
-        }
-        let canary_apis: Vec<Api<DynamicObject>> = if args.namespace.is_empty() {
-            vec![Api::all_with(client.clone(), &canaries_resource())]
-        } else {
-            args.namespace
-                .iter()
-                .map(|namespace| Api::namespaced_with(client.clone(), namespace, &canaries_resource()))
-                .collect()
-        };
+        let canary_apis = apis(&client, &args.namespace, &canaries_resource());
         let flagger = canaries::installed(&canary_apis[0]).await;
         if flagger {
             for api in canary_apis {

@@ -230,13 +230,7 @@ async fn watch(
 impl Following {
     /// One Api per watched namespace (one for all when none is given).
     fn apis(&self, resource: &ApiResource) -> Vec<Api<DynamicObject>> {
-        if self.namespaces.is_empty() {
-            return vec![Api::all_with(self.client.clone(), resource)];
-        }
-        self.namespaces
-            .iter()
-            .map(|namespace| Api::namespaced_with(self.client.clone(), namespace, resource))
-            .collect()
+        weir_kube::store::apis(&self.client, &self.namespaces, resource)
     }
 
     /// Puts `object` into the catalog; a refused one is taken out (and said why). Whether it is
