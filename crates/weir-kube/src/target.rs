@@ -46,10 +46,11 @@ pub struct KubernetesTargets {
     /// that would be applied unchanged is not sent again (server-side apply would make it a
     /// no-op, but it would still cost a request per step). A reconcile forgets them.
     applied: Arc<Mutex<HashMap<RolloutKey, HashMap<String, Value>>>>,
-    /// The rollouts whose objects this process has applied all again since it started (the
-    /// first reconcile after a start or a takeover: someone may have changed them meanwhile).
-    /// Later reconciles - the retries after a step's effect failed, e.g. a scale-down waiting
-    /// for the primary - only apply what changed, which keeps a step at 3 writes or fewer.
+    /// The rollouts whose objects this process keeps current: applied all again by a reconcile
+    /// (the first after a start or a takeover: someone may have changed them meanwhile), or
+    /// written by a route change of this process. Later reconciles - the retries after a step's
+    /// effect failed, e.g. a scale-down waiting for the primary - only apply what changed, which
+    /// keeps a step at 3 writes or fewer.
     refreshed: Arc<Mutex<HashSet<RolloutKey>>>,
     /// Whether this process may still write (it holds the leader lease); `None`: always.
     fence: Option<Fence>,
@@ -72,6 +73,13 @@ impl KubernetesTargets {
     pub fn with_fence(mut self, fence: Fence) -> KubernetesTargets {
         self.fence = Some(fence);
         self
+    }
+
+    fn mark_refreshed(&self, key: &RolloutKey) {
+        self.refreshed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone());
     }
 
     fn check_fence(&self) -> Result<(), ProviderError> {
@@ -840,10 +848,7 @@ impl TargetProvider for KubernetesTargets {
                 }
                 self.scale_target(key, &settings, 0).await?;
             }
-            self.refreshed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(key.clone());
+            self.mark_refreshed(key);
             Ok(())
         })
     }
@@ -887,7 +892,11 @@ impl TargetProvider for KubernetesTargets {
             match effect {
                 Effect::SetRoute(route) => {
                     self.apply_route(key, rollout, &settings, route, status.run)
-                        .await
+                        .await?;
+                    // This process now writes this rollout's objects: its cache is current, and
+                    // a later reconcile need not apply them all again.
+                    self.mark_refreshed(key);
+                    Ok(())
                 }
                 Effect::ScaleCanary(Scale::Up) => {
                     let replicas = match self.primary(key, &settings).await? {
