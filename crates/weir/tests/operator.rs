@@ -517,3 +517,41 @@ fn when_the_leader_is_killed_the_other_replica_takes_over_and_no_step_is_taken_t
         server.write_counts()
     );
 }
+
+#[test]
+fn a_leader_stopped_with_sigterm_hands_the_lease_over_and_exits_cleanly() {
+    let cluster = Cluster::new(env!("CARGO_BIN_EXE_weir"));
+    cluster.apply(&rollout_yaml("{canary: {stepWeights: [50]}}"));
+    let mut leader = cluster.start_operator(&[
+        "--leader-election",
+        "--lease-namespace",
+        NAMESPACE,
+        "--lease-seconds",
+        "30",
+    ]);
+    cluster.wait_initialised();
+    let sent = Command::new("kill")
+        .args(["-TERM", &leader.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = leader.wait();
+    assert!(status.success(), "{status:?}");
+    // Released: another replica need not wait out the 30 s lease.
+    let lease = cluster
+        .server
+        .get(
+            "coordination.k8s.io/v1",
+            "Lease",
+            NAMESPACE,
+            "weir-operator",
+        )
+        .unwrap();
+    assert!(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or("")
+            .is_empty(),
+        "{lease:#}"
+    );
+}

@@ -61,6 +61,8 @@ impl LeaderArgs {
 /// The Lease this replica holds (`None` without `--leader-election`).
 pub(super) struct Leading {
     leadership: Option<Arc<Leadership>>,
+    /// Exits the process when the lease is lost; stopped before a graceful release.
+    on_loss: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Leading {
@@ -72,7 +74,10 @@ impl Leading {
         listener: &tokio::net::TcpListener,
     ) -> Result<Option<Leading>> {
         if !args.leader_election {
-            return Ok(Some(Leading { leadership: None }));
+            return Ok(Some(Leading {
+                leadership: None,
+                on_loss: None,
+            }));
         }
         let config = args.config();
         let leadership = Leadership::start(client.clone(), config.clone())
@@ -103,7 +108,7 @@ impl Leading {
         }
         let leadership = Arc::new(leadership);
         let mut lost = leadership.subscribe();
-        tokio::spawn(async move {
+        let on_loss = tokio::spawn(async move {
             if lost.wait_for(|leads| !*leads).await.is_ok() {
                 eprintln!(
                     "weir operator: no longer the leader: exiting so that this replica restarts as a follower"
@@ -113,6 +118,7 @@ impl Leading {
         });
         Ok(Some(Leading {
             leadership: Some(leadership),
+            on_loss: Some(on_loss),
         }))
     }
 
@@ -124,8 +130,11 @@ impl Leading {
         })
     }
 
-    /// Hands the Lease over at once (after a graceful stop).
+    /// Hands the Lease over at once (after a graceful stop, which then exits with 0).
     pub(super) async fn release(&self) {
+        if let Some(on_loss) = &self.on_loss {
+            on_loss.abort();
+        }
         if let Some(leadership) = &self.leadership
             && let Err(error) = leadership.release().await
         {
