@@ -13,23 +13,8 @@ use weir_core::model::{Rollout, RolloutStatus};
 use weir_engine::TargetProvider;
 use weir_kube::target::{KubernetesTargets, REVISION_ANNOTATION};
 use weir_store::RolloutKey;
-use weir_testkit::kube_cluster::{CREATED_FOR_PODINFO, NAMESPACE, autoscaler};
+use weir_testkit::kube_cluster::{CREATED_FOR_PODINFO, NAMESPACE, autoscaler, router_crd};
 use weir_testkit::kube_server::KubeServer;
-
-fn crd(group: &str, kind: &str, plural: &str) -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.{group}")},
-        "spec": {
-            "group": group,
-            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
-            "scope": "Namespaced",
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
-        }
-    })
-}
 
 /// podinfo reading ConfigMap `podinfo-config` as a volume and an env var, Secret `db` through
 /// envFrom, and an optional ConfigMap `absent` that does not exist.
@@ -102,7 +87,7 @@ async fn set_up() -> Setup {
         ("networking.istio.io", "VirtualService", "virtualservices"),
         ("networking.istio.io", "DestinationRule", "destinationrules"),
     ] {
-        server.create(crd(group, kind, plural)).unwrap();
+        server.create(router_crd(group, kind, plural)).unwrap();
     }
     server
         .create(serde_json::to_value(weir_kube::crd::rollout_crd().unwrap()).unwrap())

@@ -70,6 +70,35 @@ pub fn router_crd(group: &str, kind: &str, plural: &str) -> Value {
     })
 }
 
+/// What the Deployment controller does for `deployment` when nothing runs pods: reports what
+/// its spec asks for as updated and available at once.
+pub fn report_rolled_out(server: &KubeServer, deployment: &Value) {
+    let name = deployment["metadata"]["name"].as_str().unwrap_or_default();
+    let namespace = deployment["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default();
+    let replicas = deployment["spec"]["replicas"].as_i64().unwrap_or(1);
+    let generation = deployment["metadata"]["generation"].as_i64().unwrap_or(1);
+    let status = json!({
+        "observedGeneration": generation,
+        "replicas": replicas,
+        "updatedReplicas": replicas,
+        "readyReplicas": replicas,
+        "availableReplicas": replicas,
+    });
+    if deployment["status"] != status {
+        // A Deployment deleted meanwhile has nothing to report.
+        let _ = server.merge_patch(
+            "apps/v1",
+            "Deployment",
+            namespace,
+            name,
+            &json!({"status": status}),
+            true,
+        );
+    }
+}
+
 /// Plays the Deployment controller: whatever a Deployment's spec asks for is up to date and
 /// available at once.
 pub fn run_deployment_controller(runtime: &tokio::runtime::Runtime, server: &Arc<KubeServer>) {
@@ -77,29 +106,7 @@ pub fn run_deployment_controller(runtime: &tokio::runtime::Runtime, server: &Arc
     runtime.spawn(async move {
         loop {
             for deployment in server.list("apps/v1", "Deployment", NAMESPACE) {
-                let name = deployment["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                let replicas = deployment["spec"]["replicas"].as_i64().unwrap_or(1);
-                let generation = deployment["metadata"]["generation"].as_i64().unwrap_or(1);
-                let status = json!({
-                    "observedGeneration": generation,
-                    "replicas": replicas,
-                    "updatedReplicas": replicas,
-                    "readyReplicas": replicas,
-                    "availableReplicas": replicas,
-                });
-                if deployment["status"] != status {
-                    let _ = server.merge_patch(
-                        "apps/v1",
-                        "Deployment",
-                        NAMESPACE,
-                        &name,
-                        &json!({"status": status}),
-                        true,
-                    );
-                }
+                report_rolled_out(&server, &deployment);
             }
             // A controller's resync period, not a synchronisation: the test waits on conditions.
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::fixtures::TempDb;
-use crate::kube_cluster::{kubectl, router_crd, text};
+use crate::kube_cluster::{kubectl, report_rolled_out, router_crd, text};
 use crate::kube_server::KubeServer;
 use crate::metrics::Exposition;
 use crate::process::Weir;
@@ -453,26 +453,7 @@ fn deployment_controller(server: Arc<KubeServer>, stop: Arc<AtomicBool>) {
         let now = server.resource_version();
         if now != seen {
             for deployment in server.list_changed_since("apps/v1", "Deployment", NAMESPACE, seen) {
-                let name = deployment["metadata"]["name"].as_str().unwrap_or_default();
-                let replicas = deployment["spec"]["replicas"].as_i64().unwrap_or(1);
-                let generation = deployment["metadata"]["generation"].as_i64().unwrap_or(1);
-                let status = json!({
-                    "observedGeneration": generation,
-                    "replicas": replicas,
-                    "updatedReplicas": replicas,
-                    "readyReplicas": replicas,
-                    "availableReplicas": replicas,
-                });
-                if deployment["status"] != status {
-                    let _ = server.merge_patch(
-                        "apps/v1",
-                        "Deployment",
-                        NAMESPACE,
-                        name,
-                        &json!({"status": status}),
-                        true,
-                    );
-                }
+                report_rolled_out(&server, &deployment);
             }
             seen = now;
         }
