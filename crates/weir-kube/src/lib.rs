@@ -5,7 +5,9 @@
 //! and `deploy/crds.yaml` holds), `workload` and `routes` (Flagger's objects and the traffic
 //! providers' routes, pure), `target` (the `kubernetes` target that applies them), `store` (the
 //! engine's state in each rollout's status), `flagger` (a Canary as the Rollout it owns, and
-//! Flagger's status shape), `leader` (leader election through a Lease, with fencing).
+//! Flagger's status shape), `leader` (leader election through a Lease, with fencing),
+//! `status_to` (a rollout's status written onto an object the user names, e.g. an OAM
+//! Application).
 
 #![forbid(unsafe_code)]
 
@@ -13,6 +15,7 @@ pub mod crd;
 pub mod flagger;
 pub mod leader;
 pub mod routes;
+pub mod status_to;
 pub mod store;
 pub mod target;
 pub mod workload;

@@ -135,6 +135,45 @@ pub fn objects(
     }
 }
 
+/// Trims a route's objects for the modes whose canary has no Service between runs (`managed`)
+/// or may be the primary's own Service (`revisions` after a promotion): a destination of the
+/// canary with weight 0 is dropped (Istio `route`, Gateway API `backendRefs`, SMI `backends`),
+/// and so are DestinationRules when there is no traffic policy for them to carry.
+pub fn trim(objects: &mut Vec<Value>, names: &Names, service: &KubernetesService) {
+    if service.traffic_policy.is_none() {
+        objects.retain(|object| object["kind"] != "DestinationRule");
+    }
+    let idle_canary = |entry: &Value| {
+        let host = entry["destination"]["host"]
+            .as_str()
+            .or_else(|| entry["name"].as_str())
+            .or_else(|| entry["service"].as_str());
+        host == Some(names.canary.as_str()) && entry["weight"].as_i64() == Some(0)
+    };
+    let keep_busy = |list: Option<&mut Value>| {
+        if let Some(entries) = list.and_then(Value::as_array_mut) {
+            entries.retain(|entry| !idle_canary(entry));
+        }
+    };
+    for object in objects.iter_mut() {
+        let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        keep_busy(spec.get_mut("backends"));
+        for rules in ["http", "rules"] {
+            for rule in spec
+                .get_mut(rules)
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                keep_busy(rule.get_mut("route"));
+                keep_busy(rule.get_mut("backendRefs"));
+            }
+        }
+    }
+}
+
 fn metadata(name: &str, names: &Names, owner: &Value) -> Value {
     json!({"name": name, "namespace": names.namespace, "ownerReferences": [owner]})
 }

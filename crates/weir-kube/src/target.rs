@@ -21,9 +21,12 @@ use kube::api::{
 use serde_json::{Value, json};
 use weir_core::FieldError;
 use weir_core::machine::{Effect, Route, Scale};
-use weir_core::model::{KubernetesTarget, Rollout, RolloutStatus, TargetKind};
+use weir_core::model::{KubernetesMode, KubernetesTarget, Rollout, RolloutStatus, TargetKind};
 use weir_engine::{BoxFuture, ProviderError, Providers, TargetObservation, TargetProvider};
 use weir_store::RolloutKey;
+
+mod managed;
+mod revisions;
 
 use crate::routes::{self, Names, Provider};
 use crate::store::Fence;
@@ -368,36 +371,57 @@ impl KubernetesTargets {
         // The Services' port, which falls back to the target's container port.
         names.port = workload::service_port(&target, &service)
             .map_err(|error| ProviderError::permanent(error.to_string()))?;
-        let objects = routes::objects(settings.provider, &names, &service, route, run, &owner)
-            .map_err(ProviderError::permanent)?;
+        self.apply_route_objects(key, settings, &names, route, run, &owner)
+            .await
+    }
+
+    /// Applies the provider's objects for `route` between the Services `names`
+    /// ([`route_objects`]), noting what the provider adjusted.
+    async fn apply_route_objects(
+        &self,
+        key: &RolloutKey,
+        settings: &Settings<'_>,
+        names: &Names,
+        route: &Route,
+        run: u64,
+        owner: &Value,
+    ) -> Result<(), ProviderError> {
+        let objects = route_objects(settings, names, route, run, owner)?;
         if let Some(adjusted) = objects.adjusted {
             self.note(key, adjusted);
         }
         for object in objects.objects {
-            let (resource, name) = resource_of(&object)?;
-            let id = format!("{}/{name}", resource.kind);
-            let unchanged = self
-                .applied
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get(key)
-                .and_then(|applied| applied.get(&id))
-                == Some(&object);
-            if unchanged {
-                continue;
-            }
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), &key.namespace, &resource);
-            api.patch(&name, &apply_params(), &Patch::Apply(&object))
-                .await
-                .map_err(|error| api_error(&format!("applying {} {name}", resource.kind), error))?;
-            self.applied
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .entry(key.clone())
-                .or_default()
-                .insert(id, object);
+            self.apply_owned(key, object).await?;
         }
+        Ok(())
+    }
+
+    /// Applies `object` (server-side apply, forced) unless this process applied exactly it
+    /// last, and remembers it as applied.
+    async fn apply_owned(&self, key: &RolloutKey, object: Value) -> Result<(), ProviderError> {
+        let (resource, name) = resource_of(&object)?;
+        let id = format!("{}/{name}", resource.kind);
+        let unchanged = self
+            .applied
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .and_then(|applied| applied.get(&id))
+            == Some(&object);
+        if unchanged {
+            return Ok(());
+        }
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &key.namespace, &resource);
+        api.patch(&name, &apply_params(), &Patch::Apply(&object))
+            .await
+            .map_err(|error| api_error(&format!("applying {} {name}", resource.kind), error))?;
+        self.applied
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key.clone())
+            .or_default()
+            .insert(id, object);
         Ok(())
     }
 
@@ -447,8 +471,18 @@ impl KubernetesTargets {
     /// nothing is left without pods: call it again (a finalizer's requeue) until it answers
     /// `Ok`. Idempotent: what is already gone (404) is fine. A target Deployment that no longer
     /// exists is not restored; the rest is still deleted.
+    ///
+    /// In mode `managed` nothing is undone (deleting the rollout collects what it owns); in mode
+    /// `revisions` see [`KubernetesTargets::revisions_revert`].
     pub async fn revert(&self, key: &RolloutKey, rollout: &Rollout) -> Result<(), ProviderError> {
         let settings = settings(rollout).map_err(unusable)?;
+        match settings.mode {
+            KubernetesMode::Copy => {}
+            KubernetesMode::Managed => return Ok(()),
+            KubernetesMode::Revisions => {
+                return self.revisions_revert(key, rollout, &settings).await;
+            }
+        }
         self.applied
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -639,8 +673,11 @@ impl KubernetesTargets {
 /// A rollout's Kubernetes settings, read once per call.
 struct Settings<'a> {
     kubernetes: &'a KubernetesTarget,
+    /// The workload's name: `targetRef`'s (copy), the component's (revisions), the rollout's
+    /// (managed). It names the apex Service and the route objects.
     target_name: &'a str,
     provider: Provider,
+    mode: KubernetesMode,
 }
 
 impl Settings<'_> {
@@ -675,8 +712,14 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
         )]);
     };
     let mut errors = Vec::new();
-    let target_name = match &kubernetes.target_ref {
-        Some(reference) => {
+    let mode = kubernetes.mode();
+    let target_name = match (mode, &kubernetes.target_ref) {
+        (KubernetesMode::Revisions, _) => kubernetes
+            .component
+            .as_deref()
+            .unwrap_or(rollout.metadata.name.as_str()),
+        (KubernetesMode::Managed, _) => rollout.metadata.name.as_str(),
+        (KubernetesMode::Copy, Some(reference)) => {
             if reference
                 .kind
                 .as_deref()
@@ -690,7 +733,7 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
             }
             reference.name.as_str()
         }
-        None => {
+        (KubernetesMode::Copy, None) => {
             errors.push(FieldError::missing(
                 "spec.target.targetRef",
                 "the Deployment to roll out: {apiVersion: apps/v1, kind: Deployment, name: NAME}",
@@ -722,10 +765,31 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
             kubernetes,
             target_name,
             provider,
+            mode,
         })
     } else {
         Err(errors)
     }
+}
+
+/// The provider's objects for `route` between the Services `names`. In the modes other than
+/// `copy` they are trimmed to what the route needs ([`routes::trim`]): no destination for a
+/// canary without traffic (between runs it has no Service), no DestinationRule without a
+/// traffic policy.
+fn route_objects(
+    settings: &Settings<'_>,
+    names: &Names,
+    route: &Route,
+    run: u64,
+    owner: &Value,
+) -> Result<routes::RouteObjects, ProviderError> {
+    let service = settings.kubernetes.service.clone().unwrap_or_default();
+    let mut objects = routes::objects(settings.provider, names, &service, route, run, owner)
+        .map_err(ProviderError::permanent)?;
+    if settings.mode != KubernetesMode::Copy {
+        routes::trim(&mut objects.objects, names, &service);
+    }
+    Ok(objects)
 }
 
 fn unusable(errors: Vec<FieldError>) -> ProviderError {
@@ -829,6 +893,21 @@ impl TargetProvider for KubernetesTargets {
                     .unwrap_or_else(PoisonError::into_inner)
                     .remove(key);
             }
+            match settings.mode {
+                KubernetesMode::Copy => {}
+                KubernetesMode::Managed => {
+                    self.managed_reconcile(key, rollout, &settings, status)
+                        .await?;
+                    self.mark_refreshed(key);
+                    return Ok(());
+                }
+                KubernetesMode::Revisions => {
+                    self.revisions_reconcile(key, rollout, &settings, status)
+                        .await?;
+                    self.mark_refreshed(key);
+                    return Ok(());
+                }
+            }
             let target = self.target(key, &settings).await?;
             let primary = self
                 .ensure_primary_and_services(key, rollout, &settings, &target, full)
@@ -857,10 +936,21 @@ impl TargetProvider for KubernetesTargets {
         &'a self,
         key: &'a RolloutKey,
         rollout: &'a Rollout,
-        _status: &'a RolloutStatus,
+        status: &'a RolloutStatus,
     ) -> BoxFuture<'a, Result<TargetObservation, ProviderError>> {
         Box::pin(async move {
             let settings = settings(rollout).map_err(unusable)?;
+            match settings.mode {
+                KubernetesMode::Copy => {}
+                KubernetesMode::Managed => {
+                    return self.managed_observe(key, rollout, &settings, status).await;
+                }
+                KubernetesMode::Revisions => {
+                    return self
+                        .revisions_observe(key, rollout, &settings, status)
+                        .await;
+                }
+            }
             let target = self.target(key, &settings).await?;
             let configs = self.tracked_configs(&key.namespace, &target).await?;
             let primary = self.primary(key, &settings).await?;
@@ -889,6 +979,25 @@ impl TargetProvider for KubernetesTargets {
         Box::pin(async move {
             self.check_fence()?;
             let settings = settings(rollout).map_err(unusable)?;
+            match settings.mode {
+                KubernetesMode::Copy => {}
+                KubernetesMode::Managed => {
+                    self.managed_apply(key, rollout, &settings, status, effect)
+                        .await?;
+                    if matches!(effect, Effect::SetRoute(_)) {
+                        self.mark_refreshed(key);
+                    }
+                    return Ok(());
+                }
+                KubernetesMode::Revisions => {
+                    self.revisions_apply(key, rollout, &settings, status, effect)
+                        .await?;
+                    if matches!(effect, Effect::SetRoute(_)) {
+                        self.mark_refreshed(key);
+                    }
+                    return Ok(());
+                }
+            }
             match effect {
                 Effect::SetRoute(route) => {
                     self.apply_route(key, rollout, &settings, route, status.run)

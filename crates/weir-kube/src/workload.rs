@@ -70,7 +70,12 @@ pub fn selector_label(target: &Deployment) -> Result<(String, String), WorkloadE
 /// the hash is the pod template's alone, as before config tracking, so that a weir upgrade does
 /// not make every untracked rollout's revision new.
 pub fn revision(target: &Deployment, configs: &TrackedConfigs) -> String {
-    let template = serde_json::to_value(&target.spec.template).unwrap_or(Value::Null);
+    template_revision(&target.spec.template, configs)
+}
+
+/// The revision of a pod template and the tracked configs its pods read (see [`revision`]).
+pub fn template_revision(template: &PodTemplateSpec, configs: &TrackedConfigs) -> String {
+    let template = serde_json::to_value(template).unwrap_or(Value::Null);
     if configs.is_empty() {
         return weir_core::revision::of_definition(&template);
     }
@@ -163,29 +168,11 @@ pub fn services(
     let ports = ports(target, service)?;
     let primary_pods = BTreeMap::from([(key.clone(), format!("{value}{PRIMARY_SUFFIX}"))]);
     let canary_pods = BTreeMap::from([(key, value)]);
-    let make = |name: String,
-                selector: BTreeMap<String, String>,
-                extra: Option<&ObjectMetadata>| Service {
-        metadata: ObjectMeta {
-            name: Some(name),
-            namespace: target.metadata.namespace.clone(),
-            labels: extra
-                .map(|extra| extra.labels.clone())
-                .filter(|labels| !labels.is_empty()),
-            annotations: extra
-                .map(|extra| extra.annotations.clone())
-                .filter(|annotations| !annotations.is_empty()),
-            owner_references: Some(vec![owner.clone()]),
-            ..ObjectMeta::default()
-        },
-        spec: Some(ServiceSpec {
-            type_: Some("ClusterIP".into()),
-            selector: Some(selector),
-            ports: Some(ports.clone()),
-            ..ServiceSpec::default()
-        }),
-        status: None,
-    };
+    let namespace = target.metadata.namespace.as_deref();
+    let make =
+        |name: String, selector: BTreeMap<String, String>, extra: Option<&ObjectMetadata>| {
+            service_object(name, namespace, selector, ports.clone(), extra, owner)
+        };
     Ok([
         make(apex.clone(), primary_pods.clone(), service.apex.as_ref()),
         make(
@@ -201,6 +188,39 @@ pub fn services(
     ])
 }
 
+/// A ClusterIP Service `name` selecting `selector` on `ports`, with the extra labels and
+/// annotations of `extra`, owned by `owner`.
+pub fn service_object(
+    name: String,
+    namespace: Option<&str>,
+    selector: BTreeMap<String, String>,
+    ports: Vec<ServicePort>,
+    extra: Option<&ObjectMetadata>,
+    owner: &OwnerReference,
+) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: namespace.map(str::to_string),
+            labels: extra
+                .map(|extra| extra.labels.clone())
+                .filter(|labels| !labels.is_empty()),
+            annotations: extra
+                .map(|extra| extra.annotations.clone())
+                .filter(|annotations| !annotations.is_empty()),
+            owner_references: Some(vec![owner.clone()]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".into()),
+            selector: Some(selector),
+            ports: Some(ports),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
 /// The port the Services expose, which the traffic providers' routes must name:
 /// `spec.target.service.port`, else the target's first container port.
 pub fn service_port(
@@ -212,7 +232,7 @@ pub fn service_port(
 
 /// The Services' ports: `port` (named `portName`, default `http`) to `targetPort` (default: the
 /// same port), and with `portDiscovery` every other named or numbered container port too.
-fn ports(
+pub fn ports(
     target: &Deployment,
     service: &KubernetesService,
 ) -> Result<Vec<ServicePort>, WorkloadError> {

@@ -1262,8 +1262,9 @@ const USED: &[(&str, &str, &[&str])] = &[
     ("flagger.app", "canaries/finalizers", &["update"]),
     ("flagger.app", "metrictemplates", &["get", "list", "watch"]),
     ("flagger.app", "alertproviders", &["get", "list", "watch"]),
-    ("apps", "deployments", &["get", "create", "patch", "delete"]),
-    ("", "services", &["get", "create", "patch", "delete"]),
+    // Mode revisions lists a component's Deployments (and its Services when reverting).
+    ("apps", "deployments", &["get", "list", "create", "patch", "delete"]),
+    ("", "services", &["get", "list", "create", "patch", "delete"]),
     (
         "autoscaling",
         "horizontalpodautoscalers",
@@ -1272,6 +1273,9 @@ const USED: &[(&str, &str, &[&str])] = &[
     ("", "configmaps", &["get", "create", "patch", "delete"]),
     ("", "secrets", &["get", "create", "patch", "delete"]),
     ("", "events", &["create"]),
+    // spec.target.statusTo onto an OAM Application.
+    ("core.oam.dev", "applications", &["get", "patch"]),
+    ("core.oam.dev", "applications/status", &["patch"]),
 ];
 
 fn expand(table: &[(&str, &str, &[&str])]) -> BTreeSet<Grant> {
@@ -1342,7 +1346,8 @@ fn deploy_rbac_grants_exactly_what_the_operator_uses() {
     let granted = rights.cluster.expect("a ClusterRole in deploy/rbac.yaml");
     let mut wanted = expand(USED);
     for (group, resource) in route_resources() {
-        for verb in ["create", "patch", "delete"] {
+        // `get`: mode managed reads them back to find changes made by hand.
+        for verb in ["get", "create", "patch", "delete"] {
             wanted.insert((group.clone(), resource.clone(), verb.to_string()));
         }
     }

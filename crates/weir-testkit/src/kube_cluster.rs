@@ -3,6 +3,7 @@
 //! with its HorizontalPodAutoscaler, and this module playing the Deployment controller. Tests
 //! start `weir operator` (one or several) against it and drive it as a user would.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
@@ -130,6 +131,34 @@ pub fn canary_weight(server: &KubeServer) -> Option<i64> {
         .as_i64()
 }
 
+/// The weights of VirtualService `podinfo`'s default route (the last), by destination host.
+pub fn route_weights(server: &KubeServer) -> BTreeMap<String, i64> {
+    let Some(service) = server.get(
+        "networking.istio.io/v1",
+        "VirtualService",
+        NAMESPACE,
+        "podinfo",
+    ) else {
+        return BTreeMap::new();
+    };
+    service["spec"]["http"]
+        .as_array()
+        .and_then(|http| http.last())
+        .and_then(|default| default["route"].as_array())
+        .into_iter()
+        .flatten()
+        .map(|route| {
+            (
+                route["destination"]["host"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                route["weight"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect()
+}
+
 /// Rollout `podinfo`'s status (null before it has one).
 pub fn rollout_status(server: &KubeServer) -> Value {
     server
@@ -213,6 +242,17 @@ impl Cluster {
     /// Deployment `podinfo` at podinfo:6.0.0 with 2 replicas and its autoscaler; `binary` is the
     /// weir under test (`env!("CARGO_BIN_EXE_weir")`).
     pub fn new(binary: &str) -> Cluster {
+        let cluster = Cluster::empty(binary);
+        cluster
+            .server
+            .create(deployment("podinfo:6.0.0", 2))
+            .unwrap();
+        cluster.server.create(autoscaler()).unwrap();
+        cluster
+    }
+
+    /// The namespace with the Istio CRDs and weir's CRDs, and no workload yet.
+    pub fn empty(binary: &str) -> Cluster {
         let runtime = runtime();
         let server = Arc::new(runtime.block_on(KubeServer::start()));
         let dir = TempDb::new();
@@ -243,11 +283,6 @@ impl Cluster {
         let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds.yaml");
         let applied = cluster.kubectl(&["apply", "-f", &crds.display().to_string()]);
         assert!(applied.status.success(), "{}", text(&applied.stderr));
-        cluster
-            .server
-            .create(deployment("podinfo:6.0.0", 2))
-            .unwrap();
-        cluster.server.create(autoscaler()).unwrap();
         cluster
     }
 

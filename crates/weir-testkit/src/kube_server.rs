@@ -42,7 +42,9 @@
 //!   goes (DELETED event) when an update removes the last finalizer. Without, it goes at once:
 //!   custom resources answer with the object, built-in kinds with a `Success` Status. Then
 //!   garbage collection: every object whose ownerReferences name only owners that are gone is
-//!   deleted in turn (background). Deleting a namespace deletes what is in it.
+//!   deleted in turn (background); so is an object created with ownerReferences that name
+//!   only owners that are gone (the real collector takes it shortly after its creation).
+//!   Deleting a namespace deletes what is in it.
 //! - **Watch** (`watch=true`): newline-delimited JSON events after `resourceVersion`
 //!   (`ADDED`/`MODIFIED`/`DELETED`; absent or `0`: the current objects as `ADDED` first; with
 //!   `sendInitialEvents=true` a `BOOKMARK` annotated `k8s.io/initial-events-end` after them),

@@ -7,7 +7,7 @@ mod canaries;
 mod catalog;
 mod leading;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -24,7 +24,7 @@ use weir_kube::crd::{GROUP, VERSION};
 use weir_kube::flagger::{CANARY_LABEL, canaries_resource};
 use weir_kube::store::{KubeStore, apis, key_of, read_rollout, rollouts_resource};
 use weir_kube::target::KubernetesTargets;
-use weir_store::RolloutKey;
+use weir_store::{RolloutKey, Store};
 
 /// Arguments of `weir operator`.
 #[derive(Debug, Args)]
@@ -87,7 +87,12 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
         let providers = targets.add_to(integrations.shared_providers());
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let canaries = canaries::Canaries::default();
-        tokio::spawn(publish(client.clone(), handle.clone(), canaries.clone()));
+        tokio::spawn(publish(
+            client.clone(),
+            handle.clone(),
+            canaries.clone(),
+            store.clone(),
+        ));
         // Templates and providers first, so no rollout is refused for naming one not read yet.
         catalog::follow(&client, &args.namespace, integrations.catalog.clone(), handle.clone())
             .await
@@ -318,17 +323,49 @@ async fn apply(api: &Api<DynamicObject>, handle: &EngineHandle, object: &Dynamic
     }
 }
 
-/// Every committed step's events also become Kubernetes Events, and the status of a rollout
-/// that runs a Canary is written onto the Canary (the rollout's own status is written by the
+/// Every committed step's events also become Kubernetes Events, the status of a rollout
+/// that runs a Canary is written onto the Canary, and that of a rollout with
+/// `spec.target.statusTo` onto the object it names (the rollout's own status is written by the
 /// store, in the commit).
-async fn publish(client: kube::Client, handle: EngineHandle, canaries: canaries::Canaries) {
+async fn publish(
+    client: kube::Client,
+    handle: EngineHandle,
+    canaries: canaries::Canaries,
+    store: KubeStore,
+) {
     let mut changes = handle.subscribe();
+    // What was last written to each statusTo object, so unchanged annotations are not rewritten.
+    let mut written: HashMap<RolloutKey, BTreeMap<String, String>> = HashMap::new();
     loop {
         let change = match changes.recv().await {
             Ok(change) => change,
             Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         };
+        if let Some(status) = &change.status
+            && let Ok(Some(stored)) = store.get(&change.key).await
+            && let Some(reference) = stored
+                .rollout
+                .spec
+                .target
+                .kubernetes()
+                .and_then(|kubernetes| kubernetes.status_to.as_ref())
+        {
+            let annotations = weir_kube::status_to::annotations(&change.key, status);
+            if written.get(&change.key) != Some(&annotations) {
+                match weir_kube::status_to::write(&client, &change.key, reference, status).await {
+                    Ok(()) => {
+                        written.insert(change.key.clone(), annotations);
+                    }
+                    Err(error) => eprintln!(
+                        "weir operator: writing the status of {} to {} {}: {error}",
+                        change.key,
+                        reference.kind.as_deref().unwrap_or_default(),
+                        reference.name
+                    ),
+                }
+            }
+        }
         let resource = if canaries.contains(&change.key) {
             if let Some(status) = &change.status {
                 canaries::mirror(&client, &change.key, status).await;

@@ -32,6 +32,18 @@ impl Machine<'_> {
             self.promote("analysis skipped: promoting".into(), Evidence::default());
             return;
         }
+        if self
+            .spec
+            .target
+            .kubernetes()
+            .is_some_and(|kubernetes| kubernetes.skip_canary == Some(true))
+        {
+            self.promote(
+                "spec.target.skipCanary: promoting without analysis".into(),
+                Evidence::default(),
+            );
+            return;
+        }
         let rollback_requests: Vec<HookResult> = observations
             .hooks
             .iter()

@@ -55,12 +55,34 @@ pub struct KubernetesTarget {
     /// The Ingress whose canary annotations carry the traffic (NGINX).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingress_ref: Option<ObjectReference>,
+    /// `mode: revisions`: the component whose revisions are rolled out. Its Deployments are found
+    /// by the label `app.oam.dev/component=COMPONENT` (OAM's) unless `selector` says otherwise;
+    /// it also names the apex Service and the route objects. Default: the rollout's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<String>,
     /// The Prometheus that judges this rollout (overrides the process's default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_server: Option<String>,
+    /// How the workload is rolled out: `copy` (Flagger's way, the default), `revisions` (two
+    /// Deployments of a component, the newest the canary) or `managed` (the rollout carries the
+    /// pod template and weir owns the Deployment, Service and route).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<KubernetesMode>,
     /// Percentage of the primary's pods that must be ready (Flagger's default 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub primary_ready_threshold: Option<u32>,
+    /// `mode: managed`: the primary's replica count (default 1); changing it scales in place,
+    /// with no run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
+    /// `mode: revisions`: the value of the revision label of the revision to roll out (pins the
+    /// canary; default: the newest revision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// `mode: revisions`: the label that tells a component's revisions apart, on the
+    /// Deployments and their pods. Default `app.oam.dev/revision`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_label: Option<String>,
     /// The traffic provider (`istio`, `linkerd`, `nginx`, `gatewayapi:v1`, ...); Istio when
     /// unset, as in Flagger.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -68,15 +90,67 @@ pub struct KubernetesTarget {
     /// The HTTPRoute or Ingress route the provider edits (Gateway API, Traefik, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_ref: Option<ObjectReference>,
+    /// `mode: revisions`: the labels that select the component's Deployments (instead of
+    /// `app.oam.dev/component=COMPONENT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<BTreeMap<String, String>>,
     /// The Services and routing settings, Flagger's `spec.service` shape.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<KubernetesService>,
+    /// `mode: managed`: the next pod template goes live at once, without a canary or analysis;
+    /// weir clears the flag itself once that is done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_canary: Option<bool>,
+    /// `mode: revisions`: an object (e.g. a KubeVela Application) that also gets the rollout's
+    /// status, as a `WeirRollout` condition and `weir.dev/rollout-*` annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_to: Option<ObjectReference>,
     /// The workload rolled out (a Deployment or DaemonSet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_ref: Option<ObjectReference>,
+    /// `mode: managed`: the pod template of the workload (a Kubernetes PodTemplateSpec). A new
+    /// template is a new revision; weir runs it as Deployment `NAME-canary` and, once promoted,
+    /// in Deployment `NAME`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<Value>,
     /// The upstream of an API gateway (Gloo, APISIX).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_ref: Option<ObjectReference>,
+}
+
+/// How a Kubernetes target's workload is rolled out (`spec.target.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum KubernetesMode {
+    /// Flagger's way: the target Deployment is the canary, weir keeps a `-primary` copy.
+    #[default]
+    Copy,
+    /// Two revisions of a component (OAM): the newest revision's Deployment is the canary, the
+    /// revision users are on is the primary; nothing is copied or renamed.
+    Revisions,
+    /// The rollout carries the pod template; weir owns the Deployment, Service and route.
+    Managed,
+}
+
+impl KubernetesMode {
+    /// The modes as written in documents, for error messages.
+    pub const NAMES: &'static str = "copy, revisions, managed";
+
+    /// The name as written in documents.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KubernetesMode::Copy => "copy",
+            KubernetesMode::Revisions => "revisions",
+            KubernetesMode::Managed => "managed",
+        }
+    }
+}
+
+impl KubernetesTarget {
+    /// The mode, `copy` when unset.
+    pub fn mode(&self) -> KubernetesMode {
+        self.mode.unwrap_or_default()
+    }
 }
 
 /// The Services and routes of a Kubernetes target: Flagger's `spec.service`. Nested routing

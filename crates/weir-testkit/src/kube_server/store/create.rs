@@ -129,6 +129,15 @@ impl State {
         if rt.group == CRD_GROUP && rt.plural == CRD_PLURAL {
             self.register_crd(&body);
         }
+        // Created for owners that are gone already: the garbage collector takes it (the real
+        // one shortly after, here at once).
+        if body
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|owners| !owners.is_empty())
+        {
+            self.collect_garbage();
+        }
         Ok(body)
     }
 

@@ -163,7 +163,7 @@ impl State {
     }
 
     /// Background deletion of every object all of whose owners are gone.
-    fn collect_garbage(&mut self) {
+    pub(super) fn collect_garbage(&mut self) {
         let uids = self.uids();
         let orphans: Vec<(ResKey, ObjKey)> = self
             .objects
