@@ -91,6 +91,10 @@ pub struct Refused {
     pub subject: String,
     /// Every problem found.
     pub errors: Vec<FieldError>,
+    /// The document is some other API's object (a Deployment, a Service, ...), not one weir
+    /// misread: a manifest that mixes them with weir's is fine for `weir validate`, which skips
+    /// it, while `weir apply` still refuses it.
+    pub foreign: bool,
 }
 
 /// The result of loading one document of a file.
@@ -105,6 +109,7 @@ pub fn load(bytes: &[u8]) -> Vec<LoadResult> {
     match parse_values(bytes) {
         Ok(values) => values.iter().map(load_value).collect(),
         Err(error) => vec![Err(Refused {
+            foreign: false,
             subject: "document".into(),
             errors: vec![error],
         })],
@@ -149,6 +154,7 @@ pub fn load_value(value: &Value) -> LoadResult {
     let refuse = |errors: Vec<FieldError>| Refused {
         subject: subject.clone(),
         errors,
+        foreign: false,
     };
     let Value::Object(map) = value else {
         return Err(refuse(vec![FieldError::new(
@@ -232,15 +238,25 @@ pub fn load_value(value: &Value) -> LoadResult {
                  and Canary, MetricTemplate or AlertProvider (flagger.app/v1beta1)",
             )]));
         }
-        _ => {
-            return Err(refuse(vec![FieldError::with_value(
-                "apiVersion",
-                quote_or_empty(api_version),
-                format!(
-                    "weir reads {API_VERSION} (Rollout, MetricTemplate, AlertProvider), \
+        (group, _) => {
+            // Another API's object: an apiVersion of another group (`apps/v1`,
+            // `networking.istio.io/v1`) or a core kind other than Secret.
+            // A misspelt weir or Flagger group is not foreign: it is an error.
+            let foreign = !group.is_empty()
+                && !kind.is_empty()
+                && !group.starts_with("weir")
+                && !group.starts_with("flagger");
+            return Err(Refused {
+                foreign,
+                ..refuse(vec![FieldError::with_value(
+                    "apiVersion",
+                    quote_or_empty(api_version),
+                    format!(
+                        "weir reads {API_VERSION} (Rollout, MetricTemplate, AlertProvider), \
                      flagger.app/v1beta1 (Canary, MetricTemplate, AlertProvider) and v1 (Secret)"
-                ),
-            )]));
+                    ),
+                )])
+            });
         }
     };
     let errors = match &document {

@@ -1263,8 +1263,16 @@ const USED: &[(&str, &str, &[&str])] = &[
     ("flagger.app", "metrictemplates", &["get", "list", "watch"]),
     ("flagger.app", "alertproviders", &["get", "list", "watch"]),
     // Mode revisions lists a component's Deployments (and its Services when reverting).
-    ("apps", "deployments", &["get", "list", "create", "patch", "delete"]),
-    ("", "services", &["get", "list", "create", "patch", "delete"]),
+    (
+        "apps",
+        "deployments",
+        &["get", "list", "create", "patch", "delete"],
+    ),
+    (
+        "",
+        "services",
+        &["get", "list", "create", "patch", "delete"],
+    ),
     (
         "autoscaling",
         "horizontalpodautoscalers",

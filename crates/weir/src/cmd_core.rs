@@ -83,6 +83,8 @@ fn print_refusal(file: &Path, refused: &document::Refused) {
 pub fn validate(args: &ValidateArgs) -> Result<ExitCode> {
     let mut invalid = 0usize;
     let mut valid = 0usize;
+    // Other APIs' objects in the same manifests (the Deployments of an example, say).
+    let mut skipped = 0usize;
     // Documents rollouts refer to by name, from every file given, and the rollouts themselves,
     // so references can be checked across files once all are read.
     let mut catalog = weir_core::catalog::Catalog::default();
@@ -123,6 +125,16 @@ pub fn validate(args: &ValidateArgs) -> Result<ExitCode> {
                         rollouts.push((file.clone(), rollout));
                     }
                 }
+                Err(refused) if refused.foreign => {
+                    skipped += 1;
+                    if !args.quiet {
+                        println!(
+                            "{}: {} skipped: not a weir document",
+                            file.display(),
+                            refused.subject
+                        );
+                    }
+                }
                 Err(refused) => {
                     invalid += 1;
                     print_refusal(file, &refused);
@@ -157,7 +169,11 @@ pub fn validate(args: &ValidateArgs) -> Result<ExitCode> {
         }
     }
     if !args.quiet || invalid > 0 {
-        println!("{valid} valid, {invalid} invalid");
+        if skipped > 0 {
+            println!("{valid} valid, {invalid} invalid, {skipped} skipped (not weir's)");
+        } else {
+            println!("{valid} valid, {invalid} invalid");
+        }
     }
     Ok(if invalid == 0 {
         ExitCode::SUCCESS

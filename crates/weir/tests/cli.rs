@@ -49,6 +49,8 @@ fn compat_dir() -> Option<PathBuf> {
 fn validate_accepts_the_examples_and_exits_0() {
     let files: Vec<String> = [
         "canary-kubernetes.yaml",
+        "kubernetes-revisions.yaml",
+        "kubernetes-managed.yaml",
         "steps-with-pauses.yaml",
         "flag-schedule.yaml",
         "prometheus.yaml",
@@ -68,8 +70,15 @@ fn validate_accepts_the_examples_and_exits_0() {
         .lines()
         .filter(|line| line.contains(" is valid"))
         .count();
+    // The revisions example holds the Deployment pair KubeVela would write: not weir's.
     assert!(
-        counted.contains(&format!("{documents} valid, 0 invalid")) && documents >= 6,
+        counted.contains(&format!(
+            "{documents} valid, 0 invalid, 2 skipped (not weir's)"
+        )) && documents >= 8,
+        "{counted}"
+    );
+    assert!(
+        counted.contains("Deployment frontend-v1 skipped: not a weir document"),
         "{counted}"
     );
     // Every reference of the examples resolves within their own files.
@@ -120,6 +129,77 @@ fn validate_reports_every_error_and_exits_1() {
         );
     }
     assert!(text(&output.stdout).contains("1 valid, 1 invalid"));
+}
+
+#[test]
+#[allow(clippy::expect_used)]
+fn validate_names_each_kubernetes_mode_setting_error_by_its_path() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("modes.yaml");
+    let rollout = |name: &str, target: &str| {
+        format!(
+            "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: {name}, namespace: shop}}\nspec:\n  target: {target}\n  plan: {{canary: {{stepWeight: 10}}}}\n"
+        )
+    };
+    let documents = [
+        rollout("a", "{kind: kubernetes, mode: managed, replicas: 2}"),
+        rollout(
+            "b",
+            "{kind: kubernetes, mode: revisions, statusTo: {name: shop}}",
+        ),
+        rollout(
+            "c",
+            "{kind: kubernetes, targetRef: {name: web}, skipCanary: true, template: {spec: {containers: [{name: web, image: web:1}]}}}",
+        ),
+        rollout(
+            "d",
+            "{kind: kubernetes, mode: managed, targetRef: {name: web}, template: {metadata: {labels: {weir.dev/track: x}}, spec: {containers: [{name: web}]}}}",
+        ),
+        rollout(
+            "e",
+            "{kind: kubernetes, mode: clone, targetRef: {name: web}}",
+        ),
+        rollout("f", "{kind: kubernetes, mode: revisions, selector: {}}"),
+    ];
+    std::fs::write(&file, documents.join("---\n")).expect("the file is written");
+    let output = weir(&["validate", &file.display().to_string()]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    for (path, says) in [
+        (
+            "spec.target.template",
+            "mode managed needs the pod template",
+        ),
+        (
+            "spec.target.component",
+            "mode revisions needs the component",
+        ),
+        ("spec.target.statusTo.apiVersion", "is required but missing"),
+        ("spec.target.statusTo.kind", "is required but missing"),
+        (
+            "spec.target.skipCanary",
+            "is a setting of mode managed only",
+        ),
+        ("spec.target.targetRef", "is a setting of mode copy only"),
+        (
+            "spec.target.template.spec.containers[0].image",
+            "is required",
+        ),
+        (
+            "spec.target.template.metadata.labels",
+            "weir.dev/* are weir's own",
+        ),
+        ("spec.target.mode", "`copy`, `revisions`, `managed`"),
+        ("spec.target.selector", "must name at least one label"),
+    ] {
+        assert!(
+            stderr
+                .lines()
+                .any(|line| line.starts_with(&format!("  - {path}: ")) && line.contains(says)),
+            "{path} ({says}) missing from:\n{stderr}"
+        );
+    }
+    assert!(text(&output.stdout).contains("0 valid, 6 invalid"));
 }
 
 #[test]

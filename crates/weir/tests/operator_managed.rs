@@ -214,3 +214,80 @@ fn a_managed_rollout_owns_its_objects_runs_only_for_new_templates_and_reverts_ha
         objects(server),
     );
 }
+
+#[test]
+fn a_config_map_the_template_reads_is_part_of_the_revision_and_copied_for_the_primary() {
+    let cluster = Cluster::empty(env!("CARGO_BIN_EXE_weir"));
+    let server = &cluster.server;
+    server
+        .create(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "podinfo-config", "namespace": NAMESPACE},
+            "data": {"color": "blue"},
+        }))
+        .unwrap();
+    let reading_config = rollout("podinfo:6.0.0", 2, "").replace(
+        "ports: [",
+        "envFrom: [{configMapRef: {name: podinfo-config}}]\n            ports: [",
+    );
+    cluster.apply(&reading_config);
+    let _operator = cluster.start_operator(&[]);
+    let copy = |server: &KubeServer| {
+        server
+            .get("v1", "ConfigMap", NAMESPACE, "podinfo-config-primary")
+            .map(|config| config["data"]["color"].clone())
+    };
+    wait_until("initialised, the primary reading its copy", || {
+        (rollout_status(server)["phase"] == "Initialized"
+            && copy(server) == Some(Value::from("blue")))
+        .then_some(())
+    });
+    let primary = server
+        .get("apps/v1", "Deployment", NAMESPACE, "podinfo")
+        .unwrap();
+    assert_eq!(
+        primary["spec"]["template"]["spec"]["containers"][0]["envFrom"][0]["configMapRef"]["name"],
+        "podinfo-config-primary"
+    );
+    let runs = run_of(server);
+
+    // Only the ConfigMap changes: a new revision, judged on the canary (which reads the
+    // ConfigMap itself) while the primary keeps its copy of the old data.
+    server
+        .merge_patch(
+            "v1",
+            "ConfigMap",
+            NAMESPACE,
+            "podinfo-config",
+            &serde_json::json!({"data": {"color": "green"}}),
+            false,
+        )
+        .unwrap();
+    let mut canary_reads = None;
+    let mut primary_during_run = BTreeSet::new();
+    wait_until("the new config promoted", || {
+        if let Some(canary) = server.get("apps/v1", "Deployment", NAMESPACE, "podinfo-canary") {
+            canary_reads = canary["spec"]["template"]["spec"]["containers"][0]["envFrom"][0]
+                ["configMapRef"]["name"]
+                .as_str()
+                .map(str::to_string);
+            if let Some(color) = copy(server) {
+                primary_during_run.insert(color.to_string());
+            }
+        }
+        let status = rollout_status(server);
+        (status["phase"] == "Succeeded" && status["run"].as_u64() == Some(runs + 1)).then_some(())
+    });
+    assert_eq!(canary_reads.as_deref(), Some("podinfo-config"));
+    assert!(
+        primary_during_run.contains("\"blue\""),
+        "{primary_during_run:?}"
+    );
+    wait_until("the primary's copy updated at promotion", || {
+        (copy(server) == Some(Value::from("green"))).then_some(())
+    });
+    println!(
+        "run {} for a ConfigMap change; the canary read {canary_reads:?}; the primary's copy during the run: {primary_during_run:?}, after: green",
+        runs + 1
+    );
+}

@@ -227,3 +227,22 @@ fn local_target_rules_are_checked_when_the_document_is_read() {
         "{errors:?}"
     );
 }
+
+#[test]
+fn another_apis_object_is_refused_as_foreign_and_a_misspelt_group_is_not() {
+    let foreign = |yaml: &str| match load(yaml.as_bytes()).into_iter().next() {
+        Some(Err(refused)) => refused.foreign,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    assert!(foreign(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n"
+    ));
+    assert!(foreign(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web}\n"
+    ));
+    assert!(!foreign(
+        "apiVersion: weir.dve/v1alpha1\nkind: Rollout\nmetadata: {name: web}\n"
+    ));
+    assert!(!foreign("apiVersion: weir.dev/v1alpha1\nkind: Rollot\n"));
+    assert!(!foreign("kind: Deployment\nmetadata: {name: web}\n"));
+}
