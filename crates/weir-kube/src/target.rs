@@ -530,11 +530,6 @@ impl KubernetesTargets {
                 .map_err(|error| api_error("pointing the apex Service at the target", error))?;
         }
 
-        let gone = |what: &str, result: Result<(), kube::Error>| match result {
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            Ok(()) => Ok(()),
-            Err(error) => Err(api_error(&format!("deleting {what}"), error)),
-        };
         let all_primary = Route::of(&rollout.spec, &RolloutStatus::default());
         let owner_value = serde_json::to_value(&owner).unwrap_or(Value::Null);
         let objects = routes::objects(
@@ -551,40 +546,28 @@ impl KubernetesTargets {
             let (resource, name) = resource_of(&object)?;
             let api: Api<DynamicObject> =
                 Api::namespaced_with(self.client.clone(), namespace, &resource);
-            gone(
-                &format!("the {} {name}", resource.kind),
-                api.delete(&name, &DeleteParams::default())
-                    .await
-                    .map(|_| ()),
-            )?;
+            delete_if_present(&api, &name, &format!("the {} {name}", resource.kind)).await?;
         }
         for name in [&names.primary, &names.canary] {
-            gone(
+            delete_if_present(
+                &self.services(namespace),
+                name,
                 &format!("the Service {name}"),
-                self.services(namespace)
-                    .delete(name, &DeleteParams::default())
-                    .await
-                    .map(|_| ()),
-            )?;
+            )
+            .await?;
         }
         if let Some(reference) = &settings.kubernetes.autoscaler_ref {
             let name = format!("{}{PRIMARY_SUFFIX}", reference.name);
             let api: Api<HorizontalPodAutoscaler> = Api::namespaced(self.client.clone(), namespace);
-            gone(
-                &format!("the HorizontalPodAutoscaler {name}"),
-                api.delete(&name, &DeleteParams::default())
-                    .await
-                    .map(|_| ()),
-            )?;
+            delete_if_present(&api, &name, &format!("the HorizontalPodAutoscaler {name}")).await?;
         }
         let primary_name = format!("{}{PRIMARY_SUFFIX}", settings.target_name);
-        gone(
+        delete_if_present(
+            &self.deployments(namespace),
+            &primary_name,
             &format!("the Deployment {primary_name}"),
-            self.deployments(namespace)
-                .delete(&primary_name, &DeleteParams::default())
-                .await
-                .map(|_| ()),
-        )?;
+        )
+        .await?;
 
         // The copies: of what the target reads now, and of what the primary read (a promotion
         // may have dropped a reference since). Only those this rollout owns: a ConfigMap that
@@ -839,6 +822,18 @@ fn resource_of(object: &Value) -> Result<(ApiResource, String), ProviderError> {
         return Err(ProviderError::permanent(format!("a {kind} without a name")));
     }
     Ok((ApiResource::from_gvk_with_plural(&gvk, &plural), name))
+}
+
+/// Deletes `name` through `api` (`what` names it in errors); one already gone is fine.
+async fn delete_if_present<K>(api: &Api<K>, name: &str, what: &str) -> Result<(), ProviderError>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(error) => Err(api_error(&format!("deleting {what}"), error)),
+    }
 }
 
 /// Whether a Deployment serves: its controller has seen the newest spec and every replica is

@@ -414,28 +414,21 @@ impl KubernetesTargets {
             applied.remove(&format!("Deployment/{name}"));
             applied.remove(&format!("Service/{name}"));
         }
-        let gone = |what: &str, result: Result<(), kube::Error>| match result {
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            Ok(()) => Ok(()),
-            Err(error) => Err(api_error(&format!("deleting {what}"), error)),
-        };
         if canary.is_some() {
-            gone(
+            delete_if_present(
+                &self.deployments(&key.namespace),
+                &name,
                 "the canary's Deployment",
-                self.deployments(&key.namespace)
-                    .delete(&name, &DeleteParams::default())
-                    .await
-                    .map(|_| ()),
-            )?;
+            )
+            .await?;
         }
         if service.is_some() {
-            gone(
+            delete_if_present(
+                &self.services(&key.namespace),
+                &name,
                 "the canary's Service",
-                self.services(&key.namespace)
-                    .delete(&name, &DeleteParams::default())
-                    .await
-                    .map(|_| ()),
-            )?;
+            )
+            .await?;
         }
         Ok(())
     }

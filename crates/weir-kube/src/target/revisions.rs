@@ -400,11 +400,6 @@ impl KubernetesTargets {
         settings: &Settings<'_>,
     ) -> Result<(), ProviderError> {
         let owner = owner_of(rollout);
-        let gone = |what: String, result: Result<(), kube::Error>| match result {
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            Ok(()) => Ok(()),
-            Err(error) => Err(api_error(&format!("deleting {what}"), error)),
-        };
         let names = Names {
             namespace: key.namespace.clone(),
             apex: settings.target_name.to_string(),
@@ -421,12 +416,7 @@ impl KubernetesTargets {
             }
             let api: Api<DynamicObject> =
                 Api::namespaced_with(self.client.clone(), &key.namespace, &resource);
-            gone(
-                format!("the {} {name}", resource.kind),
-                api.delete(&name, &DeleteParams::default())
-                    .await
-                    .map(|_| ()),
-            )?;
+            delete_if_present(&api, &name, &format!("the {} {name}", resource.kind)).await?;
         }
         let labelled = self
             .services(&key.namespace)
@@ -440,13 +430,12 @@ impl KubernetesTargets {
         for service in labelled.items {
             if owned_by(&service.metadata, &owner) {
                 let name = service.metadata.name.unwrap_or_default();
-                gone(
-                    format!("the Service {name}"),
-                    self.services(&key.namespace)
-                        .delete(&name, &DeleteParams::default())
-                        .await
-                        .map(|_| ()),
-                )?;
+                delete_if_present(
+                    &self.services(&key.namespace),
+                    &name,
+                    &format!("the Service {name}"),
+                )
+                .await?;
             }
         }
         self.applied
