@@ -15,6 +15,16 @@ use weir_testkit::wait::wait_until;
 /// Rollout `podinfo` in mode managed: `image`, `replicas`, and `extra` target settings (YAML
 /// flow-style entries, e.g. `skipCanary: true, `).
 fn rollout(image: &str, replicas: u32, extra: &str) -> String {
+    rollout_with_plan(
+        image,
+        replicas,
+        extra,
+        "{canary: {stepWeights: [20, 40, 60]}}",
+    )
+}
+
+/// [`rollout`] with `plan` (YAML flow style).
+fn rollout_with_plan(image: &str, replicas: u32, extra: &str, plan: &str) -> String {
     format!(
         "apiVersion: weir.dev/v1alpha1
 kind: Rollout
@@ -34,7 +44,7 @@ spec:
           - name: podinfod
             image: {image}
             ports: [{{name: http, containerPort: 9898}}]
-  plan: {{canary: {{stepWeights: [20, 40, 60]}}}}
+  plan: {plan}
   analysis: {{interval: 1s, threshold: 2}}
 "
     )
@@ -226,12 +236,19 @@ fn a_config_map_the_template_reads_is_part_of_the_revision_and_copied_for_the_pr
             "data": {"color": "blue"},
         }))
         .unwrap();
-    let reading_config = rollout("podinfo:6.0.0", 2, "").replace(
+    // The run waits at 20% for `weir resume`, so what the primary reads during it is seen.
+    let reading_config = rollout_with_plan(
+        "podinfo:6.0.0",
+        2,
+        "",
+        "{canary: {steps: [{weight: 20, pause: {}}, {weight: 100}]}}",
+    )
+    .replace(
         "ports: [",
         "envFrom: [{configMapRef: {name: podinfo-config}}]\n            ports: [",
     );
     cluster.apply(&reading_config);
-    let _operator = cluster.start_operator(&[]);
+    let operator = cluster.start_operator(&[]);
     let copy = |server: &KubeServer| {
         server
             .get("v1", "ConfigMap", NAMESPACE, "podinfo-config-primary")
@@ -263,31 +280,30 @@ fn a_config_map_the_template_reads_is_part_of_the_revision_and_copied_for_the_pr
             false,
         )
         .unwrap();
-    let mut canary_reads = None;
-    let mut primary_during_run = BTreeSet::new();
+    let canary_reads = wait_until("the run waiting at 20%", || {
+        let canary = server.get("apps/v1", "Deployment", NAMESPACE, "podinfo-canary")?;
+        (rollout_status(server)["waitingForResume"] == true
+            && route_weights(server).get("podinfo-canary") == Some(&20))
+        .then(|| {
+            canary["spec"]["template"]["spec"]["containers"][0]["envFrom"][0]["configMapRef"]
+                ["name"]
+                .clone()
+        })
+    });
+    assert_eq!(canary_reads, "podinfo-config");
+    let primary_during_run = copy(server);
+    assert_eq!(primary_during_run, Some(Value::from("blue")));
+    let resumed = cluster.weir(&operator, &["resume", "podinfo"]);
+    assert!(resumed.status.success(), "{}", text(&resumed.stderr));
     wait_until("the new config promoted", || {
-        if let Some(canary) = server.get("apps/v1", "Deployment", NAMESPACE, "podinfo-canary") {
-            canary_reads = canary["spec"]["template"]["spec"]["containers"][0]["envFrom"][0]
-                ["configMapRef"]["name"]
-                .as_str()
-                .map(str::to_string);
-            if let Some(color) = copy(server) {
-                primary_during_run.insert(color.to_string());
-            }
-        }
         let status = rollout_status(server);
         (status["phase"] == "Succeeded" && status["run"].as_u64() == Some(runs + 1)).then_some(())
     });
-    assert_eq!(canary_reads.as_deref(), Some("podinfo-config"));
-    assert!(
-        primary_during_run.contains("\"blue\""),
-        "{primary_during_run:?}"
-    );
     wait_until("the primary's copy updated at promotion", || {
         (copy(server) == Some(Value::from("green"))).then_some(())
     });
     println!(
-        "run {} for a ConfigMap change; the canary read {canary_reads:?}; the primary's copy during the run: {primary_during_run:?}, after: green",
+        "run {} for a ConfigMap change; the canary read {canary_reads}; the primary's copy during the run: {primary_during_run:?}, after: green",
         runs + 1
     );
 }
