@@ -5,7 +5,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 use weir_testkit::kube_cluster::{
@@ -107,15 +106,18 @@ fn set_up(plan: &str) -> (Cluster, Weir) {
     (cluster, operator)
 }
 
-fn weir(cluster: &Cluster, operator: &Weir, args: &[&str]) {
-    let done = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(args)
-        .args(["-n", NAMESPACE, "--server", &operator.url("api")])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(done.status.success(), "{}", text(&done.stderr));
-    let _ = cluster;
+/// Application `shop` once both the annotations and weir's condition say `phase` (they are two
+/// writes).
+fn shows(server: &KubeServer, phase: &str) -> Option<Value> {
+    let application = server.get("core.oam.dev/v1beta1", "Application", NAMESPACE, "shop")?;
+    let condition = application["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|condition| condition["type"] == "WeirRollout")?
+        .clone();
+    (application["metadata"]["annotations"]["weir.dev/rollout-phase"] == phase
+        && condition["reason"] == phase)
+        .then_some(application)
 }
 
 #[test]
@@ -171,9 +173,7 @@ fn the_newest_revision_is_judged_against_the_previous_one_and_promoted_in_place(
 
     // The status, translated back to the Application, next to KubeVela's own condition.
     let application = wait_until("the Application to show the promotion", || {
-        let application = server.get("core.oam.dev/v1beta1", "Application", NAMESPACE, "shop")?;
-        (application["metadata"]["annotations"]["weir.dev/rollout-phase"] == "Succeeded")
-            .then_some(application)
+        shows(server, "Succeeded")
     });
     let annotations = &application["metadata"]["annotations"];
     assert_eq!(annotations["weir.dev/rollout"], "podinfo");
@@ -222,12 +222,16 @@ fn a_newer_revision_mid_run_restarts_the_run_and_a_rollback_leaves_the_primary_u
         || {
             let status = rollout_status(server);
             let route = route_weights(server);
+            // The route is applied after the status is committed: wait for both.
             (status["run"].as_u64() > first["run"].as_u64()
-                && route.contains_key("podinfo-v3")
-                && route.contains_key("podinfo-v1")
-                && !route.contains_key("podinfo-v2")
-                && replicas_of(server, "podinfo-v2") == 0
-                && status["waitingForResume"] == true)
+                && status["waitingForResume"] == true
+                && route
+                    == [
+                        ("podinfo-v1".to_string(), 80),
+                        ("podinfo-v3".to_string(), 20),
+                    ]
+                    .into()
+                && replicas_of(server, "podinfo-v2") == 0)
                 .then_some((status, route))
         },
     );
@@ -236,16 +240,9 @@ fn a_newer_revision_mid_run_restarts_the_run_and_a_rollback_leaves_the_primary_u
         "v1 is still the primary"
     );
     assert_ne!(restarted.0["canaryRevision"], first["canaryRevision"]);
-    assert_eq!(
-        restarted.1,
-        [
-            ("podinfo-v1".to_string(), 80),
-            ("podinfo-v3".to_string(), 20)
-        ]
-        .into()
-    );
 
-    weir(&cluster, &operator, &["abort", "podinfo"]);
+    let aborted = cluster.weir(&operator, &["abort", "podinfo"]);
+    assert!(aborted.status.success(), "{}", text(&aborted.stderr));
     let rolled_back = wait_until("the rollback: v1 takes everything, v3 at zero", || {
         let route = route_weights(server);
         (rollout_status(server)["phase"] == "Failed"
@@ -261,17 +258,24 @@ fn a_newer_revision_mid_run_restarts_the_run_and_a_rollback_leaves_the_primary_u
         v1_after["metadata"]["resourceVersion"], v1_before["metadata"]["resourceVersion"],
         "v1 not written at all"
     );
-    let history = cluster.history(&operator, "podinfo");
-    let scaled: Vec<&str> = history
-        .iter()
-        .filter_map(|event| event["message"].as_str())
-        .filter(|message| message.contains("scaled to 0"))
-        .collect();
+    // A target's notes are committed after the job that scaled: wait for both.
+    let scaled: Vec<String> = wait_until("both scale-downs in the history", || {
+        let scaled: Vec<String> = cluster
+            .history(&operator, "podinfo")
+            .iter()
+            .filter_map(|event| event["message"].as_str())
+            .filter(|message| message.contains("scaled to 0"))
+            .map(str::to_string)
+            .collect();
+        (scaled.len() >= 2).then_some(scaled)
+    });
     assert_eq!(scaled.len(), 2, "v2 then v3: {scaled:?}");
+    assert!(
+        scaled[0].contains("podinfo-v2") && scaled[1].contains("podinfo-v3"),
+        "{scaled:?}"
+    );
     let application = wait_until("the Application to show the rollback", || {
-        let application = server.get("core.oam.dev/v1beta1", "Application", NAMESPACE, "shop")?;
-        (application["metadata"]["annotations"]["weir.dev/rollout-phase"] == "Failed")
-            .then_some(application)
+        shows(server, "Failed")
     });
     println!(
         "restarted run: {} with route {:?}; after the rollback: {rolled_back:?}, v1 replicas {}, v3 replicas {}; \
