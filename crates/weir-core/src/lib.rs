@@ -12,6 +12,7 @@
 pub mod catalog;
 pub mod document;
 pub mod error;
+pub mod flag;
 pub mod flagger;
 pub mod machine;
 pub mod model;

@@ -1,8 +1,9 @@
-//! The documents weir reads and writes: the `Rollout` resource (spec + status), its events, and
-//! `MetricTemplate`s. Kubernetes-shaped (`apiVersion`, `kind`, `metadata`, `spec`, `status`) so
+//! The documents weir reads and writes: the `Rollout` resource (spec + status), its events,
+//! `MetricTemplate`s and feature `Flag`s. Kubernetes-shaped (`apiVersion`, `kind`, `metadata`, `spec`, `status`) so
 //! the same document can later be served as a CRD.
 
 mod event;
+mod flag;
 pub mod local;
 mod provider;
 mod spec;
@@ -10,6 +11,7 @@ mod status;
 mod target;
 
 pub use event::*;
+pub use flag::*;
 pub use provider::*;
 pub use spec::*;
 pub use status::*;
