@@ -82,7 +82,7 @@ impl Catalog {
     }
 
     /// Adds a document the catalog keeps (replacing one of the same kind and name) and hands
-    /// any other document (a rollout) back.
+    /// any other document (a rollout, a flag) back.
     pub fn add(&mut self, document: Document) -> Option<Document> {
         match document {
             Document::MetricTemplate(template) => {
@@ -106,7 +106,8 @@ impl Catalog {
                 self.secrets.insert(key, *secret);
                 None
             }
-            other @ Document::Rollout(_) => Some(other),
+            // Rollouts and flags are not catalog entries: they are applied on their own.
+            other @ (Document::Rollout(_) | Document::Flag(_)) => Some(other),
         }
     }
 

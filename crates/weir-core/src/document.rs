@@ -1,7 +1,7 @@
 //! Reading documents: YAML or JSON bytes in, typed weir documents (or every error) out.
 //!
 //! A file may hold several documents (`---`). Each is dispatched on `apiVersion` + `kind`:
-//! weir's own `Rollout`, `MetricTemplate` and `AlertProvider`, Flagger's `Canary`,
+//! weir's own `Rollout`, `MetricTemplate`, `AlertProvider` and `Flag`, Flagger's `Canary`,
 //! `MetricTemplate` and `AlertProvider`, which are converted (see [`crate::flagger`]), and
 //! Kubernetes `v1` `Secret`s (credentials of providers). Then [`crate::validate`] checks the result, so a
 //! Flagger manifest is held to exactly the rules of a native one.
@@ -18,8 +18,8 @@ use serde_json::Value;
 use crate::error::{FieldError, Warning};
 use crate::flagger;
 use crate::model::{
-    ALERT_PROVIDER_KIND, API_VERSION, AlertProvider, METRIC_TEMPLATE_KIND, MetricTemplate,
-    ROLLOUT_KIND, Rollout, SECRET_KIND, Secret, Target,
+    ALERT_PROVIDER_KIND, API_VERSION, AlertProvider, FLAG_KIND, Flag, METRIC_TEMPLATE_KIND,
+    MetricTemplate, ROLLOUT_KIND, Rollout, SECRET_KIND, Secret, Target,
 };
 use crate::validate;
 
@@ -34,6 +34,8 @@ pub enum Document {
     AlertProvider(Box<AlertProvider>),
     /// Credentials of a provider.
     Secret(Box<Secret>),
+    /// A feature flag.
+    Flag(Box<Flag>),
 }
 
 impl Document {
@@ -59,6 +61,11 @@ impl Document {
                 "Secret {}/{}",
                 secret.metadata.namespace_or_default(),
                 secret.metadata.name
+            ),
+            Document::Flag(flag) => format!(
+                "Flag {}/{}",
+                flag.metadata.namespace_or_default(),
+                flag.metadata.name
             ),
         }
     }
@@ -201,6 +208,10 @@ pub fn load_value(value: &Value) -> LoadResult {
                 Vec::new(),
             )
         }
+        ("weir.dev", FLAG_KIND) => {
+            let flag: Flag = deserialize_collecting(value).map_err(&refuse)?;
+            (Document::Flag(Box::new(flag)), Origin::Weir, Vec::new())
+        }
         ("v1", SECRET_KIND) => {
             let secret: Secret = deserialize_collecting(value).map_err(&refuse)?;
             let secret = decode_secret(secret).map_err(|error| refuse(vec![error]))?;
@@ -234,7 +245,7 @@ pub fn load_value(value: &Value) -> LoadResult {
             return Err(refuse(vec![FieldError::with_value(
                 "kind",
                 quote_or_empty(other),
-                "weir reads kind Rollout, MetricTemplate or AlertProvider (weir.dev/v1alpha1), \
+                "weir reads kind Rollout, MetricTemplate, AlertProvider or Flag (weir.dev/v1alpha1), \
                  and Canary, MetricTemplate or AlertProvider (flagger.app/v1beta1)",
             )]));
         }
@@ -252,7 +263,7 @@ pub fn load_value(value: &Value) -> LoadResult {
                     "apiVersion",
                     quote_or_empty(api_version),
                     format!(
-                        "weir reads {API_VERSION} (Rollout, MetricTemplate, AlertProvider), \
+                        "weir reads {API_VERSION} (Rollout, MetricTemplate, AlertProvider, Flag), \
                      flagger.app/v1beta1 (Canary, MetricTemplate, AlertProvider) and v1 (Secret)"
                     ),
                 )])
@@ -264,6 +275,7 @@ pub fn load_value(value: &Value) -> LoadResult {
         Document::MetricTemplate(template) => validate::metric_template(template),
         Document::AlertProvider(provider) => validate::alert_provider(provider),
         Document::Secret(secret) => validate::secret(secret),
+        Document::Flag(flag) => validate::flag(flag),
     };
     if errors.is_empty() {
         Ok(Loaded {

@@ -5,12 +5,13 @@ use std::collections::BTreeSet;
 
 use crate::error::{Errors, FieldError};
 use crate::model::{
-    AlertProvider, Analysis, CanaryPlan, MAX_WEBHOOK_RETRIES, METRIC_PROVIDER_TYPES, MatchRule,
-    MetricTemplate, ObjectMeta, Plan, REQUEST_DURATION, REQUEST_SUCCESS_RATE, Rollout,
+    AlertProvider, Analysis, CanaryPlan, Flag, MAX_WEBHOOK_RETRIES, METRIC_PROVIDER_TYPES,
+    MatchRule, MetricTemplate, ObjectMeta, Plan, REQUEST_DURATION, REQUEST_SUCCESS_RATE, Rollout,
     SchedulePlan, Secret, SessionAffinity, StringMatch,
 };
 use crate::units::{GoDuration, Weight};
 
+mod flags;
 mod target;
 
 /// Schedule entries must be at least this far apart (seed 004).
@@ -30,6 +31,17 @@ pub fn rollout(rollout: &Rollout) -> Vec<FieldError> {
     if let Some(affinity) = &rollout.spec.session_affinity {
         session_affinity(affinity, &rollout.spec.plan, &mut errors);
     }
+    errors.into_vec()
+}
+
+/// Every problem with a feature flag: its key (see [`flags`]), variations (at least 2, names
+/// unique, values of one type), the variations that `offVariation`, targets, rules and
+/// strategies name, weights (summing to exactly 100%), clauses (values of the operator's type,
+/// regular expressions that compile, versions that parse) and targeting keys (one variation
+/// each).
+pub fn flag(flag: &Flag) -> Vec<FieldError> {
+    let mut errors = Errors::default();
+    flags::flag(flag, &mut errors);
     errors.into_vec()
 }
 
