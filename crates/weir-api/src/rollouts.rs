@@ -244,6 +244,12 @@ fn rollout_of(bytes: &[u8], format: Format) -> Result<(Rollout, Vec<Warning>), A
     })?;
     match loaded.document {
         Document::Rollout(rollout) => Ok((*rollout, loaded.warnings)),
+        flag @ Document::Flag(_) => Err(ApiError::field(FieldError::with_value(
+            "kind",
+            format!("{:?}", flag.describe()),
+            "this endpoint applies a Rollout; flags are applied with `weir flag` / POST \
+             /api/v1/flags",
+        ))),
         other => Err(ApiError::field(FieldError::with_value(
             "kind",
             format!("{:?}", other.describe()),

@@ -287,6 +287,16 @@ pub fn apply(args: &ApplyArgs) -> Result<ExitCode> {
                 .as_str()
                 .unwrap_or("?")
                 .to_string();
+            // A flag is not a rollout: say so here rather than let the rollout endpoint refuse
+            // it with a message about rollouts.
+            if document["kind"].as_str() == Some(weir_core::model::FLAG_KIND) {
+                refused += 1;
+                eprintln!(
+                    "flag {name}: not applied: flags are applied with `weir flag` / POST \
+                     /api/v1/flags"
+                );
+                continue;
+            }
             match client
                 .call::<Applied>(Method::POST, "/api/v1/rollouts", Some(document))
                 .await?

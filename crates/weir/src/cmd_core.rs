@@ -253,6 +253,7 @@ pub fn convert(args: &ConvertArgs) -> Result<ExitCode> {
             Document::MetricTemplate(template) => serde_saphyr::to_string(template.as_ref()),
             Document::AlertProvider(provider) => serde_saphyr::to_string(provider.as_ref()),
             Document::Secret(secret) => serde_saphyr::to_string(secret.as_ref()),
+            Document::Flag(flag) => serde_saphyr::to_string(flag.as_ref()),
         }
         .context("cannot write YAML")?;
         if index > 0 {
