@@ -18,6 +18,7 @@
 //! | `POST /api/v1/rollouts/{namespace}/{name}/commands` | promote, abort, pause, resume, ... |
 //! | `GET /api/v1/rollouts/{namespace}/{name}/events?after=&limit=` | the history |
 //! | `GET /api/v1/watch?namespace=&name=` | Server-Sent Events of status changes |
+//! | `/api/v1/flags...`, `/ofrep/v1/...` | feature flags and their evaluation ([`flags_router`]; `weir serve` only) |
 //!
 //! Every error is JSON, `{"error": {"code", "message", "errors": [{"path", "value", "message"}]}}`
 //! (see [`ApiError`]); no input makes a handler panic.
@@ -26,8 +27,10 @@
 #![deny(missing_docs)]
 
 mod error;
+mod flags;
 mod input;
 mod metrics;
+mod ofrep;
 mod openapi;
 mod rollouts;
 pub mod types;
@@ -40,10 +43,12 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use tokio::sync::watch as signal;
 use weir_engine::EngineHandle;
-use weir_store::Store;
+use weir_flags::Flags;
+use weir_store::{FlagStore, Store};
 
 pub use error::{ApiError, ErrorCode};
 pub use metrics::{OPENMETRICS_CONTENT_TYPE, metrics_router};
+pub use ofrep::DEFAULT_NAMESPACE as OFREP_DEFAULT_NAMESPACE;
 pub use openapi::OPENAPI_JSON;
 
 /// The largest request body accepted (the size limit of a document); larger bodies get 413.
@@ -125,6 +130,38 @@ fn build<S: Store>(state: ApiState<S>) -> Router {
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
+}
+
+/// The routes of feature flags over `flags`: the REST API (`/api/v1/flags`, see `flags.rs`) and
+/// OFREP (`/ofrep/v1/...`, `/ns/{namespace}/ofrep/v1/...`, see `ofrep.rs`). Merged into
+/// [`router`]'s by a server that keeps flags (`weir serve`; the operator keeps none).
+pub fn flags_router<F: FlagStore>(flags: Flags<F>) -> Router {
+    Router::new()
+        .route(
+            "/api/v1/flags",
+            get(flags::list::<F>).post(flags::create::<F>),
+        )
+        .route(
+            "/api/v1/flags/{namespace}/{key}",
+            get(flags::get_one::<F>)
+                .put(flags::put::<F>)
+                .delete(flags::delete::<F>),
+        )
+        .route("/ofrep/v1/evaluate/flags", post(ofrep::bulk_default::<F>))
+        .route(
+            "/ofrep/v1/evaluate/flags/{key}",
+            post(ofrep::evaluate_default::<F>),
+        )
+        .route(
+            "/ns/{namespace}/ofrep/v1/evaluate/flags",
+            post(ofrep::bulk_in::<F>),
+        )
+        .route(
+            "/ns/{namespace}/ofrep/v1/evaluate/flags/{key}",
+            post(ofrep::evaluate_in::<F>),
+        )
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(flags)
 }
 
 /// `GET /metrics`

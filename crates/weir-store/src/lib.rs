@@ -19,7 +19,7 @@ use std::future::Future;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use weir_core::machine::Effect;
-use weir_core::model::{Event, Phase, Rollout, RolloutStatus};
+use weir_core::model::{Event, Flag, Phase, Rollout, RolloutStatus};
 
 mod sqlite;
 
@@ -281,4 +281,106 @@ pub trait Store: Clone + Send + Sync + 'static {
         after_seq: u64,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<StoredEvent>, StoreError>> + Send;
+}
+
+// === flags ===
+
+/// Namespace and key: a flag's identity.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FlagKey {
+    /// The namespace (`default` when the document names none).
+    pub namespace: String,
+    /// The flag's key (its `metadata.name`).
+    pub key: String,
+}
+
+impl FlagKey {
+    /// A key from its parts.
+    pub fn new(namespace: impl Into<String>, key: impl Into<String>) -> FlagKey {
+        FlagKey {
+            namespace: namespace.into(),
+            key: key.into(),
+        }
+    }
+
+    /// The key of a flag document.
+    pub fn of(flag: &Flag) -> FlagKey {
+        FlagKey::new(
+            flag.metadata.namespace_or_default(),
+            flag.metadata.name.clone(),
+        )
+    }
+}
+
+impl fmt::Display for FlagKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.key)
+    }
+}
+
+/// A flag as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredFlag {
+    /// Its identity.
+    pub key: FlagKey,
+    /// The document as applied.
+    pub flag: Flag,
+    /// Bumped by every change (optimistic concurrency, and the OFREP ETag).
+    pub version: u64,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// When it last changed.
+    pub updated_at: Timestamp,
+}
+
+/// Why a flag could not be read or written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlagStoreError {
+    /// No such flag.
+    #[error("flag {0} not found")]
+    NotFound(FlagKey),
+    /// Someone else wrote since the caller read.
+    #[error("flag {key} was changed concurrently (expected version {expected}, found {actual})")]
+    Conflict {
+        /// The flag.
+        key: FlagKey,
+        /// The version the caller read.
+        expected: u64,
+        /// The version stored now.
+        actual: u64,
+    },
+    /// A create was asked for (`expected_version: Some(0)`) but the flag exists.
+    #[error("flag {0} already exists")]
+    AlreadyExists(FlagKey),
+    /// The database failed (or holds what cannot be read back).
+    #[error("database error: {0}")]
+    Database(String),
+}
+
+/// Where flags live. Implemented by [`SqliteStore`] (the operator keeps no flags).
+pub trait FlagStore: Clone + Send + Sync + 'static {
+    /// Creates or replaces a flag. `expected_version`: `None` any, `Some(0)` create only, `Some(v)`
+    /// only if the stored version is `v`. An identical document writes nothing (`Unchanged`).
+    fn put_flag(
+        &self,
+        flag: &Flag,
+        expected_version: Option<u64>,
+        now: Timestamp,
+    ) -> impl Future<Output = Result<(StoredFlag, ApplyOutcome), FlagStoreError>> + Send;
+
+    /// One flag.
+    fn get_flag(
+        &self,
+        key: &FlagKey,
+    ) -> impl Future<Output = Result<Option<StoredFlag>, FlagStoreError>> + Send;
+
+    /// Every flag, ordered by namespace and key (flags are few; callers filter and page).
+    fn list_flags(&self) -> impl Future<Output = Result<Vec<StoredFlag>, FlagStoreError>> + Send;
+
+    /// Deletes a flag (`expected_version` as for [`FlagStore::put_flag`]).
+    fn delete_flag(
+        &self,
+        key: &FlagKey,
+        expected_version: Option<u64>,
+    ) -> impl Future<Output = Result<(), FlagStoreError>> + Send;
 }

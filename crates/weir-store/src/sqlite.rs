@@ -32,6 +32,8 @@ const READ_CONNECTIONS: u32 = 4;
 /// the checksum is computed from the same text, so the file's migration table agrees with
 /// `sqlx migrate info`.
 const MIGRATION_0001: &str = include_str!("../migrations/sqlite/0001_rollouts_and_events.sql");
+/// Version 2: feature flags.
+const MIGRATION_0002: &str = include_str!("../migrations/sqlite/0002_flags.sql");
 
 /// The columns `decode_rollout` reads, in any `SELECT` of a whole rollout.
 const ROLLOUT_COLUMNS: &str = "namespace, name, document, status, version, generation, \
@@ -40,13 +42,22 @@ const ROLLOUT_COLUMNS: &str = "namespace, name, document, status, version, gener
 /// Migrations embedded in the binary, built without sqlx's proc macros (`migrate!` would pull
 /// sqlx-macros and its dependencies into every build for one `include_str!`).
 fn migrator() -> Migrator {
-    Migrator::with_migrations(vec![Migration::new(
-        1,
-        Cow::Borrowed("rollouts and events"),
-        MigrationType::Simple,
-        MIGRATION_0001.into_sql_str(),
-        false,
-    )])
+    Migrator::with_migrations(vec![
+        Migration::new(
+            1,
+            Cow::Borrowed("rollouts and events"),
+            MigrationType::Simple,
+            MIGRATION_0001.into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            2,
+            Cow::Borrowed("flags"),
+            MigrationType::Simple,
+            MIGRATION_0002.into_sql_str(),
+            false,
+        ),
+    ])
 }
 
 // === impl SqliteStore ===
@@ -215,6 +226,8 @@ impl SqliteStore {
             .map_err(database(what, key))
     }
 }
+
+mod flags;
 
 async fn migrate(pool: &SqlitePool, path: &Path) -> Result<(), StoreError> {
     migrator().run(pool).await.map_err(|error| {

@@ -30,7 +30,7 @@ pub struct ServerArgs {
         env = "WEIR_SERVER",
         default_value = "http://127.0.0.1:7979"
     )]
-    server: String,
+    pub(crate) server: String,
 }
 
 /// A rollout by name: `NAME` (in `--namespace`) or `NAMESPACE/NAME`.
@@ -159,19 +159,21 @@ struct GateTarget {
     hook: Option<String>,
 }
 
-struct Client {
+pub(crate) struct Client {
     base: String,
     http: HttpClient,
 }
 
 /// A refusal: the HTTP status and, from a weir server, the error it reported.
-struct Refused {
-    status: u16,
+pub(crate) struct Refused {
+    pub(crate) status: u16,
     body: Option<ErrorBody>,
+    /// The body as JSON (null when it is not), for answers that are not weir's error shape.
+    pub(crate) raw: Value,
 }
 
 impl Client {
-    fn new(server: &ServerArgs) -> Client {
+    pub(crate) fn new(server: &ServerArgs) -> Client {
         Client {
             base: server.server.trim_end_matches('/').to_string(),
             http: HttpClient::default(),
@@ -179,7 +181,7 @@ impl Client {
     }
 
     /// Sends a request and decodes the answer into the type the server encodes for it.
-    async fn call<T: DeserializeOwned>(
+    pub(crate) async fn call<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
@@ -202,6 +204,7 @@ impl Client {
             return Ok(Err(Refused {
                 status: answer.status.as_u16(),
                 body: serde_json::from_slice(&answer.body).ok(),
+                raw: serde_json::from_slice(&answer.body).unwrap_or(Value::Null),
             }));
         }
         let body: &[u8] = if answer.body.is_empty() {
@@ -215,7 +218,7 @@ impl Client {
     }
 }
 
-fn print_refusal(refused: &Refused) {
+pub(crate) fn print_refusal(refused: &Refused) {
     let Some(ErrorBody { error }) = &refused.body else {
         eprintln!("error ({}): the server refused the request", refused.status);
         return;
@@ -226,7 +229,7 @@ fn print_refusal(refused: &Refused) {
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
@@ -246,17 +249,24 @@ fn row(rollout: &RolloutView) -> [String; 6] {
 }
 
 fn print_table(rows: &[[String; 6]]) {
-    let headers = ["NAMESPACE", "NAME", "PHASE", "CANARY", "RUN", "MESSAGE"];
+    print_columns(
+        &["NAMESPACE", "NAME", "PHASE", "CANARY", "RUN", "MESSAGE"],
+        rows,
+    );
+}
+
+/// A table: columns padded to their widest cell, the last one left as it is.
+pub(crate) fn print_columns<const N: usize>(headers: &[&str; N], rows: &[[String; N]]) {
     let mut widths = headers.map(str::len);
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row.iter()) {
             *width = (*width).max(cell.chars().count());
         }
     }
-    let line = |cells: [&str; 6]| {
+    let line = |cells: [&str; N]| {
         let mut text = String::new();
         for (index, cell) in cells.iter().enumerate() {
-            if index == 5 {
+            if index + 1 == N {
                 text.push_str(cell);
             } else {
                 text.push_str(&format!("{cell:<width$}  ", width = widths[index]));
@@ -264,9 +274,9 @@ fn print_table(rows: &[[String; 6]]) {
         }
         println!("{}", text.trim_end());
     };
-    line(headers);
+    line(*headers);
     for row in rows {
-        line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]]);
+        line(std::array::from_fn(|index| row[index].as_str()));
     }
 }
 

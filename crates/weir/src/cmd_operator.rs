@@ -122,7 +122,7 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
                 args.namespace.join(", ")
             },
         );
-        let stopped = crate::cmd_serve::run_until_stopped(listener, store, handle, engine).await;
+        let stopped = crate::cmd_serve::run_until_stopped(listener, store, handle, engine, None).await;
         leading.release().await;
         stopped
     })

@@ -55,21 +55,26 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let bound = listener.local_addr().unwrap_or(args.listen);
         crate::listening::announce(args.output, &[("api", bound)]);
+        let flags = weir_flags::Flags::open(store.clone())
+            .await
+            .with_context(|| format!("cannot read the flags of {}", db.display()))?;
         eprintln!(
-            "weir serve: API at http://{bound} (database {}); Ctrl-C stops",
+            "weir serve: API at http://{bound} (database {}); OFREP at http://{bound}/ofrep/v1 (namespace default; http://{bound}/ns/NAMESPACE for others); Ctrl-C stops",
             db.display()
         );
-        run_until_stopped(listener, store, handle, engine).await
+        let flags = weir_api::flags_router(flags);
+        run_until_stopped(listener, store, handle, engine, Some(flags)).await
     })
 }
 
-/// Runs `engine` and the HTTP API on `listener` until Ctrl-C or SIGTERM, then waits for both to
-/// stop (the engine finishes the step it is taking).
+/// Runs `engine` and the HTTP API on `listener` (with the `more` routes, e.g. flags) until
+/// Ctrl-C or SIGTERM, then waits for both to stop (the engine finishes the step it is taking).
 pub(crate) async fn run_until_stopped<S: weir_store::Store>(
     listener: tokio::net::TcpListener,
     store: S,
     handle: EngineHandle,
     engine: Engine<S>,
+    more: Option<axum::Router>,
 ) -> Result<ExitCode> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let signal = move || {
@@ -78,7 +83,10 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
             let _ = stopped.wait_for(|stop| *stop).await;
         }
     };
-    let app = weir_api::router_with_shutdown(store, handle, signal());
+    let mut app = weir_api::router_with_shutdown(store, handle, signal());
+    if let Some(more) = more {
+        app = app.merge(more);
+    }
     let engine = tokio::spawn(engine.run(signal()));
     tokio::spawn(async move {
         shutdown_requested().await;

@@ -6,6 +6,7 @@ mod cmd_bench;
 mod cmd_client;
 mod cmd_core;
 mod cmd_demo;
+mod cmd_flag;
 mod cmd_operator;
 mod cmd_router;
 mod cmd_run;
@@ -193,6 +194,16 @@ enum Command {
     Gate(cmd_client::GateArgs),
     /// Delete a rollout (reverting its routes first when its spec says revertOnDeletion).
     Delete(cmd_client::NameArgs),
+    /// Feature flags on the server: create, get, list, set, delete, and evaluate one as an
+    /// application would (over OFREP).
+    ///
+    /// A flag (`kind: Flag`) has variations, individual targets, rules and a default strategy
+    /// (one variation, or weights to 0.001%); applications read it with any OpenFeature SDK and
+    /// its OFREP provider at http://SERVER/ns/NAMESPACE.
+    ///
+    /// Exit status: 0 on success, 1 when the server refused (the reason is printed; for `eval`,
+    /// an evaluation error), 2 when the server cannot be reached.
+    Flag(cmd_flag::FlagArgs),
     /// Benchmarks that need no network: `weir bench blast-radius` simulates faulty and healthy
     /// canaries under weir and a Flagger-style controller.
     Bench(cmd_bench::BenchArgs),
@@ -223,6 +234,7 @@ fn main() -> ExitCode {
         Command::Retry(args) => cmd_client::command(Verb::Retry, &args),
         Command::Gate(args) => cmd_client::gate(&args),
         Command::Delete(args) => cmd_client::delete(&args),
+        Command::Flag(args) => cmd_flag::flag(&args),
         Command::Bench(args) => cmd_bench::bench(&args),
     };
     match result {

@@ -1,0 +1,342 @@
+//! `/api/v1/flags`: feature flags, through [`weir_flags::Flags`] (the one writer of flags).
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /api/v1/flags?namespace=&search=&order=&limit=&cursor=` | a page of flags |
+//! | `POST /api/v1/flags` | apply (create or update) a Flag (JSON or YAML) |
+//! | `GET /api/v1/flags/{namespace}/{key}` | one flag (`ETag`: its version) |
+//! | `PUT /api/v1/flags/{namespace}/{key}` | apply, the path naming the flag |
+//! | `DELETE /api/v1/flags/{namespace}/{key}` | delete |
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::Value;
+use weir_core::FieldError;
+use weir_core::document::{Document, load_value};
+use weir_core::model::Flag;
+use weir_flags::{FlagError, Flags};
+use weir_store::{ApplyOutcome, FlagKey, FlagStore, FlagStoreError, StoredFlag};
+
+use crate::error::ApiError;
+use crate::input::{self, Params, Precondition};
+
+type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
+
+/// Fields the server writes; ignored in applied documents so that a GET can be edited and PUT.
+const SERVER_FIELDS: [&str; 3] = ["version", "createdAt", "updatedAt"];
+
+/// A flag as the API shows it: the document with the server's fields.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct FlagView {
+    #[serde(flatten)]
+    flag: Flag,
+    version: u64,
+    created_at: String,
+    updated_at: String,
+}
+
+impl From<StoredFlag> for FlagView {
+    fn from(stored: StoredFlag) -> FlagView {
+        FlagView {
+            flag: stored.flag,
+            version: stored.version,
+            created_at: stored.created_at.to_string(),
+            updated_at: stored.updated_at.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FlagPage {
+    items: Vec<FlagView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AppliedFlag {
+    flag: FlagView,
+    outcome: ApplyOutcome,
+}
+
+impl From<FlagError> for ApiError {
+    fn from(error: FlagError) -> ApiError {
+        match error {
+            FlagError::Invalid(errors) => ApiError::invalid(errors),
+            FlagError::Store(FlagStoreError::NotFound(key)) => {
+                ApiError::NotFound(format!("flag {key} not found"))
+            }
+            FlagError::Store(error @ FlagStoreError::Conflict { .. })
+            | FlagError::Store(error @ FlagStoreError::AlreadyExists(_)) => {
+                ApiError::Conflict(error.to_string())
+            }
+            FlagError::Store(FlagStoreError::Database(message)) => ApiError::Internal(message),
+        }
+    }
+}
+
+fn with_etag(status: StatusCode, version: u64, body: impl Serialize) -> Response {
+    let mut response = (status, Json(body)).into_response();
+    if let Ok(tag) = HeaderValue::from_str(&format!("\"{version}\"")) {
+        response.headers_mut().insert(header::ETAG, tag);
+    }
+    response
+}
+
+const ORDERS: &str = "key, created, -created, updated, -updated";
+
+/// `GET /api/v1/flags?namespace=&search=&order=&limit=&cursor=`: `search` matches keys and
+/// descriptions of variations; `order` is one of key (default), created, updated (a leading `-`
+/// for descending); `cursor` is the `nextCursor` of the previous page.
+pub(crate) async fn list<F: FlagStore>(
+    State(flags): State<Flags<F>>,
+    query: QueryPairs,
+) -> Result<Response, ApiError> {
+    let params = Params::parse(query, &["namespace", "search", "order", "limit", "cursor"])?;
+    let limit = params
+        .number("limit")
+        .map_err(ApiError::field)?
+        .unwrap_or(100)
+        .clamp(1, 1000);
+    let start = match params.text("cursor") {
+        None => 0,
+        Some(cursor) => cursor.parse::<usize>().map_err(|_| {
+            ApiError::field(FieldError::with_value(
+                "cursor",
+                format!("{cursor:?}"),
+                "the nextCursor of a previous page",
+            ))
+        })?,
+    };
+    let order = params.text("order").unwrap_or_else(|| "key".into());
+    if !ORDERS.split(", ").any(|known| known == order) {
+        return Err(ApiError::field(FieldError::with_value(
+            "order",
+            format!("{order:?}"),
+            format!("one of {ORDERS}"),
+        )));
+    }
+    let namespace = params.text("namespace");
+    let search = params.text("search").map(|search| search.to_lowercase());
+    let snapshot = flags.snapshot();
+    let mut found: Vec<StoredFlag> = snapshot
+        .all()
+        .map(|entry| entry.stored.clone())
+        .filter(|stored| {
+            namespace
+                .as_ref()
+                .is_none_or(|namespace| stored.key.namespace == *namespace)
+        })
+        .filter(|stored| {
+            search.as_ref().is_none_or(|search| {
+                stored.key.key.to_lowercase().contains(search)
+                    || stored.flag.spec.variations.iter().any(|variation| {
+                        variation
+                            .description
+                            .as_ref()
+                            .is_some_and(|text| text.to_lowercase().contains(search))
+                    })
+            })
+        })
+        .collect();
+    match order.as_str() {
+        "created" => found.sort_by_key(|flag| flag.created_at),
+        "-created" => found.sort_by_key(|flag| std::cmp::Reverse(flag.created_at)),
+        "updated" => found.sort_by_key(|flag| flag.updated_at),
+        "-updated" => found.sort_by_key(|flag| std::cmp::Reverse(flag.updated_at)),
+        _ => {}
+    }
+    let limit = usize::try_from(limit).unwrap_or(1000);
+    let end = start.saturating_add(limit).min(found.len());
+    let next_cursor = (end < found.len()).then(|| end.to_string());
+    let items = found
+        .into_iter()
+        .skip(start)
+        .take(limit)
+        .map(FlagView::from)
+        .collect();
+    Ok(Json(FlagPage { items, next_cursor }).into_response())
+}
+
+/// `GET /api/v1/flags/{namespace}/{key}`
+pub(crate) async fn get_one<F: FlagStore>(
+    State(flags): State<Flags<F>>,
+    Path((namespace, key)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let key = FlagKey::new(namespace, key);
+    let stored = flags
+        .store()
+        .get_flag(&key)
+        .await
+        .map_err(FlagError::from)?
+        .ok_or_else(|| ApiError::NotFound(format!("flag {key} not found")))?;
+    Ok(with_etag(
+        StatusCode::OK,
+        stored.version,
+        FlagView::from(stored),
+    ))
+}
+
+/// `POST /api/v1/flags`
+pub(crate) async fn create<F: FlagStore>(
+    State(flags): State<Flags<F>>,
+    query: QueryPairs,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    apply(flags, None, query, headers, body).await
+}
+
+/// `PUT /api/v1/flags/{namespace}/{key}`
+pub(crate) async fn put<F: FlagStore>(
+    State(flags): State<Flags<F>>,
+    Path((namespace, key)): Path<(String, String)>,
+    query: QueryPairs,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    apply(
+        flags,
+        Some(FlagKey::new(namespace, key)),
+        query,
+        headers,
+        body,
+    )
+    .await
+}
+
+async fn apply<F: FlagStore>(
+    flags: Flags<F>,
+    path: Option<FlagKey>,
+    query: QueryPairs,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let params = Params::parse(query, &["expectedVersion"])?;
+    let expected_version = params.number("expectedVersion").map_err(ApiError::field)?;
+    let format = input::format(&headers, true, None)?;
+    let bytes = input::body(body)?;
+    let precondition = input::precondition(&headers, expected_version)?;
+    let mut flag = flag_of(&bytes, format)?;
+    if let Some(key) = &path {
+        let mut errors = Vec::new();
+        match flag.metadata.namespace.as_deref() {
+            None | Some("") => flag.metadata.namespace = Some(key.namespace.clone()),
+            Some(namespace) if namespace != key.namespace => {
+                errors.push(FieldError::with_value(
+                    "metadata.namespace",
+                    format!("{namespace:?}"),
+                    format!("the path names namespace {:?}", key.namespace),
+                ));
+            }
+            Some(_) => {}
+        }
+        if flag.metadata.name != key.key {
+            errors.push(FieldError::with_value(
+                "metadata.name",
+                format!("{:?}", flag.metadata.name),
+                format!("the path names flag {:?}", key.key),
+            ));
+        }
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(errors));
+        }
+    }
+    let key = FlagKey::of(&flag);
+    let expected_version = match precondition {
+        Precondition::None => None,
+        Precondition::Version(version) => Some(version),
+        Precondition::Exists => match flags
+            .store()
+            .get_flag(&key)
+            .await
+            .map_err(FlagError::from)?
+        {
+            Some(stored) => Some(stored.version),
+            None => {
+                return Err(ApiError::Conflict(format!(
+                    "flag {key} does not exist (If-Match: * requires that it does)"
+                )));
+            }
+        },
+    };
+    let (stored, outcome) = flags
+        .apply(flag, expected_version, jiff::Timestamp::now())
+        .await?;
+    let status = match outcome {
+        ApplyOutcome::Created => StatusCode::CREATED,
+        ApplyOutcome::Updated | ApplyOutcome::Unchanged => StatusCode::OK,
+    };
+    let version = stored.version;
+    let mut response = with_etag(
+        status,
+        version,
+        AppliedFlag {
+            flag: FlagView::from(stored),
+            outcome,
+        },
+    );
+    if status == StatusCode::CREATED
+        && let Ok(location) =
+            HeaderValue::from_str(&format!("/api/v1/flags/{}/{}", key.namespace, key.key))
+    {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    Ok(response)
+}
+
+/// One Flag from a body, checked (structure here, rules in [`Flags::apply`]).
+fn flag_of(bytes: &[u8], format: input::Format) -> Result<Flag, ApiError> {
+    let mut values = input::documents(bytes, format)?;
+    if values.len() != 1 {
+        return Err(ApiError::field(FieldError::new(
+            "(document)",
+            format!(
+                "holds {} documents: send one Flag per request",
+                values.len()
+            ),
+        )));
+    }
+    let mut value = values.remove(0);
+    if let Value::Object(map) = &mut value {
+        for field in SERVER_FIELDS {
+            map.remove(field);
+        }
+    }
+    let loaded = load_value(&value).map_err(|refused| ApiError::invalid(refused.errors))?;
+    match loaded.document {
+        Document::Flag(flag) => Ok(*flag),
+        other => Err(ApiError::field(FieldError::with_value(
+            "kind",
+            format!("{:?}", other.describe()),
+            "this endpoint applies a Flag (rollouts go to /api/v1/rollouts)",
+        ))),
+    }
+}
+
+/// `DELETE /api/v1/flags/{namespace}/{key}` (with `If-Match` or `?expectedVersion=`).
+pub(crate) async fn delete<F: FlagStore>(
+    State(flags): State<Flags<F>>,
+    Path((namespace, key)): Path<(String, String)>,
+    query: QueryPairs,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let params = Params::parse(query, &["expectedVersion"])?;
+    let expected_version = params.number("expectedVersion").map_err(ApiError::field)?;
+    let expected = match input::precondition(&headers, expected_version)? {
+        Precondition::Version(version) => Some(version),
+        Precondition::None | Precondition::Exists => None,
+    };
+    flags
+        .delete(&FlagKey::new(namespace, key), expected)
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

@@ -1,0 +1,200 @@
+//! OpenFeature Remote Evaluation Protocol (OFREP): any OpenFeature SDK with an OFREP provider
+//! reads weir's flags.
+//!
+//! | route | what |
+//! |---|---|
+//! | `POST /ofrep/v1/evaluate/flags/{key}` | one flag of namespace `default` |
+//! | `POST /ofrep/v1/evaluate/flags` | every flag of namespace `default` (`ETag`, 304 on `If-None-Match`) |
+//! | `POST /ns/{namespace}/ofrep/v1/evaluate/flags[/{key}]` | the same for another namespace: give an SDK the base URL `http://HOST/ns/NAMESPACE` |
+//!
+//! The body is `{"context": {"targetingKey": ..., ATTRIBUTE: ...}}` (the whole body, or the
+//! context, may be absent). A success is `{key, reason, variant, value, metadata}`; a failure
+//! `{key, errorCode, errorDetails}`: 404 `FLAG_NOT_FOUND`, 400 `PARSE_ERROR`,
+//! `TARGETING_KEY_MISSING` or `INVALID_CONTEXT`. Evaluations read the in-memory snapshot of
+//! [`weir_flags::Flags`], never the store.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+use weir_core::flag::{EvaluationContext, EvaluationError};
+use weir_flags::{Flags, Snapshot};
+use weir_store::FlagStore;
+
+/// The namespace of the routes without `/ns/{namespace}`.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// `POST /ofrep/v1/evaluate/flags/{key}`
+pub(crate) async fn evaluate_default<F: FlagStore>(
+    State(flags): State<Flags<F>>,
+    Path(key): Path<String>,
+    body: Bytes,
+) -> Response {
+    evaluate_one(&flags.snapshot(), DEFAULT_NAMESPACE, &key, &body)
+}
+
+/// `POST /ns/{namespace}/ofrep/v1/evaluate/flags/{key}`
+pub(crate) async fn evaluate_in<F: FlagStore>(
+    State(flags): State<Flags<F>>,
+    Path((namespace, key)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    evaluate_one(&flags.snapshot(), &namespace, &key, &body)
+}
+
+/// `POST /ofrep/v1/evaluate/flags`
+pub(crate) async fn bulk_default<F: FlagStore>(
+    State(flags): State<Flags<F>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    evaluate_all(&flags.snapshot(), DEFAULT_NAMESPACE, &headers, &body)
+}
+
+/// `POST /ns/{namespace}/ofrep/v1/evaluate/flags`
+pub(crate) async fn bulk_in<F: FlagStore>(
+    State(flags): State<Flags<F>>,
+    Path(namespace): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    evaluate_all(&flags.snapshot(), &namespace, &headers, &body)
+}
+
+fn evaluate_one(snapshot: &Snapshot, namespace: &str, key: &str, body: &[u8]) -> Response {
+    let context = match context_of(body) {
+        Ok(context) => context,
+        Err((code, details)) => return failure(StatusCode::BAD_REQUEST, key, code, &details),
+    };
+    let Some(entry) = snapshot.get(namespace, key) else {
+        return failure(
+            StatusCode::NOT_FOUND,
+            key,
+            "FLAG_NOT_FOUND",
+            &format!("no flag {key:?} in namespace {namespace:?}"),
+        );
+    };
+    match entry.compiled.evaluate(&context) {
+        Ok(evaluation) => Json(success(key, &evaluation)).into_response(),
+        Err(error) => {
+            let (code, details) = error_code(&error);
+            failure(StatusCode::BAD_REQUEST, key, code, &details)
+        }
+    }
+}
+
+fn evaluate_all(
+    snapshot: &Snapshot,
+    namespace: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    let context = match context_of(body) {
+        Ok(context) => context,
+        Err((code, details)) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(json!({"errorCode": code, "errorDetails": details})),
+            )
+                .into_response();
+        }
+    };
+    // The results depend on the flags and on the context: the tag covers both.
+    let mut context_text = String::from_utf8_lossy(body).into_owned();
+    context_text.push_str(&snapshot.etag(namespace));
+    let tag = format!(
+        "\"{}\"",
+        weir_core::revision::of_definition(&Value::String(context_text))
+    );
+    let unchanged = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|given| given.split(',').any(|one| one.trim() == tag));
+    let tag_header = HeaderValue::from_str(&tag).ok();
+    if unchanged {
+        let mut response = StatusCode::NOT_MODIFIED.into_response();
+        if let Some(tag) = tag_header {
+            response.headers_mut().insert(header::ETAG, tag);
+        }
+        return response;
+    }
+    let flags: Vec<Value> = snapshot
+        .namespace(namespace)
+        .map(|entry| {
+            let key = entry.stored.key.key.as_str();
+            match entry.compiled.evaluate(&context) {
+                Ok(evaluation) => success(key, &evaluation),
+                Err(error) => {
+                    let (code, details) = error_code(&error);
+                    json!({"key": key, "errorCode": code, "errorDetails": details})
+                }
+            }
+        })
+        .collect();
+    let mut response = Json(json!({"flags": flags})).into_response();
+    if let Some(tag) = tag_header {
+        response.headers_mut().insert(header::ETAG, tag);
+    }
+    response
+}
+
+fn success(key: &str, evaluation: &weir_core::flag::Evaluation) -> Value {
+    json!({
+        "key": key,
+        "reason": evaluation.reason.as_str(),
+        "variant": evaluation.variant,
+        "value": evaluation.value,
+        "metadata": {},
+    })
+}
+
+fn failure(status: StatusCode, key: &str, code: &str, details: &str) -> Response {
+    (
+        status,
+        Json(json!({"key": key, "errorCode": code, "errorDetails": details})),
+    )
+        .into_response()
+}
+
+fn error_code(error: &EvaluationError) -> (&'static str, String) {
+    match error {
+        EvaluationError::TargetingKeyMissing(details) => ("TARGETING_KEY_MISSING", details.clone()),
+        EvaluationError::InvalidContext(details) => ("INVALID_CONTEXT", details.clone()),
+    }
+}
+
+/// The evaluation context of a request body: `{"context": {...}}`, or nothing at all. A body
+/// that is not JSON is a `PARSE_ERROR`; a context of the wrong shape `INVALID_CONTEXT`.
+fn context_of(body: &[u8]) -> Result<EvaluationContext, (&'static str, String)> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(EvaluationContext::default());
+    }
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|error| ("PARSE_ERROR", format!("the body is not JSON: {error}")))?;
+    let invalid = |details: String| ("INVALID_CONTEXT", details);
+    let Value::Object(mut body) = value else {
+        return Err(invalid(
+            "the body must be a JSON object, {\"context\": {...}}".into(),
+        ));
+    };
+    let mut attributes = match body.remove("context") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(context)) => context,
+        Some(_) => return Err(invalid("context must be a JSON object".into())),
+    };
+    let targeting_key = match attributes.remove("targetingKey") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(key)) => Some(key),
+        Some(other) => {
+            return Err(invalid(format!(
+                "context.targetingKey must be a string, found {other}"
+            )));
+        }
+    };
+    Ok(EvaluationContext {
+        targeting_key,
+        attributes,
+    })
+}

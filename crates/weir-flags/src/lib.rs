@@ -1,0 +1,195 @@
+//! weir-flags: feature flags in a running server.
+//!
+//! [`Flags`] is the only writer of flags (the REST API and, later, flag rollouts write through
+//! it, one write at a time), and keeps an in-memory [`Snapshot`] of every flag, compiled for
+//! evaluation, that it replaces as a whole after each committed write (`arc-swap`, as the
+//! router's table): OFREP evaluations read the snapshot and never touch the store. Every change
+//! is also announced on a broadcast channel (for SSE notifications).
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use jiff::Timestamp;
+use tokio::sync::{Mutex, broadcast};
+use weir_core::FieldError;
+use weir_core::flag::CompiledFlag;
+use weir_core::model::Flag;
+use weir_store::{ApplyOutcome, FlagKey, FlagStore, FlagStoreError, StoredFlag};
+
+/// A flag as evaluations see it.
+#[derive(Debug)]
+pub struct Entry {
+    /// The flag as stored (its version is part of the bulk ETag).
+    pub stored: StoredFlag,
+    /// Ready for evaluation.
+    pub compiled: CompiledFlag,
+}
+
+/// Every flag at one moment, by namespace and key.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    flags: BTreeMap<FlagKey, Arc<Entry>>,
+    /// Bumped by every change: with the namespace, the bulk evaluation's ETag.
+    generation: u64,
+}
+
+impl Snapshot {
+    /// The flag `key` in `namespace`.
+    pub fn get(&self, namespace: &str, key: &str) -> Option<&Arc<Entry>> {
+        self.flags.get(&FlagKey::new(namespace, key))
+    }
+
+    /// The flags of `namespace`, by key.
+    pub fn namespace<'a>(&'a self, namespace: &'a str) -> impl Iterator<Item = &'a Arc<Entry>> {
+        self.flags
+            .range(FlagKey::new(namespace, "")..)
+            .take_while(move |(key, _)| key.namespace == namespace)
+            .map(|(_, entry)| entry)
+    }
+
+    /// Every flag, by namespace and key.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<Entry>> {
+        self.flags.values()
+    }
+
+    /// An ETag for what [`Snapshot::namespace`] returns: the versions of its flags.
+    pub fn etag(&self, namespace: &str) -> String {
+        let versions: Vec<String> = self
+            .namespace(namespace)
+            .map(|entry| format!("{}.{}", entry.stored.key.key, entry.stored.version))
+            .collect();
+        let digest = weir_core::revision::of_definition(&serde_json::Value::from(versions));
+        format!("\"{digest}\"")
+    }
+
+    /// Bumped by every change.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+}
+
+/// A committed change of a flag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlagChange {
+    /// Which flag.
+    pub key: FlagKey,
+    /// Its version after the change (`None`: deleted).
+    pub version: Option<u64>,
+}
+
+/// Why a flag write was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FlagError {
+    /// The document breaks rules: every problem with its path.
+    #[error("invalid flag: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Invalid(Vec<FieldError>),
+    /// The store refused or failed.
+    #[error(transparent)]
+    Store(#[from] FlagStoreError),
+}
+
+/// The flags of a server: the store, the snapshot, the changes.
+#[derive(Clone)]
+pub struct Flags<S: FlagStore> {
+    store: S,
+    snapshot: Arc<ArcSwap<Snapshot>>,
+    /// One write at a time, so the snapshot is always built from the latest committed state.
+    writing: Arc<Mutex<()>>,
+    changes: broadcast::Sender<FlagChange>,
+}
+
+impl<S: FlagStore> Flags<S> {
+    /// The flags stored in `store`, loaded into a snapshot.
+    pub async fn open(store: S) -> Result<Flags<S>, FlagError> {
+        let flags = Flags {
+            store,
+            snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::default())),
+            writing: Arc::new(Mutex::new(())),
+            changes: broadcast::channel(1024).0,
+        };
+        let all = flags.store.list_flags().await?;
+        flags.snapshot.store(Arc::new(Snapshot {
+            flags: all
+                .into_iter()
+                .map(|stored| (stored.key.clone(), Arc::new(entry(stored))))
+                .collect(),
+            generation: 1,
+        }));
+        Ok(flags)
+    }
+
+    /// Every flag now (cheap: a pointer copy).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    /// Changes from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<FlagChange> {
+        self.changes.subscribe()
+    }
+
+    /// The store (for reads that want creation times and versions).
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Validates and stores `flag` (`expected_version` as in [`FlagStore::put_flag`]), then
+    /// makes it visible to evaluations.
+    pub async fn apply(
+        &self,
+        flag: Flag,
+        expected_version: Option<u64>,
+        now: Timestamp,
+    ) -> Result<(StoredFlag, ApplyOutcome), FlagError> {
+        let errors = weir_core::validate::flag(&flag);
+        if !errors.is_empty() {
+            return Err(FlagError::Invalid(errors));
+        }
+        let _writing = self.writing.lock().await;
+        let (stored, outcome) = self.store.put_flag(&flag, expected_version, now).await?;
+        if outcome != ApplyOutcome::Unchanged {
+            self.publish(stored.key.clone(), Some(stored.clone()));
+        }
+        Ok((stored, outcome))
+    }
+
+    /// Deletes the flag `key`.
+    pub async fn delete(
+        &self,
+        key: &FlagKey,
+        expected_version: Option<u64>,
+    ) -> Result<(), FlagError> {
+        let _writing = self.writing.lock().await;
+        self.store.delete_flag(key, expected_version).await?;
+        self.publish(key.clone(), None);
+        Ok(())
+    }
+
+    /// Replaces the snapshot with `key` changed to `stored` (or removed) and announces it.
+    fn publish(&self, key: FlagKey, stored: Option<StoredFlag>) {
+        let current = self.snapshot.load();
+        let mut flags = current.flags.clone();
+        let version = stored.as_ref().map(|stored| stored.version);
+        match stored {
+            Some(stored) => flags.insert(key.clone(), Arc::new(entry(stored))),
+            None => flags.remove(&key),
+        };
+        self.snapshot.store(Arc::new(Snapshot {
+            flags,
+            generation: current.generation + 1,
+        }));
+        // Nobody listening is fine.
+        let _ = self.changes.send(FlagChange { key, version });
+    }
+}
+
+fn entry(stored: StoredFlag) -> Entry {
+    Entry {
+        compiled: CompiledFlag::new(stored.flag.clone()),
+        stored,
+    }
+}
