@@ -13,7 +13,8 @@
 //! 4. `defaultStrategy`: a `variation` gives STATIC when the flag has no targeting at all (no
 //!    targeting keys listed, no rules), DEFAULT otherwise; `weights` give SPLIT.
 //!
-//! Attributes: `targetingKey` is the context's targeting key; any other name is read from the
+//! Attributes: `targetingKey` is the context's targeting key (`targeting_key`, or a string
+//! `targetingKey` attribute when that is absent); any other name is read from the
 //! context's attributes, first as a top-level key, then (if the name has dots) as a path `a.b`
 //! into nested objects.
 //!
@@ -188,13 +189,17 @@ impl Split {
 impl CompiledFlag {
     /// Compiles `flag`, which should be valid (`validate::flag`; see [`CompiledFlag::try_new`]).
     ///
-    /// An invalid flag still compiles and evaluates without panicking, degraded: an unknown
-    /// `offVariation` is the first variation; targets and rules naming an unknown variation
-    /// (or a rule with neither or both of `variation` and `weights`... both: its variation wins)
-    /// are skipped; weights of unknown variations are ignored and weights summing to less than
+    /// An invalid flag still compiles and evaluates without panicking, degraded (servers are
+    /// expected to refuse invalid flags; this only keeps a bug or a bypassed check harmless):
+    /// an unknown `offVariation` is the first variation; targets naming an unknown variation,
+    /// and rules whose strategy names nothing usable (an unknown variation, no weighted
+    /// variation, neither `variation` nor `weights`), are skipped; a strategy with both serves its
+    /// variation; weights of unknown variations are ignored, and weights summing to less than
     /// 100% give the rest to the last weighted variation; a default strategy that names nothing
-    /// usable serves the off variation (DEFAULT); an invalid regular expression or version never
-    /// matches. A flag without variations evaluates to [`EvaluationError::InvalidContext`].
+    /// usable serves the off variation (DEFAULT); a value of the wrong type for its operator, an
+    /// invalid regular expression or version never matches. A flag without variations evaluates
+    /// to [`EvaluationError::InvalidContext`] (OFREP has no better code for it than GENERAL, and
+    /// the error type is shared with the OFREP server).
     pub fn new(flag: Flag) -> CompiledFlag {
         let spec = &flag.spec;
         let index_of = |name: &str| spec.variations.iter().position(|v| v.name == name);

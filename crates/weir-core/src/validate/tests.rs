@@ -199,3 +199,262 @@ fn webhook_retries_are_bounded_and_a_secret_ref_names_its_secret() {
         ]
     );
 }
+
+// === flags ===
+
+/// The errors of a flag document (apiVersion and kind given) as (path, message) pairs.
+fn flag_errors(yaml: &str) -> Vec<(String, String)> {
+    let parsed: Result<crate::model::Flag, _> = serde_saphyr::from_str(yaml);
+    let flag = match parsed {
+        Ok(flag) => flag,
+        Err(error) => panic!("does not parse: {error}\n{yaml}"),
+    };
+    super::flag(&flag)
+        .into_iter()
+        .map(|error| (error.path, error.message))
+        .collect()
+}
+
+/// A flag document around `spec_yaml`.
+fn flag_doc(spec_yaml: &str) -> String {
+    format!(
+        "apiVersion: weir.dev/v1alpha1\nkind: Flag\nmetadata: {{name: new-checkout}}\nspec:\n{spec_yaml}"
+    )
+}
+
+const FLAG_VARIATIONS: &str =
+    "  variations: [{name: \"off\", value: false}, {name: \"on\", value: true}]\n";
+
+fn flag_error_paths(spec_yaml: &str) -> Vec<String> {
+    flag_errors(&flag_doc(spec_yaml))
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect()
+}
+
+fn flag_message(spec_yaml: &str, path: &str) -> String {
+    flag_errors(&flag_doc(spec_yaml))
+        .into_iter()
+        .find(|(found, _)| found == path)
+        .map(|(_, message)| message)
+        .unwrap_or_else(|| {
+            panic!(
+                "no error at {path}: {:?}",
+                flag_errors(&flag_doc(spec_yaml))
+            )
+        })
+}
+
+#[test]
+fn a_valid_flag_has_no_errors() {
+    let spec = format!(
+        "{FLAG_VARIATIONS}  offVariation: \"off\"\n  targets: {{\"on\": [alice, bob], \"off\": [carol]}}\n  rules:\n    - name: beta\n      clauses:\n        - {{attribute: country, op: in, values: [DE, FR]}}\n        - {{attribute: email, op: matches, values: [\"@example\\\\.com$\"]}}\n        - {{attribute: app, op: semverGte, values: [\"v2.0.0-rc.1\"]}}\n        - {{attribute: age, op: gte, values: [18]}}\n      weights: {{\"on\": 33.333, \"off\": 66.667}}\n  defaultStrategy: {{variation: \"off\"}}\n  bucketBy: org.id\n"
+    );
+    assert_eq!(
+        flag_errors(&flag_doc(&spec)),
+        Vec::<(String, String)>::new()
+    );
+}
+
+#[test]
+fn a_flag_is_weir_dev_v1alpha1_kind_flag_with_a_valid_key() {
+    let spec = format!("{FLAG_VARIATIONS}  defaultStrategy: {{variation: \"on\"}}\n");
+    let errors = flag_errors(&format!(
+        "apiVersion: weir.dev/v1\nkind: Flags\nmetadata: {{name: New_Checkout}}\nspec:\n{spec}"
+    ));
+    let paths: Vec<&str> = errors.iter().map(|(path, _)| path.as_str()).collect();
+    assert_eq!(paths, vec!["apiVersion", "kind", "metadata.name"]);
+    assert!(errors[2].1.contains("lowercase"), "{}", errors[2].1);
+    for good in ["new_checkout", "a", "checkout.v2", "x-1"] {
+        assert!(flags::is_flag_key(good), "{good}");
+    }
+    let long = "a".repeat(254);
+    for bad in ["", "-a", "a_", "A", "a b", "ä", long.as_str()] {
+        assert!(!flags::is_flag_key(bad), "{bad}");
+    }
+    let errors = flag_errors(&format!(
+        "apiVersion: weir.dev/v1alpha1\nkind: Flag\nmetadata: {{name: \"\"}}\nspec:\n{spec}"
+    ));
+    assert_eq!(errors[0].0, "metadata.name");
+}
+
+#[test]
+fn variations_are_two_or_more_uniquely_named_of_one_type() {
+    assert_eq!(
+        flag_error_paths(
+            "  variations: [{name: only, value: 1}]\n  defaultStrategy: {variation: only}\n"
+        ),
+        vec!["spec.variations"]
+    );
+    assert_eq!(
+        flag_error_paths(
+            "  variations: [{name: a, value: 1}, {name: a, value: 2}, {name: \"\", value: 3}]\n  defaultStrategy: {variation: a}\n"
+        ),
+        vec!["spec.variations[1].name", "spec.variations[2].name"]
+    );
+    let spec = "  variations: [{name: a, value: true}, {name: b, value: \"yes\"}, {name: c, value: {x: 1}}, {name: d, value: [1]}, {name: e, value: null}]\n  defaultStrategy: {variation: a}\n";
+    assert_eq!(
+        flag_error_paths(spec),
+        vec![
+            "spec.variations[1].value",
+            "spec.variations[2].value",
+            "spec.variations[3].value",
+            "spec.variations[4].value"
+        ]
+    );
+    assert!(
+        flag_message(spec, "spec.variations[1].value").contains("spec.variations[0] is a boolean")
+    );
+    // Objects and lists are one type, JSON.
+    assert!(
+        flag_error_paths(
+            "  variations: [{name: a, value: {x: 1}}, {name: b, value: [1, 2]}]\n  defaultStrategy: {variation: a}\n"
+        )
+        .is_empty()
+    );
+}
+
+#[test]
+fn named_variations_must_exist() {
+    let spec = format!(
+        "{FLAG_VARIATIONS}  offVariation: of\n  targets: {{onn: [alice]}}\n  rules: [{{name: beta, clauses: [{{attribute: a, op: equals, values: [1]}}], variation: yes}}]\n  defaultStrategy: {{variation: no}}\n"
+    );
+    assert_eq!(
+        flag_error_paths(&spec),
+        vec![
+            "spec.offVariation",
+            "spec.targets.onn",
+            "spec.rules[0].variation",
+            "spec.defaultStrategy.variation"
+        ]
+    );
+    let message = flag_message(&spec, "spec.rules[0].variation");
+    assert!(message.contains("rule 0 (\"beta\")"), "{message}");
+    assert!(message.contains("\"off\", \"on\""), "{message}");
+}
+
+#[test]
+fn a_strategy_sets_exactly_one_of_variation_and_weights() {
+    assert_eq!(
+        flag_error_paths(&format!(
+            "{FLAG_VARIATIONS}  rules: [{{clauses: [{{attribute: a, op: equals, values: [1]}}]}}]\n  defaultStrategy: {{variation: \"on\", weights: {{\"on\": 100}}}}\n"
+        )),
+        vec!["spec.rules[0]", "spec.defaultStrategy"]
+    );
+}
+
+#[test]
+fn weights_name_variations_and_sum_to_exactly_100_percent() {
+    let spec = format!(
+        "{FLAG_VARIATIONS}  rules: [{{clauses: [{{attribute: a, op: equals, values: [1]}}], weights: {{\"on\": 50, maybe: 50}}}}]\n  defaultStrategy: {{weights: {{\"on\": 33.333, \"off\": 66.666}}}}\n"
+    );
+    assert_eq!(
+        flag_error_paths(&spec),
+        vec![
+            "spec.rules[0].weights.maybe",
+            "spec.defaultStrategy.weights"
+        ]
+    );
+    let message = flag_message(&spec, "spec.defaultStrategy.weights");
+    assert!(message.contains("sum to 99.999%"), "{message}");
+    let over =
+        format!("{FLAG_VARIATIONS}  defaultStrategy: {{weights: {{\"on\": 100, \"off\": 20}}}}\n");
+    assert!(flag_message(&over, "spec.defaultStrategy.weights").contains("sum to 120%"));
+}
+
+#[test]
+fn rules_need_clauses_and_clauses_need_values_of_the_operators_type() {
+    let spec = format!(
+        "{FLAG_VARIATIONS}  rules:\n    - {{name: empty, clauses: [], variation: \"on\"}}\n    - clauses:\n        - {{attribute: a, op: equals, values: []}}\n        - {{attribute: \"\", op: equals, values: [{{x: 1}}]}}\n        - {{attribute: b, op: matches, values: [\"(unclosed\", 7]}}\n        - {{attribute: c, op: semverGt, values: [\"1.2\", \"v1.2.3\"]}}\n        - {{attribute: d, op: gt, values: [\"10\", 10]}}\n        - {{attribute: e, op: startsWith, values: [1]}}\n      variation: \"on\"\n  defaultStrategy: {{variation: \"off\"}}\n"
+    );
+    assert_eq!(
+        flag_error_paths(&spec),
+        vec![
+            "spec.rules[0].clauses",
+            "spec.rules[1].clauses[0].values",
+            "spec.rules[1].clauses[1].attribute",
+            "spec.rules[1].clauses[1].values[0]",
+            "spec.rules[1].clauses[2].values[0]",
+            "spec.rules[1].clauses[2].values[1]",
+            "spec.rules[1].clauses[3].values[0]",
+            "spec.rules[1].clauses[4].values[0]",
+            "spec.rules[1].clauses[5].values[0]",
+        ]
+    );
+    assert!(flag_message(&spec, "spec.rules[0].clauses").contains("rule 0 (\"empty\")"));
+    let regex = flag_message(&spec, "spec.rules[1].clauses[2].values[0]");
+    assert!(regex.contains("not a valid regular expression"), "{regex}");
+    assert!(regex.contains("rule 1"), "{regex}");
+    assert!(
+        flag_message(&spec, "spec.rules[1].clauses[3].values[0]").contains("MAJOR.MINOR.PATCH")
+    );
+}
+
+#[test]
+fn a_targeting_key_gets_one_variation() {
+    let spec = format!(
+        "{FLAG_VARIATIONS}  targets: {{\"off\": [alice, bob], \"on\": [carol, alice, \"\"]}}\n  defaultStrategy: {{variation: \"off\"}}\n"
+    );
+    assert_eq!(
+        flag_error_paths(&spec),
+        vec!["spec.targets.on[1]", "spec.targets.on[2]"]
+    );
+    assert!(
+        flag_message(&spec, "spec.targets.on[1]")
+            .contains("also listed under the variation \"off\"")
+    );
+}
+
+#[test]
+fn flags_load_as_documents_with_every_error() {
+    let good = flag_doc(&format!(
+        "{FLAG_VARIATIONS}  defaultStrategy: {{variation: \"on\"}}\n"
+    ));
+    assert!(matches!(
+        load(good.as_bytes()).first(),
+        Some(Ok(loaded)) if matches!(&loaded.document, Document::Flag(flag) if flag.key() == "new-checkout")
+    ));
+    let Some(Ok(loaded)) = load(good.as_bytes()).pop() else {
+        panic!("loads");
+    };
+    assert_eq!(loaded.document.describe(), "Flag default/new-checkout");
+    // Structural errors, all of them, with paths (in the order serde meets them: keys sorted).
+    let broken = flag_doc(
+        "  variations: [{name: a, value: 1, colour: red}, {name: b, value: 2}]\n  rules: [{clauses: [{attribute: x, op: equals, values: [1]}], variation: a, weight: 3}]\n  defaultStrategy: {weights: {a: 0.0001, b: 100}}\n",
+    );
+    let Some(Err(refused)) = load(broken.as_bytes()).pop() else {
+        panic!("refused");
+    };
+    let paths: Vec<&str> = refused.errors.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        vec![
+            "spec.defaultStrategy.weights.a",
+            "spec.rules[0].weight",
+            "spec.variations[0].colour",
+        ],
+        "{:?}",
+        refused.errors
+    );
+    assert!(refused.errors[0].message.contains("finer than 0.001%"));
+    assert!(refused.errors[1].message.contains("did you mean `weights`"));
+    // An unknown operator names the allowed ones. (Collection stops there: the clause is left
+    // without an op, which no value can stand in for.)
+    let bad_op = flag_doc(
+        "  variations: [{name: a, value: 1}, {name: b, value: 2}]\n  rules: [{clauses: [{attribute: x, op: like, values: [1]}], variation: a}]\n  defaultStrategy: {variation: a}\n",
+    );
+    let Some(Err(refused)) = load(bad_op.as_bytes()).pop() else {
+        panic!("refused");
+    };
+    assert_eq!(refused.errors[0].path, "spec.rules[0].clauses[0].op");
+    assert!(refused.errors[0].message.contains("semverGte"));
+    // Validation errors come through load too.
+    let invalid = flag_doc(&format!(
+        "{FLAG_VARIATIONS}  defaultStrategy: {{variation: maybe}}\n"
+    ));
+    let Some(Err(refused)) = load(invalid.as_bytes()).pop() else {
+        panic!("refused");
+    };
+    assert_eq!(refused.subject, "Flag new-checkout");
+    assert_eq!(refused.errors[0].path, "spec.defaultStrategy.variation");
+}
