@@ -4,13 +4,16 @@
 //! it, one write at a time), and keeps an in-memory [`Snapshot`] of every flag, compiled for
 //! evaluation, that it replaces as a whole after each committed write (`arc-swap`, as the
 //! router's table): OFREP evaluations read the snapshot and never touch the store. Every change
-//! is also announced on a broadcast channel (for SSE notifications).
+//! is also announced on a broadcast channel (for SSE notifications). [`FlagTargets`] is the
+//! engine's `flag` target: flag rollouts change a flag's weights through [`Flags`].
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+mod target;
 
 use arc_swap::ArcSwap;
 use jiff::Timestamp;
@@ -19,6 +22,8 @@ use weir_core::FieldError;
 use weir_core::flag::CompiledFlag;
 use weir_core::model::Flag;
 use weir_store::{ApplyOutcome, FlagKey, FlagStore, FlagStoreError, StoredFlag};
+
+pub use target::FlagTargets;
 
 /// A flag as evaluations see it.
 #[derive(Debug)]

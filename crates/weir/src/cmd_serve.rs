@@ -48,16 +48,17 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
             .await
             .with_context(|| format!("cannot open {}", db.display()))?;
         let integrations = args.integrations.integrations(Vec::new())?;
-        let providers = integrations.providers(&LocalTargets::new(RouterConfig::default()));
+        let flags = weir_flags::Flags::open(store.clone())
+            .await
+            .with_context(|| format!("cannot read the flags of {}", db.display()))?;
+        let providers = weir_flags::FlagTargets::new(flags.clone())
+            .add_to(integrations.providers(&LocalTargets::new(RouterConfig::default())));
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let bound = listener.local_addr().unwrap_or(args.listen);
         crate::listening::announce(args.output, &[("api", bound)]);
-        let flags = weir_flags::Flags::open(store.clone())
-            .await
-            .with_context(|| format!("cannot read the flags of {}", db.display()))?;
         eprintln!(
             "weir serve: API at http://{bound} (database {}); OFREP at http://{bound}/ofrep/v1 (namespace default; http://{bound}/ns/NAMESPACE for others); Ctrl-C stops",
             db.display()
