@@ -76,7 +76,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
     };
     if rollout.spec.target.kind() != TargetKind::Local {
         eprintln!(
-            "{}: spec.target.kind is {:?}: `weir run` runs local targets (kind: local); Kubernetes targets run under `weir operator` (docs/KUBERNETES.md); flags belong to `weir serve`, in a later release",
+            "{}: spec.target.kind is {:?}: `weir run` runs local targets (kind: local); Kubernetes targets run under `weir operator` (docs/KUBERNETES.md); flag rollouts run under `weir serve`, next to their flags (docs/FLAGS.md)",
             args.file.display(),
             rollout.spec.target.kind()
         );
