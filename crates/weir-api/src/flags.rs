@@ -79,6 +79,7 @@ impl From<FlagError> for ApiError {
                 ApiError::Conflict(error.to_string())
             }
             FlagError::Store(FlagStoreError::Database(message)) => ApiError::Internal(message),
+            FlagError::RolledOut(message) => ApiError::Conflict(message),
         }
     }
 }

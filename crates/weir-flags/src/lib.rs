@@ -21,7 +21,7 @@ use tokio::sync::{Mutex, broadcast};
 use weir_core::FieldError;
 use weir_core::flag::CompiledFlag;
 use weir_core::model::Flag;
-use weir_store::{ApplyOutcome, FlagKey, FlagStore, FlagStoreError, StoredFlag};
+use weir_store::{ApplyOutcome, FlagKey, FlagStore, FlagStoreError, RolloutKey, StoredFlag};
 
 pub use target::FlagTargets;
 
@@ -95,6 +95,9 @@ pub enum FlagError {
     /// The store refused or failed.
     #[error(transparent)]
     Store(#[from] FlagStoreError),
+    /// The change would pull the variations from under a running rollout.
+    #[error("{0}")]
+    RolledOut(String),
 }
 
 /// The flags of a server: the store, the snapshot, the changes.
@@ -105,6 +108,8 @@ pub struct Flags<S: FlagStore> {
     /// One write at a time, so the snapshot is always built from the latest committed state.
     writing: Arc<Mutex<()>>,
     changes: broadcast::Sender<FlagChange>,
+    /// The flags a rollout is moving, and which rollout (one at a time per flag).
+    rolled_out: Arc<std::sync::Mutex<BTreeMap<FlagKey, RolloutKey>>>,
 }
 
 impl<S: FlagStore> Flags<S> {
@@ -115,6 +120,7 @@ impl<S: FlagStore> Flags<S> {
             snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::default())),
             writing: Arc::new(Mutex::new(())),
             changes: broadcast::channel(1024).0,
+            rolled_out: Arc::default(),
         };
         let all = flags.store.list_flags().await?;
         flags.snapshot.store(Arc::new(Snapshot {
@@ -155,6 +161,15 @@ impl<S: FlagStore> Flags<S> {
             return Err(FlagError::Invalid(errors));
         }
         let _writing = self.writing.lock().await;
+        let key = FlagKey::of(&flag);
+        if let Some(rollout) = self.rollout_of(&key)
+            && let Some(current) = self.snapshot().get(&key.namespace, &key.key)
+            && current.stored.flag.spec.variations != flag.spec.variations
+        {
+            return Err(FlagError::RolledOut(format!(
+                "flag {key} is being rolled out by {rollout}: its variations cannot change until that rollout ends (or is deleted)"
+            )));
+        }
         let (stored, outcome) = self.store.put_flag(&flag, expected_version, now).await?;
         if outcome != ApplyOutcome::Unchanged {
             self.publish(stored.key.clone(), Some(stored.clone()));
@@ -162,13 +177,48 @@ impl<S: FlagStore> Flags<S> {
         Ok((stored, outcome))
     }
 
-    /// Deletes the flag `key`.
+    /// The rollout moving flag `key`, if one is.
+    pub fn rollout_of(&self, key: &FlagKey) -> Option<RolloutKey> {
+        self.rolled_out
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(key)
+            .cloned()
+    }
+
+    /// Records that `rollout` moves flag `key` (or, with `moving: false`, no longer does).
+    pub(crate) fn mark_rolled_out(&self, key: FlagKey, rollout: &RolloutKey, moving: bool) {
+        let mut held = self
+            .rolled_out
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if moving {
+            held.insert(key, rollout.clone());
+        } else if held.get(&key) == Some(rollout) {
+            held.remove(&key);
+        }
+    }
+
+    /// Forgets every flag `rollout` held (it is deleted).
+    pub(crate) fn release(&self, rollout: &RolloutKey) {
+        self.rolled_out
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|_, holder| holder != rollout);
+    }
+
+    /// Deletes the flag `key` (not while a rollout moves it).
     pub async fn delete(
         &self,
         key: &FlagKey,
         expected_version: Option<u64>,
     ) -> Result<(), FlagError> {
         let _writing = self.writing.lock().await;
+        if let Some(rollout) = self.rollout_of(key) {
+            return Err(FlagError::RolledOut(format!(
+                "flag {key} is being rolled out by {rollout}: delete or finish that rollout first"
+            )));
+        }
         self.store.delete_flag(key, expected_version).await?;
         self.publish(key.clone(), None);
         Ok(())

@@ -16,7 +16,9 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use weir_core::FieldError;
 use weir_core::machine::{Effect, Route};
-use weir_core::model::{FlagTarget, FlagWeight, Rollout, RolloutStatus, Strategy, TargetKind};
+use weir_core::model::{
+    FlagTarget, FlagWeight, Phase, Rollout, RolloutStatus, Strategy, TargetKind,
+};
 use weir_engine::{BoxFuture, ProviderError, Providers, TargetObservation, TargetProvider};
 use weir_store::{FlagKey, FlagStore, FlagStoreError, RolloutKey};
 
@@ -84,6 +86,20 @@ impl<S: FlagStore> FlagTargets<S> {
                 "setting the weights of flag {key}: {error}"
             ))),
         }
+    }
+}
+
+impl<S: FlagStore> FlagTargets<S> {
+    /// Keeps `Flags` told whether `rollout` is moving its flag: from its set-up to the end of
+    /// its run (a finished run releases the flag; a new revision claims it again).
+    fn track(&self, key: &RolloutKey, rollout: &Rollout, status: &RolloutStatus, flag: &str) {
+        let moving = status.phase.in_run()
+            || matches!(status.phase, Phase::Initializing | Phase::Initialized);
+        self.flags.mark_rolled_out(
+            FlagKey::new(rollout.metadata.namespace_or_default(), flag),
+            key,
+            moving,
+        );
     }
 }
 
@@ -205,6 +221,19 @@ impl<S: FlagStore> TargetProvider for FlagTargets<S> {
                 ),
             )];
         };
+        let flag_key = FlagKey::new(namespace, settings.flag);
+        let this = RolloutKey::new(namespace, rollout.metadata.name.clone());
+        if let Some(holder) = self.flags.rollout_of(&flag_key)
+            && holder != this
+        {
+            return vec![FieldError::with_value(
+                "spec.target.flag",
+                format!("{:?}", settings.flag),
+                format!(
+                    "a flag no other rollout is moving: {holder} is rolling out flag {flag_key} (one rollout per flag; let it finish, or delete it)"
+                ),
+            )];
+        }
         let names: Vec<&str> = entry
             .stored
             .flag
@@ -235,11 +264,14 @@ impl<S: FlagStore> TargetProvider for FlagTargets<S> {
 
     fn reconcile<'a>(
         &'a self,
-        _key: &'a RolloutKey,
+        key: &'a RolloutKey,
         rollout: &'a Rollout,
         status: &'a RolloutStatus,
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
+            if let Ok(settings) = settings(rollout) {
+                self.track(key, rollout, status, settings.flag);
+            }
             self.set_route(rollout, status, &Route::of(&rollout.spec, status))
                 .await
         })
@@ -247,12 +279,13 @@ impl<S: FlagStore> TargetProvider for FlagTargets<S> {
 
     fn observe<'a>(
         &'a self,
-        _key: &'a RolloutKey,
+        key: &'a RolloutKey,
         rollout: &'a Rollout,
-        _status: &'a RolloutStatus,
+        status: &'a RolloutStatus,
     ) -> BoxFuture<'a, Result<TargetObservation, ProviderError>> {
         Box::pin(async move {
             let settings = settings(rollout).map_err(unusable)?;
+            self.track(key, rollout, status, settings.flag);
             let revision = rollout
                 .spec
                 .target
@@ -274,12 +307,15 @@ impl<S: FlagStore> TargetProvider for FlagTargets<S> {
 
     fn apply<'a>(
         &'a self,
-        _key: &'a RolloutKey,
+        key: &'a RolloutKey,
         rollout: &'a Rollout,
         status: &'a RolloutStatus,
         effect: &'a Effect,
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
+            if let Ok(settings) = settings(rollout) {
+                self.track(key, rollout, status, settings.flag);
+            }
             match effect {
                 Effect::SetRoute(route) => self.set_route(rollout, status, route).await,
                 // Promotion: the variation serves everyone the rules leave.
@@ -302,8 +338,8 @@ impl<S: FlagStore> TargetProvider for FlagTargets<S> {
         })
     }
 
-    fn remove<'a>(&'a self, _key: &'a RolloutKey) -> BoxFuture<'a, ()> {
-        Box::pin(async {})
+    fn remove<'a>(&'a self, key: &'a RolloutKey) -> BoxFuture<'a, ()> {
+        Box::pin(async move { self.flags.release(key) })
     }
 }
 

@@ -144,12 +144,41 @@ fn a_scheduled_entry_moves_the_flags_audience_on_time_and_promotion_completes_it
     wait_until("waiting for promotion", || {
         (rollout_status(&server)["phase"] == "WaitingPromotion").then_some(())
     });
+    // While it runs, the flag is this rollout's: no second rollout, no change of variations.
+    let second = post(
+        &server,
+        "/api/v1/rollouts",
+        "application/yaml",
+        "apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {name: banner-again, namespace: shop}
+spec:
+  target: {kind: flag, flag: banner, control: blue, variation: green}
+  plan: {canary: {stepWeight: 10}}
+",
+    );
+    assert_eq!(second.status, 400, "{}", second.body);
+    assert!(
+        second.body.contains("spec.target.flag") && second.body.contains("shop/banner-green"),
+        "{}",
+        second.body
+    );
+    let three_variations = BANNER.replace(
+        "{name: green, value: green}]",
+        "{name: green, value: green}, {name: red, value: red}]",
+    );
+    let changed = post(&server, "/api/v1/flags", "application/yaml", &three_variations);
+    assert_eq!(changed.status, 409, "{}", changed.body);
     weir(&server, &["promote", "shop/banner-green"]);
     wait_until("promoted", || {
         (rollout_status(&server)["phase"] == "Succeeded").then_some(())
     });
     assert_eq!(strategy(&server), json!({"variation": "green"}));
     assert_eq!(evaluate(&server, "user-1")["value"], "green");
+    // The run is over: the flag is free again.
+    let three_variations = three_variations.replace("{variation: blue}", "{variation: green}");
+    let changed = post(&server, "/api/v1/flags", "application/yaml", &three_variations);
+    assert_eq!(changed.status, 200, "{}", changed.body);
     println!(
         "entry at {at} fired at {fired_at} ({} ms late); {shares} of 2000 users on green at 30%",
         late.as_millis()
