@@ -933,7 +933,8 @@ async fn everything_is_there_after_reopening_the_file() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(migrations, 1);
+    // 1: rollouts and events; 2: flags.
+    assert_eq!(migrations, 2);
 }
 
 #[tokio::test]

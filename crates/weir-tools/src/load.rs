@@ -7,7 +7,7 @@
 //! schedule goes on. Latency is measured from a request's due time to the end of its response
 //! body, so scheduler lateness counts against the server too, never in its favour.
 //!
-//! Requests are `GET`s over pooled keep-alive HTTP/1.1 connections (plain `http://` only). Each
+//! Requests are `GET`s (or `POST`s of a fixed body) over pooled keep-alive HTTP/1.1 connections (plain `http://` only). Each
 //! request ends in exactly one outcome: a `2xx` ("ok"), another status (counted by class), a
 //! connection error (cannot connect, or the connection broke before the body ended) or a
 //! timeout ([`LoadConfig::timeout`] from the moment it was sent). So, at every moment,
@@ -40,10 +40,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use bytes::Bytes;
+pub use bytes::Bytes;
 pub use http::header::{HeaderName, HeaderValue};
 use http::{Request, Uri};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -76,6 +76,9 @@ pub struct LoadConfig {
     pub timeout: Duration,
     /// Extra headers sent with every request.
     pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// A body: every request is then a `POST` of it (with `Content-Type: application/json`
+    /// unless `headers` give one), e.g. an OFREP evaluation request.
+    pub body: Option<Bytes>,
 }
 
 impl LoadConfig {
@@ -89,6 +92,7 @@ impl LoadConfig {
             concurrency: 256,
             timeout: Duration::from_secs(5),
             headers: Vec::new(),
+            body: None,
         }
     }
 }
@@ -203,13 +207,14 @@ impl LoadGenerator {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(config.timeout));
-        let client: Client<HttpConnector, Empty<Bytes>> = Client::builder(TokioExecutor::new())
+        let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(config.concurrency)
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector);
         let request = Arc::new(Template {
             uri,
             headers: config.headers.clone(),
+            body: config.body.clone(),
         });
         let permits = Arc::new(Semaphore::new(config.concurrency));
         let mut tasks = JoinSet::new();
@@ -275,6 +280,7 @@ pub async fn run(config: LoadConfig) -> Result<LoadSummary, LoadError> {
 struct Template {
     uri: Uri,
     headers: Vec<(HeaderName, HeaderValue)>,
+    body: Option<Bytes>,
 }
 
 enum Outcome {
@@ -287,14 +293,23 @@ enum Outcome {
 }
 
 async fn send(
-    client: &Client<HttpConnector, Empty<Bytes>>,
+    client: &Client<HttpConnector, Full<Bytes>>,
     template: &Template,
     timeout: Duration,
 ) -> Outcome {
-    let mut request = Request::new(Empty::new());
+    let mut request = Request::new(Full::new(template.body.clone().unwrap_or_default()));
     *request.uri_mut() = template.uri.clone();
     for (name, value) in &template.headers {
         request.headers_mut().append(name.clone(), value.clone());
+    }
+    if template.body.is_some() {
+        *request.method_mut() = http::Method::POST;
+        if !request.headers().contains_key(http::header::CONTENT_TYPE) {
+            request.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+        }
     }
     let exchange = async {
         let response = client

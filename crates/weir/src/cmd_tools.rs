@@ -67,7 +67,8 @@ Exit status: 0 after Ctrl-C, 2 when a flag is invalid or the address cannot be b
 #[derive(Debug, Args)]
 #[command(after_long_help = LOAD_HELP)]
 pub struct LoadArgs {
-    /// URL every request goes to (GET), plain http only, e.g. http://127.0.0.1:8080/api.
+    /// URL every request goes to (GET, or POST with --body), plain http only, e.g.
+    /// http://127.0.0.1:8080/api.
     #[arg(long, value_name = "URL", value_parser = parse_load_target)]
     target: String,
     /// Requests per second, held constant whatever the responses do (decimals allowed, e.g.
@@ -81,6 +82,10 @@ pub struct LoadArgs {
     /// counted as dropped (overload) instead of delaying the ones after it.
     #[arg(long, value_name = "N", default_value = "256", value_parser = parse_concurrency)]
     concurrency: usize,
+    /// POST this body with every request (JSON unless --header sets a Content-Type), e.g. an
+    /// OFREP evaluation: --body '{"context":{"targetingKey":"user-1"}}'.
+    #[arg(long, value_name = "TEXT")]
+    body: Option<String>,
     /// Extra request header as NAME:VALUE, e.g. x-canary:1. Repeat for several headers.
     #[arg(long, value_name = "K:V", value_parser = parse_header_arg)]
     header: Vec<(HeaderName, HeaderValue)>,
@@ -242,6 +247,7 @@ pub fn load(args: &LoadArgs) -> Result<ExitCode> {
         concurrency: args.concurrency,
         timeout: args.timeout,
         headers: args.header.clone(),
+        body: args.body.clone().map(weir_tools::load::Bytes::from),
     };
     let generator = LoadGenerator::new(config).context("--target/--rate")?;
     let progress = std::io::stderr()

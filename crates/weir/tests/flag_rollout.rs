@@ -167,7 +167,12 @@ spec:
         "{name: green, value: green}]",
         "{name: green, value: green}, {name: red, value: red}]",
     );
-    let changed = post(&server, "/api/v1/flags", "application/yaml", &three_variations);
+    let changed = post(
+        &server,
+        "/api/v1/flags",
+        "application/yaml",
+        &three_variations,
+    );
     assert_eq!(changed.status, 409, "{}", changed.body);
     weir(&server, &["promote", "shop/banner-green"]);
     wait_until("promoted", || {
@@ -177,7 +182,12 @@ spec:
     assert_eq!(evaluate(&server, "user-1")["value"], "green");
     // The run is over: the flag is free again.
     let three_variations = three_variations.replace("{variation: blue}", "{variation: green}");
-    let changed = post(&server, "/api/v1/flags", "application/yaml", &three_variations);
+    let changed = post(
+        &server,
+        "/api/v1/flags",
+        "application/yaml",
+        &three_variations,
+    );
     assert_eq!(changed.status, 200, "{}", changed.body);
     println!(
         "entry at {at} fired at {fired_at} ({} ms late); {shares} of 2000 users on green at 30%",
