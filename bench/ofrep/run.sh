@@ -61,3 +61,21 @@ load "$url/ofrep/v1/evaluate/flags" "$((rate / 10))"
 echo "# single evaluation at 2x and 4x the rate (how far it goes)"
 load "$url/ofrep/v1/evaluate/flags/flag-42" "$((rate * 2))"
 load "$url/ofrep/v1/evaluate/flags/flag-42" "$((rate * 4))"
+
+# Closed loop with wrk (Debian's `wrk`, when installed): what a few keep-alive clients get, and
+# the latency of one evaluation without the open-loop generator's 1 ms timer in the figure.
+if command -v wrk >/dev/null 2>&1; then
+  lua="$work/post.lua"
+  printf 'wrk.method = "POST"\nwrk.body = %s\nwrk.headers["Content-Type"] = "application/json"\n' \
+    "'$body'" >"$lua"
+  for connections in 1 2 16; do
+    echo "# wrk, $connections connection(s), single evaluation"
+    wrk -t1 -c"$connections" -d"$duration" --latency -s "$lua" "$url/ofrep/v1/evaluate/flags/flag-42" |
+      grep -E "50%|90%|99%|Requests/sec"
+  done
+  echo "# wrk, 16 connections, bulk evaluation of $flags flags"
+  wrk -t1 -c16 -d"$duration" --latency -s "$lua" "$url/ofrep/v1/evaluate/flags" |
+    grep -E "50%|90%|99%|Requests/sec"
+else
+  echo "# wrk not installed (apt-get install wrk): closed-loop figures skipped"
+fi
