@@ -228,28 +228,7 @@ async fn apply<F: FlagStore>(
     let precondition = input::precondition(&headers, expected_version)?;
     let mut flag = flag_of(&bytes, format)?;
     if let Some(key) = &path {
-        let mut errors = Vec::new();
-        match flag.metadata.namespace.as_deref() {
-            None | Some("") => flag.metadata.namespace = Some(key.namespace.clone()),
-            Some(namespace) if namespace != key.namespace => {
-                errors.push(FieldError::with_value(
-                    "metadata.namespace",
-                    format!("{namespace:?}"),
-                    format!("the path names namespace {:?}", key.namespace),
-                ));
-            }
-            Some(_) => {}
-        }
-        if flag.metadata.name != key.key {
-            errors.push(FieldError::with_value(
-                "metadata.name",
-                format!("{:?}", flag.metadata.name),
-                format!("the path names flag {:?}", key.key),
-            ));
-        }
-        if !errors.is_empty() {
-            return Err(ApiError::invalid(errors));
-        }
+        input::match_path(&mut flag.metadata, &key.namespace, &key.key, "flag")?;
     }
     let key = FlagKey::of(&flag);
     let expected_version = match precondition {

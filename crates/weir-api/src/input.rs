@@ -339,3 +339,40 @@ pub(crate) fn documents(bytes: &[u8], format: Format) -> Result<Vec<Value>, ApiE
         Format::Yaml => weir_core::document::parse_values(bytes).map_err(ApiError::field),
     }
 }
+
+// === paths ===
+
+/// Checks a document applied with PUT against the path that names it: the path's namespace
+/// fills in a document that names none (as kubectl does), and a different namespace or name is
+/// an error naming both. `what` is the kind in words (`rollout`, `flag`).
+pub(crate) fn match_path(
+    metadata: &mut weir_core::model::ObjectMeta,
+    namespace: &str,
+    name: &str,
+    what: &str,
+) -> Result<(), ApiError> {
+    let mut errors = Vec::new();
+    match metadata.namespace.as_deref() {
+        None | Some("") => metadata.namespace = Some(namespace.to_string()),
+        Some(given) if given != namespace => {
+            errors.push(FieldError::with_value(
+                "metadata.namespace",
+                format!("{given:?}"),
+                format!("the path names namespace {namespace:?}"),
+            ));
+        }
+        Some(_) => {}
+    }
+    if metadata.name != name {
+        errors.push(FieldError::with_value(
+            "metadata.name",
+            format!("{:?}", metadata.name),
+            format!("the path names {what} {name:?}"),
+        ));
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(errors))
+    }
+}

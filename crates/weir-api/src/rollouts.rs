@@ -145,29 +145,7 @@ async fn apply<S: Store>(
     let (mut rollout, warnings) = rollout_of(&bytes, format)?;
 
     if let Some(key) = &path {
-        let mut errors = Vec::new();
-        match rollout.metadata.namespace.as_deref() {
-            // The path names the namespace a document leaves out, as kubectl does.
-            None | Some("") => rollout.metadata.namespace = Some(key.namespace.clone()),
-            Some(namespace) if namespace != key.namespace => {
-                errors.push(FieldError::with_value(
-                    "metadata.namespace",
-                    format!("{namespace:?}"),
-                    format!("the path names namespace {:?}", key.namespace),
-                ));
-            }
-            Some(_) => {}
-        }
-        if rollout.metadata.name != key.name {
-            errors.push(FieldError::with_value(
-                "metadata.name",
-                format!("{:?}", rollout.metadata.name),
-                format!("the path names rollout {:?}", key.name),
-            ));
-        }
-        if !errors.is_empty() {
-            return Err(ApiError::invalid(errors));
-        }
+        input::match_path(&mut rollout.metadata, &key.namespace, &key.name, "rollout")?;
     }
 
     let key = RolloutKey::of(&rollout);
