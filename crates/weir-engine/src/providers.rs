@@ -73,6 +73,14 @@ impl ProviderError {
         }
     }
 
+    /// Target settings the provider cannot use: permanent, since trying again cannot help
+    /// (they were checked when the rollout was applied, so this means a rollout stored by an
+    /// older, more lenient weir).
+    pub fn unusable(errors: Vec<FieldError>) -> ProviderError {
+        let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        ProviderError::permanent(format!("unusable target settings: {}", errors.join("; ")))
+    }
+
     /// The same failure, caused by `source`.
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
         self.source = Some(Arc::new(source));

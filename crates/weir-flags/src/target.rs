@@ -51,7 +51,7 @@ impl<S: FlagStore> FlagTargets<S> {
         status: &RolloutStatus,
         route: &Route,
     ) -> Result<(), ProviderError> {
-        let settings = settings(rollout).map_err(unusable)?;
+        let settings = settings(rollout).map_err(ProviderError::unusable)?;
         let key = FlagKey::new(rollout.metadata.namespace_or_default(), settings.flag);
         let snapshot = self.flags.snapshot();
         let entry = snapshot.get(&key.namespace, &key.key).ok_or_else(|| {
@@ -185,16 +185,6 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
     })
 }
 
-fn unusable(errors: Vec<FieldError>) -> ProviderError {
-    ProviderError::permanent(
-        errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; "),
-    )
-}
-
 /// A variation's identity for the core: the flag, the variation and the target's `revision`.
 fn revision_of(flag: &str, variation: &str, revision: Option<&str>) -> String {
     weir_core::revision::of_definition(&serde_json::json!({
@@ -284,7 +274,7 @@ impl<S: FlagStore> TargetProvider for FlagTargets<S> {
         status: &'a RolloutStatus,
     ) -> BoxFuture<'a, Result<TargetObservation, ProviderError>> {
         Box::pin(async move {
-            let settings = settings(rollout).map_err(unusable)?;
+            let settings = settings(rollout).map_err(ProviderError::unusable)?;
             self.track(key, rollout, status, settings.flag);
             let revision = rollout
                 .spec

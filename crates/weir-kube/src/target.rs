@@ -475,7 +475,7 @@ impl KubernetesTargets {
     /// In mode `managed` nothing is undone (deleting the rollout collects what it owns); in mode
     /// `revisions` see [`KubernetesTargets::revisions_revert`].
     pub async fn revert(&self, key: &RolloutKey, rollout: &Rollout) -> Result<(), ProviderError> {
-        let settings = settings(rollout).map_err(unusable)?;
+        let settings = settings(rollout).map_err(ProviderError::unusable)?;
         match settings.mode {
             KubernetesMode::Copy => {}
             KubernetesMode::Managed => return Ok(()),
@@ -775,16 +775,6 @@ fn route_objects(
     Ok(objects)
 }
 
-fn unusable(errors: Vec<FieldError>) -> ProviderError {
-    ProviderError::permanent(
-        errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; "),
-    )
-}
-
 /// The owner reference that makes the rollout own what weir creates (deleting it collects them).
 fn owner_of(rollout: &Rollout) -> OwnerReference {
     OwnerReference {
@@ -875,7 +865,7 @@ impl TargetProvider for KubernetesTargets {
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
             self.check_fence()?;
-            let settings = settings(rollout).map_err(unusable)?;
+            let settings = settings(rollout).map_err(ProviderError::unusable)?;
             let full = !self
                 .refreshed
                 .lock()
@@ -934,7 +924,7 @@ impl TargetProvider for KubernetesTargets {
         status: &'a RolloutStatus,
     ) -> BoxFuture<'a, Result<TargetObservation, ProviderError>> {
         Box::pin(async move {
-            let settings = settings(rollout).map_err(unusable)?;
+            let settings = settings(rollout).map_err(ProviderError::unusable)?;
             match settings.mode {
                 KubernetesMode::Copy => {}
                 KubernetesMode::Managed => {
@@ -973,7 +963,7 @@ impl TargetProvider for KubernetesTargets {
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
             self.check_fence()?;
-            let settings = settings(rollout).map_err(unusable)?;
+            let settings = settings(rollout).map_err(ProviderError::unusable)?;
             match settings.mode {
                 KubernetesMode::Copy => {}
                 KubernetesMode::Managed => {

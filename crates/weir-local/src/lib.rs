@@ -110,13 +110,6 @@ fn error(text: impl Into<String>) -> ProviderError {
     ProviderError::transient(text)
 }
 
-/// Settings this target cannot use: trying again cannot help (they were checked when the
-/// rollout was applied, so this means a rollout stored by an older, more lenient weir).
-fn unusable(errors: Vec<FieldError>) -> ProviderError {
-    let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
-    ProviderError::permanent(format!("unusable target settings: {}", errors.join("; ")))
-}
-
 impl LocalTargets {
     /// Local targets using the router settings given.
     pub fn new(router_config: RouterConfig) -> LocalTargets {
@@ -435,7 +428,7 @@ impl TargetProvider for LocalTargets {
         status: &'a RolloutStatus,
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
-            let config = settings(rollout).map_err(unusable)?;
+            let config = settings(rollout).map_err(ProviderError::unusable)?;
             let slot = self.slot(key);
             let mut local = slot.lock().await;
             self.ensure_primary(&mut local, config, status).await?;
@@ -457,7 +450,7 @@ impl TargetProvider for LocalTargets {
         status: &'a RolloutStatus,
     ) -> BoxFuture<'a, Result<TargetObservation, ProviderError>> {
         Box::pin(async move {
-            let config = settings(rollout).map_err(unusable)?;
+            let config = settings(rollout).map_err(ProviderError::unusable)?;
             let slot = self.slot(key);
             let mut local = slot.lock().await;
             if local.primary.is_none() && status.phase != weir_core::model::Phase::Initializing {
@@ -501,7 +494,7 @@ impl TargetProvider for LocalTargets {
         effect: &'a Effect,
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
-            let config = settings(rollout).map_err(unusable)?;
+            let config = settings(rollout).map_err(ProviderError::unusable)?;
             let slot = self.slot(key);
             let mut local = slot.lock().await;
             match effect {
