@@ -526,9 +526,8 @@ impl Machine<'_> {
         if let Some(until) = self.status.pause_until {
             wake = wake.min(until.max(self.now));
         }
-        // A schedule's entries are due at their times: the run starts at the first one (the
-        // seed's WAITING until then) and each later one fires then, not an interval after.
-        if matches!(self.status.phase, Phase::Progressing | Phase::Initialized)
+        // A schedule's entries are due at their times: each fires then, not an interval after.
+        if self.status.phase == Phase::Progressing
             && let Some(next) = steps::next_unapplied_entry_time(self.spec, &self.status)
         {
             wake = wake.min(next.max(self.now));

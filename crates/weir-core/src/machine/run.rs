@@ -34,6 +34,12 @@ impl Machine<'_> {
         self.route_all_to_primary();
         self.effects.push(Effect::ScaleCanary(Scale::Down));
         self.set_phase(Phase::Initialized);
+        // A schedule's run starts at once and waits for its entries' times, so that at each
+        // entry's time one tick applies it (the seed's WAITING is a run at 0 before its first
+        // entry); other plans wait an interval, as Flagger does.
+        if matches!(self.spec.plan, Plan::Schedule(_)) {
+            self.wake_now = true;
+        }
         let primary = self
             .status
             .primary_revision
