@@ -479,6 +479,17 @@ pub fn status(args: &NameArgs) -> Result<ExitCode> {
             Ok(events) => events,
             Err(code) => return Ok(code),
         };
+        if let weir_core::model::Plan::Schedule(_) = &rollout.document.spec.plan {
+            print!(
+                "{}",
+                schedule_table(
+                    &rollout.document.spec,
+                    &status,
+                    &events,
+                    jiff::Timestamp::now()
+                )
+            );
+        }
         println!("last events:");
         for event in events
             .iter()
@@ -492,6 +503,80 @@ pub fn status(args: &NameArgs) -> Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// A schedule's entries with when each took effect in the current run (the first step of the
+/// run that reached its weight), the next one and when it is due, and a progress bar of the
+/// weight now.
+fn schedule_table(
+    spec: &weir_core::model::RolloutSpec,
+    status: &weir_core::model::RolloutStatus,
+    events: &[StoredEvent],
+    now: jiff::Timestamp,
+) -> String {
+    let entries = weir_core::machine::schedule_entries(spec);
+    let steps: Vec<&StoredEvent> = events
+        .iter()
+        .filter(|stored| {
+            stored.event.run == status.run
+                && stored.event.reason == weir_core::model::EventReason::Advanced
+        })
+        .collect();
+    let done = (status.steps_taken as usize).min(entries.len());
+    let filled = (status.canary_weight.basis_points() as usize * 20).div_ceil(10_000);
+    let mut text = format!(
+        "schedule: {done} of {} entries done [{}{}] {} on the new variation\n",
+        entries.len(),
+        "#".repeat(filled.min(20)),
+        "-".repeat(20 - filled.min(20)),
+        status.canary_weight
+    );
+    text.push_str("   #  AT                         WEIGHT  TAKEN EFFECT\n");
+    for (index, (at, weight)) in entries.iter().enumerate() {
+        let taken = steps
+            .iter()
+            .find(|stored| stored.event.canary_weight >= *weight && stored.event.at >= *at);
+        let when = match taken {
+            Some(stored) if index < done => format!(
+                "{} ({} ms after its time)",
+                stored.event.at,
+                stored.event.at.duration_since(*at).as_millis()
+            ),
+            _ if index == done => {
+                let wait = now.duration_until(*at);
+                if wait.is_positive() {
+                    format!("next, in {}", rounded(wait))
+                } else {
+                    "next, due now".to_string()
+                }
+            }
+            _ => String::new(),
+        };
+        text.push_str(&format!(
+            "  {:>2}  {:<25}  {:>6}  {when}\n",
+            index + 1,
+            at.to_string(),
+            weight.to_string()
+        ));
+    }
+    text
+}
+
+/// A wait in whole units a person reads at a glance: `4m 58s`, `2d 3h`.
+fn rounded(wait: jiff::SignedDuration) -> String {
+    let seconds = wait.as_secs().max(0);
+    let (days, hours, minutes, secs) = (
+        seconds / 86_400,
+        seconds / 3_600 % 24,
+        seconds / 60 % 60,
+        seconds % 60,
+    );
+    match (days, hours, minutes) {
+        (0, 0, 0) => format!("{secs}s"),
+        (0, 0, _) => format!("{minutes}m {secs}s"),
+        (0, _, _) => format!("{hours}h {minutes}m"),
+        _ => format!("{days}d {hours}h"),
+    }
 }
 
 /// `weir promote|abort|pause|resume|retry NAME`.

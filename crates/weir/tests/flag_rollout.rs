@@ -140,6 +140,33 @@ fn a_scheduled_entry_moves_the_flags_audience_on_time_and_promotion_completes_it
         "the entry fired {late:?} before its time"
     );
 
+    // `weir status` shows the schedule: what is done, when it took effect, the weight now.
+    let shown = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "status",
+            "shop/banner-green",
+            "--server",
+            &server.url("api"),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(
+        shown.contains(
+            "schedule: 1 of 1 entries done [######--------------] 30% on the new variation"
+        ),
+        "{shown}"
+    );
+    let row = shown
+        .lines()
+        .find(|line| line.trim_start().starts_with("1  "))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(
+        row.contains("30%") && row.contains(&fired_at.to_string()),
+        "{row}"
+    );
+
     // The schedule ends at 30%: promotion finishes it, everyone gets green.
     wait_until("waiting for promotion", || {
         (rollout_status(&server)["phase"] == "WaitingPromotion").then_some(())
