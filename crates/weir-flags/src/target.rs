@@ -9,7 +9,8 @@
 //! target's weight only moves users from control to target (docs/FLAGS.md, bucketing). Targets
 //! and rules of the flag keep deciding first: a rollout moves the audience the rules leave.
 //!
-//! A rollback routes everything to the primary: the audience returns to `control`.
+//! Until the run's first step the flag is left as it is. A rollback routes everything to the
+//! primary: the audience returns to `control`.
 
 use std::collections::BTreeMap;
 
@@ -59,6 +60,16 @@ impl<S: FlagStore> FlagTargets<S> {
                 "flag {key} does not exist (any more): create it again to go on"
             ))
         })?;
+        // Until the run's first step the flag stays as its owners left it (Bucketeer's rollout
+        // changes nothing before its first schedule entry); a rollback does write control.
+        let before_first_step = status.steps_taken == 0
+            && matches!(
+                status.phase,
+                Phase::Initializing | Phase::Initialized | Phase::Waiting | Phase::Progressing
+            );
+        if before_first_step && route.canary_weight == weir_core::units::Weight::ZERO {
+            return Ok(());
+        }
         let promoted =
             status.primary_revision.is_some() && status.primary_revision == status.canary_revision;
         let primary = if promoted {
