@@ -7,6 +7,7 @@
 //! | `GET /api/v1/flags/{namespace}/{key}` | one flag (`ETag`: its version) |
 //! | `PUT /api/v1/flags/{namespace}/{key}` | apply, the path naming the flag |
 //! | `DELETE /api/v1/flags/{namespace}/{key}` | delete |
+//! | `GET /api/v1/flags/watch?namespace=` | Server-Sent Events: `event: flag`, data `{namespace, key, version}` (`version` null: deleted) for every committed change, so clients re-fetch; `event: lagged` when a watcher fell behind |
 
 use axum::Json;
 use axum::body::Bytes;
@@ -24,6 +25,77 @@ use weir_store::{ApplyOutcome, FlagKey, FlagStore, FlagStoreError, StoredFlag};
 
 use crate::error::ApiError;
 use crate::input::{self, Params, Precondition};
+
+/// What the flag routes share: the flags, and the signal that ends open watches.
+#[derive(Clone)]
+pub(crate) struct FlagsState<F: FlagStore> {
+    pub(crate) flags: Flags<F>,
+    pub(crate) shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+impl<F: FlagStore> axum::extract::FromRef<FlagsState<F>> for Flags<F> {
+    fn from_ref(state: &FlagsState<F>) -> Flags<F> {
+        state.flags.clone()
+    }
+}
+
+/// `GET /api/v1/flags/watch?namespace=`
+pub(crate) async fn watch<F: FlagStore>(
+    State(state): State<FlagsState<F>>,
+    query: QueryPairs,
+) -> Result<impl IntoResponse, ApiError> {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    use futures_util::stream::{self, StreamExt};
+    use tokio::sync::broadcast::error::RecvError;
+
+    let params = Params::parse(query, &["namespace"])?;
+    let namespace = params.text("namespace");
+    // Subscribed before the response starts: a change after the headers is never missed.
+    let changes = state.flags.subscribe();
+    let mut shutdown = state.shutdown.clone();
+    let stopped = async move {
+        if shutdown.wait_for(|stop| *stop).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let hello = stream::once(async {
+        Ok::<_, std::convert::Infallible>(Event::default().comment("watching flags"))
+    });
+    let updates = stream::unfold(
+        (changes, namespace),
+        |(mut changes, namespace)| async move {
+            loop {
+                match changes.recv().await {
+                    Ok(change)
+                        if namespace
+                            .as_ref()
+                            .is_none_or(|namespace| *namespace == change.key.namespace) =>
+                    {
+                        let data = serde_json::json!({
+                            "namespace": change.key.namespace,
+                            "key": change.key.key,
+                            "version": change.version,
+                        });
+                        let event = Event::default().event("flag").data(data.to_string());
+                        return Some((Ok(event), (changes, namespace)));
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(missed)) => {
+                        let data = serde_json::json!({
+                            "missed": missed,
+                            "message": format!("this watcher missed {missed} flag changes; fetch the flags again"),
+                        });
+                        let event = Event::default().event("lagged").data(data.to_string());
+                        return Some((Ok(event), (changes, namespace)));
+                    }
+                    Err(RecvError::Closed) => return None,
+                }
+            }
+        },
+    );
+    let events = hello.chain(updates).take_until(Box::pin(stopped));
+    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(15))))
+}
 
 type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
 

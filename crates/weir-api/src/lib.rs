@@ -132,15 +132,42 @@ fn build<S: Store>(state: ApiState<S>) -> Router {
         .with_state(state)
 }
 
-/// The routes of feature flags over `flags`: the REST API (`/api/v1/flags`, see `flags.rs`) and
-/// OFREP (`/ofrep/v1/...`, `/ns/{namespace}/ofrep/v1/...`, see `ofrep.rs`). Merged into
-/// [`router`]'s by a server that keeps flags (`weir serve`; the operator keeps none).
+/// The routes of feature flags over `flags`: the REST API (`/api/v1/flags`, see `flags.rs`, with
+/// Server-Sent Events of flag changes at `/api/v1/flags/watch`) and OFREP (`/ofrep/v1/...`,
+/// `/ns/{namespace}/ofrep/v1/...`, see `ofrep.rs`). Merged into [`router`]'s by a server that
+/// keeps flags (`weir serve`; the operator keeps none). Watch streams run until their client
+/// hangs up; a server that shuts down gracefully uses [`flags_router_with_shutdown`].
 pub fn flags_router<F: FlagStore>(flags: Flags<F>) -> Router {
+    let (_never, shutdown) = signal::channel(false);
+    build_flags(flags::FlagsState { flags, shutdown })
+}
+
+/// Like [`flags_router`], and every open flag watch ends when `shutdown` completes. Must be
+/// called within a Tokio runtime.
+pub fn flags_router_with_shutdown<F, S>(flags: Flags<F>, shutdown: S) -> Router
+where
+    F: FlagStore,
+    S: Future<Output = ()> + Send + 'static,
+{
+    let (trigger, receiver) = signal::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = trigger.send(true);
+        trigger.closed().await;
+    });
+    build_flags(flags::FlagsState {
+        flags,
+        shutdown: receiver,
+    })
+}
+
+fn build_flags<F: FlagStore>(state: flags::FlagsState<F>) -> Router {
     Router::new()
         .route(
             "/api/v1/flags",
             get(flags::list::<F>).post(flags::create::<F>),
         )
+        .route("/api/v1/flags/watch", get(flags::watch::<F>))
         .route(
             "/api/v1/flags/{namespace}/{key}",
             get(flags::get_one::<F>)
@@ -161,7 +188,7 @@ pub fn flags_router<F: FlagStore>(flags: Flags<F>) -> Router {
             post(ofrep::evaluate_in::<F>),
         )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(flags)
+        .with_state(state)
 }
 
 /// `GET /metrics`

@@ -1088,6 +1088,7 @@ async fn openapi_lists_every_route() {
         ("get", "/api/v1/watch"),
         ("get", "/api/v1/flags"),
         ("post", "/api/v1/flags"),
+        ("get", "/api/v1/flags/watch"),
         ("get", "/api/v1/flags/{namespace}/{key}"),
         ("put", "/api/v1/flags/{namespace}/{key}"),
         ("delete", "/api/v1/flags/{namespace}/{key}"),
@@ -1177,4 +1178,58 @@ async fn watch_streams_end_on_shutdown() {
             }
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flag_changes_stream_as_server_sent_events() {
+    let server = start().await;
+    let request = Request::builder()
+        .uri(format!("{}/api/v1/flags/watch?namespace=shop", server.base))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = tokio::time::timeout(DEADLINE, server.client.request(request))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()["content-type"].to_str().unwrap(),
+        "text/event-stream"
+    );
+    let mut body = response.into_body();
+    let mut buffer = String::new();
+    let flag = |namespace: &str| {
+        format!(
+            "apiVersion: weir.dev/v1alpha1\nkind: Flag\nmetadata: {{name: banner, namespace: {namespace}}}\nspec:\n  variations: [{{name: a, value: true}}, {{name: b, value: false}}]\n  defaultStrategy: {{variation: a}}\n"
+        )
+    };
+    // Another namespace's change is not this watcher's; this namespace's is.
+    let other = server
+        .put_yaml("/api/v1/flags/team/banner", &flag("team"), &[])
+        .await;
+    assert_eq!(other.status, StatusCode::CREATED);
+    let created = server
+        .put_yaml("/api/v1/flags/shop/banner", &flag("shop"), &[])
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    let (event, data) = next_event(&mut body, &mut buffer, |event, _| event == "flag").await;
+    assert_eq!(event, "flag");
+    assert_eq!(
+        data,
+        json!({"namespace": "shop", "key": "banner", "version": 1})
+    );
+    let deleted = server
+        .send(
+            Method::DELETE,
+            "/api/v1/flags/shop/banner",
+            &[],
+            String::new(),
+        )
+        .await;
+    assert_eq!(deleted.status, StatusCode::NO_CONTENT);
+    let (_, data) = next_event(&mut body, &mut buffer, |event, _| event == "flag").await;
+    assert_eq!(
+        data,
+        json!({"namespace": "shop", "key": "banner", "version": null})
+    );
 }

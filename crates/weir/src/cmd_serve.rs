@@ -63,10 +63,18 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
             "weir serve: API at http://{bound} (database {}); OFREP at http://{bound}/ofrep/v1 (namespace default; http://{bound}/ns/NAMESPACE for others); Ctrl-C stops",
             db.display()
         );
-        let flags = weir_api::flags_router(flags);
+        let flags: MoreRoutes =
+            Box::new(move |stopped| weir_api::flags_router_with_shutdown(flags, stopped));
         run_until_stopped(listener, store, handle, engine, Some(flags)).await
     })
 }
+
+/// More routes for the API, built with the future that completes when the server stops (so
+/// their streams can end).
+pub(crate) type MoreRoutes = Box<
+    dyn FnOnce(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>) -> axum::Router
+        + Send,
+>;
 
 /// Runs `engine` and the HTTP API on `listener` (with the `more` routes, e.g. flags) until
 /// Ctrl-C or SIGTERM, then waits for both to stop (the engine finishes the step it is taking).
@@ -75,7 +83,7 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
     store: S,
     handle: EngineHandle,
     engine: Engine<S>,
-    more: Option<axum::Router>,
+    more: Option<MoreRoutes>,
 ) -> Result<ExitCode> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let signal = move || {
@@ -86,7 +94,7 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
     };
     let mut app = weir_api::router_with_shutdown(store, handle, signal());
     if let Some(more) = more {
-        app = app.merge(more);
+        app = app.merge(more(Box::pin(signal())));
     }
     let engine = tokio::spawn(engine.run(signal()));
     tokio::spawn(async move {
