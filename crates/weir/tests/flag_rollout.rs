@@ -67,12 +67,30 @@ fn weir(server: &Weir, args: &[&str]) {
     );
 }
 
+/// A `weir serve` over a database file that outlives it (a restart opens the same file).
+struct Served {
+    db: std::path::PathBuf,
+    process: Weir,
+}
+
+impl Served {
+    fn start(db: std::path::PathBuf) -> Served {
+        let process = Weir::serve(env!("CARGO_BIN_EXE_weir"), &db, &[]);
+        Served { db, process }
+    }
+}
+
 /// `weir serve` with flag `banner` and a rollout of its `green` variation scheduled to 30% two
 /// seconds from now; returns the entry's time.
 fn set_up() -> (TempDb, Weir, jiff::Timestamp) {
-    let db = TempDb::new();
-    let server = Weir::serve(env!("CARGO_BIN_EXE_weir"), &db.path(), &[]);
-    let created = post(&server, "/api/v1/flags", "application/yaml", BANNER);
+    let (db, served, at) = set_up_in(TempDb::new());
+    (db, served.process, at)
+}
+
+fn set_up_in(db: TempDb) -> (TempDb, Served, jiff::Timestamp) {
+    let served = Served::start(db.path());
+    let server = &served.process;
+    let created = post(server, "/api/v1/flags", "application/yaml", BANNER);
     assert_eq!(created.status, 201, "{}", created.body);
     let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(2);
     let rollout = format!(
@@ -87,9 +105,9 @@ spec:
   analysis: {{interval: 1s}}
 "
     );
-    let applied = post(&server, "/api/v1/rollouts", "application/yaml", &rollout);
+    let applied = post(server, "/api/v1/rollouts", "application/yaml", &rollout);
     assert_eq!(applied.status, 201, "{}", applied.body);
-    (db, server, at)
+    (db, served, at)
 }
 
 #[test]
@@ -238,4 +256,50 @@ fn an_aborted_flag_rollout_returns_the_audience_to_control() {
     });
     assert_eq!(strategy(&server), json!({"variation": "blue"}));
     assert_eq!(evaluate(&server, "user-1")["value"], "blue");
+}
+
+#[test]
+fn a_server_killed_around_an_entry_applies_it_exactly_once() {
+    let (_db, mut server, at) = set_up_in(TempDb::new());
+    // SIGKILL just before the entry, then repeatedly around and after its time: the kill
+    // moments are the test's input, not a synchronisation.
+    let path = server.db.clone();
+    for offset_ms in [-700_i64, -150, 0, 40, 150, 600] {
+        let kill_at = at + jiff::SignedDuration::from_millis(offset_ms);
+        let wait = jiff::Timestamp::now().duration_until(kill_at);
+        if wait.is_positive() {
+            std::thread::sleep(std::time::Duration::try_from(wait).unwrap());
+        }
+        server.process.kill();
+        server = Served::start(path.clone());
+    }
+    let applied = wait_until("the entry applied after the restarts", || {
+        let strategy = strategy(&server.process);
+        (strategy["weights"]["green"] == 30).then_some(strategy)
+    });
+    assert_eq!(applied, json!({"weights": {"blue": 70, "green": 30}}));
+    let history = http::get(
+        server.process.address("api"),
+        "/api/v1/rollouts/shop/banner-green/events",
+    )
+    .unwrap();
+    let history: Value = serde_json::from_str(&history.body).unwrap();
+    let items = history["items"].as_array().unwrap();
+    let fired = items
+        .iter()
+        .filter(|event| {
+            event["message"]
+                .as_str()
+                .is_some_and(|message| message.starts_with("scheduled weight"))
+        })
+        .count();
+    assert_eq!(fired, 1, "the entry fired exactly once: {history:#}");
+    let seqs: Vec<u64> = items
+        .iter()
+        .map(|event| event["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "no gap");
+    println!(
+        "6 SIGKILLs from 700 ms before to 600 ms after the entry: fired {fired} time(s); events {seqs:?}"
+    );
 }
