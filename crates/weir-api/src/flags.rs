@@ -100,7 +100,7 @@ pub(crate) async fn watch<F: FlagStore>(
 type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
 
 /// Fields the server writes; ignored in applied documents so that a GET can be edited and PUT.
-const SERVER_FIELDS: [&str; 3] = ["version", "createdAt", "updatedAt"];
+const SERVER_FIELDS: [&str; 4] = ["version", "createdAt", "updatedAt", "rolledOutBy"];
 
 /// A flag as the API shows it: the document with the server's fields.
 #[derive(Debug, Serialize)]
@@ -111,11 +111,17 @@ pub(crate) struct FlagView {
     version: u64,
     created_at: String,
     updated_at: String,
+    /// The rollout moving this flag's audience now (`NAMESPACE/NAME`), if one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rolled_out_by: Option<String>,
 }
 
-impl From<StoredFlag> for FlagView {
-    fn from(stored: StoredFlag) -> FlagView {
+impl FlagView {
+    fn of<F: FlagStore>(stored: StoredFlag, flags: &Flags<F>) -> FlagView {
         FlagView {
+            rolled_out_by: flags
+                .rollout_of(&stored.key)
+                .map(|rollout| rollout.to_string()),
             flag: stored.flag,
             version: stored.version,
             created_at: stored.created_at.to_string(),
@@ -234,7 +240,7 @@ pub(crate) async fn list<F: FlagStore>(
         .into_iter()
         .skip(start)
         .take(limit)
-        .map(FlagView::from)
+        .map(|stored| FlagView::of(stored, &flags))
         .collect();
     Ok(Json(FlagPage { items, next_cursor }).into_response())
 }
@@ -254,7 +260,7 @@ pub(crate) async fn get_one<F: FlagStore>(
     Ok(with_etag(
         StatusCode::OK,
         stored.version,
-        FlagView::from(stored),
+        FlagView::of(stored, &flags),
     ))
 }
 
@@ -332,7 +338,7 @@ async fn apply<F: FlagStore>(
         status,
         version,
         AppliedFlag {
-            flag: FlagView::from(stored),
+            flag: FlagView::of(stored, &flags),
             outcome,
         },
     );

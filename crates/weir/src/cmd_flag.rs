@@ -266,7 +266,7 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
             }
             return Ok(ExitCode::SUCCESS);
         }
-        let rows: Vec<[String; 5]> = items
+        let rows: Vec<[String; 6]> = items
             .iter()
             .map(|flag| {
                 [
@@ -282,12 +282,13 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
                     }
                     .to_string(),
                     flag["version"].to_string(),
+                    flag["rolledOutBy"].as_str().unwrap_or("-").to_string(),
                     default_strategy(flag),
                 ]
             })
             .collect();
         crate::cmd_client::print_columns(
-            &["NAMESPACE", "KEY", "STATE", "VERSION", "DEFAULT"],
+            &["NAMESPACE", "KEY", "STATE", "VERSION", "ROLLOUT", "DEFAULT"],
             &rows,
         );
         Ok(ExitCode::SUCCESS)

@@ -47,6 +47,7 @@ fn a_flag_is_created_listed_changed_evaluated_and_deleted_from_the_command_line(
     let listed = text(&listed.stdout);
     let lines: Vec<&str> = listed.lines().collect();
     assert!(lines[0].starts_with("NAMESPACE  KEY"), "{listed}");
+    assert!(lines[0].contains("ROLLOUT"), "{listed}");
     assert!(
         lines[1].contains("banner") && lines[1].contains("blue=80% green=20%"),
         "{listed}"

@@ -207,6 +207,9 @@ spec:
 ",
     );
     assert_eq!(second.status, 400, "{}", second.body);
+    let shown = http::get(server.address("api"), "/api/v1/flags/shop/banner").unwrap();
+    let shown: Value = serde_json::from_str(&shown.body).unwrap();
+    assert_eq!(shown["rolledOutBy"], "shop/banner-green", "{shown:#}");
     assert!(
         second.body.contains("spec.target.flag") && second.body.contains("shop/banner-green"),
         "{}",
@@ -229,7 +232,13 @@ spec:
     });
     assert_eq!(strategy(&server), json!({"variation": "green"}));
     assert_eq!(evaluate(&server, "user-1")["value"], "green");
-    // The run is over: the flag is free again.
+    // The run is over: the flag is free again (once the target has seen the end of the run,
+    // which it does with the effects applied after the final commit).
+    wait_until("the flag released", || {
+        let shown = http::get(server.address("api"), "/api/v1/flags/shop/banner")?;
+        let shown: Value = serde_json::from_str(&shown.body).ok()?;
+        shown.get("rolledOutBy").is_none().then_some(())
+    });
     let three_variations = three_variations.replace("{variation: blue}", "{variation: green}");
     let changed = post(
         &server,
@@ -254,7 +263,10 @@ fn an_aborted_flag_rollout_returns_the_audience_to_control() {
     wait_until("rolled back", || {
         (rollout_status(&server)["phase"] == "Failed").then_some(())
     });
-    assert_eq!(strategy(&server), json!({"variation": "blue"}));
+    // The route back to control is applied after the rollback is committed: wait for it.
+    wait_until("everyone back on control", || {
+        (strategy(&server) == json!({"variation": "blue"})).then_some(())
+    });
     assert_eq!(evaluate(&server, "user-1")["value"], "blue");
 }
 
