@@ -118,7 +118,7 @@ impl Params {
 }
 
 /// Every phase, for parsing and messages.
-const PHASES: [Phase; 11] = Phase::ALL;
+const PHASES: [Phase; 12] = Phase::ALL;
 
 /// A phase's name as serialized.
 fn phase_name(phase: Phase) -> String {

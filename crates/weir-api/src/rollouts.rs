@@ -266,7 +266,8 @@ pub(crate) async fn delete<S: Store>(
 // === commands ===
 
 /// `POST /api/v1/rollouts/{namespace}/{name}/commands` with `{"command": "pause", "actor": "..."}`
-/// (or `{"command": "open-gate", "gate": {"type": "confirm-promotion", "hook": "approval"}}`).
+/// (or `{"command": "open-gate", "gate": {"type": "confirm-promotion", "hook": "approval"}}`,
+/// or `{"command": "stop", "rollback": true}`).
 pub(crate) async fn command<S: Store>(
     State(state): State<ApiState<S>>,
     RolloutPath(key): RolloutPath,
@@ -297,7 +298,8 @@ fn command_names() -> Vec<&'static str> {
         .collect()
 }
 
-/// Reads `{"command": ..., "actor"?: ..., "gate"?: {"type"?, "hook"?}}`, naming every problem.
+/// Reads `{"command": ..., "actor"?: ..., "gate"?: {"type"?, "hook"?}, "rollback"?: bool}`,
+/// naming every problem.
 fn command_of(bytes: &[u8]) -> Result<(Command, Option<String>), ApiError> {
     let value: Value = serde_json::from_slice(bytes).map_err(|error| {
         ApiError::field(FieldError::new(
@@ -369,11 +371,27 @@ fn command_of(bytes: &[u8]) -> Result<(Command, Option<String>), ApiError> {
         }
         Some(gate) => gate_of(gate, &mut errors),
     };
+    let rollback = match map.get("rollback") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(rollback)) if name.is_none_or(|name| name == "stop") => *rollback,
+        Some(Value::Bool(_)) => {
+            errors.push(FieldError::new("rollback", "only stop takes rollback"));
+            false
+        }
+        Some(other) => {
+            errors.push(FieldError::with_value(
+                "rollback",
+                other,
+                "true (everyone back to the primary) or false (the weights stay)",
+            ));
+            false
+        }
+    };
     for field in map.keys() {
-        if !["command", "actor", "gate"].contains(&field.as_str()) {
+        if !["command", "actor", "gate", "rollback"].contains(&field.as_str()) {
             errors.push(FieldError::new(
                 field.clone(),
-                "unknown field; a command has command, actor and (for open-gate and close-gate) gate",
+                "unknown field; a command has command, actor, (for open-gate and close-gate) gate and (for stop) rollback",
             ));
         }
     }
@@ -383,6 +401,7 @@ fn command_of(bytes: &[u8]) -> Result<(Command, Option<String>), ApiError> {
     let command = match (name, gate) {
         (Some("open-gate"), Some(gate)) => Command::OpenGate(gate),
         (Some("close-gate"), Some(gate)) => Command::CloseGate(gate),
+        (Some("stop"), _) => Command::Stop { rollback },
         (Some(name), _) => match Command::SIMPLE
             .iter()
             .find(|command| command.as_str() == name)

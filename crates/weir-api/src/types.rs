@@ -88,6 +88,9 @@ pub struct CommandRequest {
     /// The gate an `open-gate` or `close-gate` acts on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateRequest>,
+    /// For `stop`: return everyone to the primary as well (default: the weights stay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<bool>,
 }
 
 /// A gate by its type, its hook's name, or both.

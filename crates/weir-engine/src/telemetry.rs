@@ -31,7 +31,7 @@ use crate::handle::StatusChange;
 
 /// Every phase, so `weir_rollout_phase` has one series per phase (0 or 1) and an alert can test
 /// `== 1` on the phase it cares about without worrying about absent series.
-pub const PHASES: [Phase; 11] = Phase::ALL;
+pub const PHASES: [Phase; 12] = Phase::ALL;
 
 /// Buckets of `weir_rollout_run_duration_seconds`: runs last from seconds (demos) to a day.
 const RUN_BUCKETS: [f64; 14] = [

@@ -153,7 +153,7 @@ pub fn promoted_condition(status: &RolloutStatus) -> Value {
     use weir_core::model::Phase;
     let value = match status.phase {
         Phase::Succeeded => "True",
-        Phase::Failed => "False",
+        Phase::Failed | Phase::Stopped => "False",
         _ => "Unknown",
     };
     let at = status

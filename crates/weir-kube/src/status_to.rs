@@ -53,7 +53,7 @@ pub fn annotations(key: &RolloutKey, status: &RolloutStatus) -> BTreeMap<String,
 pub fn condition(key: &RolloutKey, status: &RolloutStatus) -> Value {
     let state = match status.phase {
         Phase::Succeeded => "True",
-        Phase::Failed => "False",
+        Phase::Failed | Phase::Stopped => "False",
         _ => "Unknown",
     };
     let phase = serde_json::to_value(status.phase).unwrap_or(Value::Null);

@@ -113,6 +113,28 @@ impl CommandArgs {
     }
 }
 
+/// Arguments of `weir stop`.
+#[derive(Debug, Args)]
+#[command(after_help = STOP_HELP)]
+pub struct StopArgs {
+    #[command(flatten)]
+    pub command: CommandArgs,
+    /// Return everyone to the primary (for a flag: the control variation) as well, like
+    /// `weir abort`; without it the weights stay where they are.
+    #[arg(long)]
+    pub rollback: bool,
+}
+
+const STOP_HELP: &str = "\
+Examples:
+  weir stop new-checkout-rollout                # the flag keeps its current split
+  weir stop new-checkout-rollout --rollback     # everyone back on the control variation
+
+The rollout's phase becomes Stopped (or Failed with --rollback); its schedule's state STOPPED,
+stoppedBy user. Applying a new revision (or `weir retry` after --rollback) starts a new run.
+
+More: docs/FLAGS.md";
+
 const GATE_HELP: &str = "\
 Examples:
   weir gate open checkout --type confirm-promotion      # promote when the plan ends
@@ -581,10 +603,15 @@ fn rounded(wait: jiff::SignedDuration) -> String {
 
 /// `weir promote|abort|pause|resume|retry NAME`.
 pub fn command(command: Command, args: &CommandArgs) -> Result<ExitCode> {
+    let rollback = match command {
+        Command::Stop { rollback } => Some(rollback),
+        _ => None,
+    };
     let request = CommandRequest {
         command: command.as_str().to_string(),
         actor: Some(args.actor()),
         gate: None,
+        rollback,
     };
     send_command(args, &request)
 }
@@ -602,6 +629,7 @@ pub fn gate(args: &GateArgs) -> Result<ExitCode> {
             gate_type: target.gate_type.clone(),
             hook: target.hook.clone(),
         }),
+        rollback: None,
     };
     send_command(&target.command, &request)
 }

@@ -215,7 +215,7 @@ pub fn single_rollout(file: &Path, bytes: &[u8]) -> Option<(Rollout, Vec<Documen
 pub enum Outcome {
     Promoted,
     RolledBack,
-    /// Interrupted (Ctrl-C) or nothing to roll out.
+    /// Interrupted (Ctrl-C), stopped (`weir stop`) or nothing to roll out.
     Stopped,
 }
 
@@ -409,6 +409,7 @@ fn finished(
     match status.phase {
         Phase::Succeeded => Some(Outcome::Promoted),
         Phase::Failed => Some(Outcome::RolledBack),
+        Phase::Stopped => Some(Outcome::Stopped),
         _ => None,
     }
 }

@@ -176,6 +176,12 @@ enum Command {
     Resume(cmd_client::CommandArgs),
     /// Run the failed revision again as it is, without editing anything.
     Retry(cmd_client::CommandArgs),
+    /// End the run where it stands (seed 004's stop): the weights stay, or with --rollback
+    /// everyone returns to the primary.
+    ///
+    /// Exit status: 0 when the server accepted it, 1 when it was refused (no run under way),
+    /// 2 when the server cannot be reached.
+    Stop(cmd_client::StopArgs),
     /// Open or close a gate of the current run by hand: `weir gate open NAME --type TYPE`.
     ///
     /// A gate is where a run waits for a yes: before it starts (confirm-rollout), before each
@@ -232,6 +238,12 @@ fn main() -> ExitCode {
         Command::Pause(args) => cmd_client::command(Verb::Pause, &args),
         Command::Resume(args) => cmd_client::command(Verb::Resume, &args),
         Command::Retry(args) => cmd_client::command(Verb::Retry, &args),
+        Command::Stop(args) => cmd_client::command(
+            Verb::Stop {
+                rollback: args.rollback,
+            },
+            &args.command,
+        ),
         Command::Gate(args) => cmd_client::gate(&args),
         Command::Delete(args) => cmd_client::delete(&args),
         Command::Flag(args) => cmd_flag::flag(&args),

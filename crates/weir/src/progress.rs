@@ -171,6 +171,7 @@ pub fn summary(name: &str, status: &RolloutStatus, events: &[StoredEvent]) -> St
     let outcome = match status.phase {
         Phase::Succeeded => "PROMOTED",
         Phase::Failed => "ROLLED BACK",
+        Phase::Stopped => "STOPPED",
         other => other.as_str(),
     };
     text.push_str(&format!("\n{name}: {outcome} - {}\n", status.message));

@@ -199,6 +199,7 @@ fn the_shared_command_request_is_what_the_server_reads() {
             gate_type: Some("confirm-promotion".into()),
             hook: None,
         }),
+        rollback: None,
     };
     let bytes = serde_json::to_vec(&request).unwrap();
     let (command, actor) = command_of(&bytes).unwrap();
@@ -210,4 +211,24 @@ fn the_shared_command_request_is_what_the_server_reads() {
     };
     let (command, actor) = command_of(&serde_json::to_vec(&pause).unwrap()).unwrap();
     assert_eq!((command, actor), (Command::Pause, None));
+    let stop = CommandRequest {
+        command: "stop".into(),
+        rollback: Some(true),
+        ..CommandRequest::default()
+    };
+    let (command, _) = command_of(&serde_json::to_vec(&stop).unwrap()).unwrap();
+    assert_eq!(command, Command::Stop { rollback: true });
+}
+
+#[test]
+fn rollback_belongs_to_stop_and_is_a_boolean() {
+    let error = command_of(br#"{"command": "pause", "rollback": true}"#).unwrap_err();
+    assert!(
+        format!("{error:?}").contains("only stop takes rollback"),
+        "{error:?}"
+    );
+    let error = command_of(br#"{"command": "stop", "rollback": "yes"}"#).unwrap_err();
+    assert!(format!("{error:?}").contains("rollback"), "{error:?}");
+    let (command, _) = command_of(br#"{"command": "stop"}"#).unwrap();
+    assert_eq!(command, Command::Stop { rollback: false });
 }

@@ -28,7 +28,7 @@ impl Machine<'_> {
             Command::Abort => match phase {
                 Phase::Waiting | Phase::Progressing | Phase::WaitingPromotion | Phase::Held => {
                     self.fail(
-                        Failure::Forced,
+                        Failure::Forced(StoppedBy::User),
                         format!("aborted by {}", input.actor),
                         actor,
                     );
@@ -96,6 +96,27 @@ impl Machine<'_> {
             Command::CloseGate(gate) => self
                 .gate_command(gate, false, &input.actor, &actor)
                 .map_err(|reason| reject(&reason))?,
+            Command::Stop { rollback: true } => match phase {
+                Phase::Waiting | Phase::Progressing | Phase::WaitingPromotion | Phase::Held => {
+                    self.fail(
+                        Failure::Forced(StoppedBy::User),
+                        format!("stopped by {}: everyone back to the primary", input.actor),
+                        actor,
+                    );
+                }
+                _ => return Err(reject("no run is under way")),
+            },
+            Command::Stop { rollback: false } => match phase {
+                Phase::Waiting | Phase::Progressing | Phase::WaitingPromotion | Phase::Held => {
+                    self.stop(&input.actor, actor);
+                }
+                Phase::Promoting | Phase::Finalising => {
+                    return Err(reject(
+                        "the run is already promoting; apply the old revision to go back",
+                    ));
+                }
+                _ => return Err(reject("no run is under way")),
+            },
             Command::SkipAnalysis => match phase {
                 Phase::Terminated => {
                     return Err(reject("the rollout is deleted"));
@@ -299,7 +320,11 @@ impl Machine<'_> {
         let message = format!("the target failed and retrying cannot help: {reason}");
         match self.status.phase {
             Phase::Waiting | Phase::Progressing | Phase::WaitingPromotion | Phase::Held => {
-                self.fail(Failure::Forced, message, Evidence::default());
+                self.fail(
+                    Failure::Forced(StoppedBy::Target),
+                    message,
+                    Evidence::default(),
+                );
             }
             _ => self.note(EventReason::Target, message, Evidence::default()),
         }
@@ -307,7 +332,7 @@ impl Machine<'_> {
 
     pub(super) fn new_revision(&mut self, revision: &str) {
         match self.status.phase {
-            Phase::Initialized | Phase::Succeeded | Phase::Failed => {
+            Phase::Initialized | Phase::Succeeded | Phase::Failed | Phase::Stopped => {
                 self.consider_revision(revision, &[]);
             }
             // Promoting and Finalising finish first: the next tick in Succeeded starts the new run.
@@ -321,6 +346,23 @@ impl Machine<'_> {
         }
     }
 
+    /// Ends the run with the weights where they are: no route changes, the canary keeps
+    /// serving its share (for a flag, the audience stays split).
+    fn stop(&mut self, actor_name: &str, actor: Evidence) {
+        self.status.paused = false;
+        self.status.waiting_for_resume = false;
+        self.status.pause_until = None;
+        self.status.skip_analysis = false;
+        self.status.stopped_by = Some(StoppedBy::User);
+        self.set_phase(Phase::Stopped);
+        let message = format!(
+            "run {} stopped by {actor_name}: the canary keeps {} (`weir abort` or `weir stop --rollback` returns everyone to the primary)",
+            self.status.run, self.status.canary_weight
+        );
+        self.notify(Severity::Warn, message.clone(), &actor);
+        self.event(EventReason::Stopped, message, actor);
+    }
+
     pub(super) fn deleted(&mut self) {
         if self.status.phase == Phase::Terminated {
             return;
@@ -329,6 +371,9 @@ impl Machine<'_> {
             self.route_all_to_primary();
             self.effects.push(Effect::ScaleCanary(Scale::Down));
             self.effects.push(Effect::Finalize);
+        }
+        if self.status.phase.in_run() {
+            self.status.stopped_by = Some(StoppedBy::Deletion);
         }
         self.set_phase(Phase::Terminated);
         let message = if self.spec.revert_on_deletion {

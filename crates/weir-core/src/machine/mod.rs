@@ -25,7 +25,8 @@ use serde::{Deserialize, Serialize};
 use crate::model::{
     CheckOutcome, CheckResult, Event, EventReason, Evidence, FailureAction, FailureCounting,
     GateDecision, HookResult, HookType, JudgeVerdict, MatchRule, NoDataPolicy, Phase, Plan,
-    RolloutSpec, RolloutStatus, SessionAffinity, Severity, VerdictOutcome,
+    RolloutSpec, RolloutStatus, ScheduleState, SessionAffinity, Severity, StoppedBy,
+    TriggeredEntry, VerdictOutcome,
 };
 use crate::units::Weight;
 
@@ -152,17 +153,24 @@ pub enum Command {
     /// Close a gate for the current run: it holds whatever its hooks answer, until opened again
     /// or the run ends.
     CloseGate(GateRef),
+    /// End the run where it stands (seed 004's stop): the weights stay as they are, or, with
+    /// `rollback`, everything returns to the primary (the control variation).
+    Stop {
+        /// Return the audience to the primary as well.
+        rollback: bool,
+    },
 }
 
 impl Command {
     /// The commands without a payload (those the command line and the API name with a word).
-    pub const SIMPLE: [Command; 6] = [
+    pub const SIMPLE: [Command; 7] = [
         Command::Promote,
         Command::Abort,
         Command::Pause,
         Command::Resume,
         Command::Retry,
         Command::SkipAnalysis,
+        Command::Stop { rollback: false },
     ];
 
     /// The name used on the command line and in the API.
@@ -176,6 +184,7 @@ impl Command {
             Command::SkipAnalysis => "skip-analysis",
             Command::OpenGate(_) => "open-gate",
             Command::CloseGate(_) => "close-gate",
+            Command::Stop { .. } => "stop",
         }
     }
 }
@@ -452,11 +461,30 @@ fn person_decision<'s>(
 }
 
 /// Whether seeing `revision` while idle starts a run.
+/// Where a schedule stands in seed 004's words, from weir's phase and the entries fired.
+pub fn schedule_state(spec: &RolloutSpec, status: &RolloutStatus) -> Option<ScheduleState> {
+    if !matches!(spec.plan, Plan::Schedule(_)) {
+        return None;
+    }
+    if status.stopped_by.is_some() && !status.phase.in_run() {
+        return Some(ScheduleState::Stopped);
+    }
+    let all_fired = !status.triggered.is_empty()
+        && status.triggered.len() >= steps::schedule_entries(spec).len();
+    Some(match status.phase {
+        Phase::Succeeded | Phase::Promoting | Phase::Finalising => ScheduleState::Finished,
+        _ if all_fired => ScheduleState::Finished,
+        _ if status.triggered.is_empty() => ScheduleState::Waiting,
+        _ => ScheduleState::Running,
+    })
+}
+
 fn starts_run(status: &RolloutStatus, revision: &str) -> bool {
     let is_primary = status.primary_revision.as_deref() == Some(revision);
-    let is_failed =
-        status.phase == Phase::Failed && status.canary_revision.as_deref() == Some(revision);
-    !is_primary && !is_failed
+    // A revision whose run failed or was stopped runs again only when asked (`weir retry`).
+    let is_ended = matches!(status.phase, Phase::Failed | Phase::Stopped)
+        && status.canary_revision.as_deref() == Some(revision);
+    !is_primary && !is_ended
 }
 
 struct Machine<'a> {
@@ -485,12 +513,22 @@ struct GateAnswer {
 enum Failure {
     /// The analysis failed (threshold reached, judge verdict): holdable.
     Analysis,
-    /// A rollback hook, a person, or the progress deadline: always rolls back.
-    Forced,
+    /// A rollback hook, a person, the progress deadline or the target: always rolls back.
+    Forced(StoppedBy),
+}
+
+impl Failure {
+    fn stopped_by(&self) -> StoppedBy {
+        match self {
+            Failure::Analysis => StoppedBy::Judge,
+            Failure::Forced(by) => *by,
+        }
+    }
 }
 
 impl Machine<'_> {
     fn finish(mut self) -> Transition {
+        self.status.schedule_state = schedule_state(self.spec, &self.status);
         // Event hooks hear of every event, as Flagger's hear of every Kubernetes event it emits.
         if self.spec.analysis.has_hooks(HookType::Event) {
             let calls: Vec<Effect> = self

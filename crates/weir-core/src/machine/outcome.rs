@@ -112,7 +112,7 @@ impl Machine<'_> {
         });
         if requested {
             self.fail(
-                Failure::Forced,
+                Failure::Forced(StoppedBy::Hook),
                 "rollback requested by webhook while held".into(),
                 Evidence::default(),
             );
@@ -136,6 +136,7 @@ impl Machine<'_> {
         self.status.waiting_for_resume = false;
         self.status.pause_until = None;
         self.status.skip_analysis = false;
+        self.status.stopped_by = Some(failure.stopped_by());
         self.route_all_to_primary();
         self.effects.push(Effect::ScaleCanary(Scale::Down));
         self.set_phase(Phase::Failed);

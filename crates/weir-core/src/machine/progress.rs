@@ -18,7 +18,11 @@ impl Machine<'_> {
                     "the canary did not become ready within the progress deadline ({})",
                     self.spec.analysis.progress_deadline
                 );
-                self.fail(Failure::Forced, message, Evidence::default());
+                self.fail(
+                    Failure::Forced(StoppedBy::Deadline),
+                    message,
+                    Evidence::default(),
+                );
             } else {
                 self.note(
                     EventReason::CanaryNotReady,
@@ -63,7 +67,7 @@ impl Machine<'_> {
                 .collect();
             let message = format!("rollback requested by webhook {}", names.join(", "));
             self.fail(
-                Failure::Forced,
+                Failure::Forced(StoppedBy::Hook),
                 message,
                 Evidence {
                     hooks: rollback_requests,
@@ -88,7 +92,11 @@ impl Machine<'_> {
                 "no progress for longer than the progress deadline ({})",
                 self.spec.analysis.progress_deadline
             );
-            self.fail(Failure::Forced, message, Evidence::default());
+            self.fail(
+                Failure::Forced(StoppedBy::Deadline),
+                message,
+                Evidence::default(),
+            );
             return;
         }
         if !self.status.pre_rollout_passed {
@@ -352,20 +360,28 @@ impl Machine<'_> {
                 }
                 self.status.canary_weight = weight;
                 self.status.steps_taken = index as u32 + 1;
+                // Every entry up to this one fires now, in this step's commit: once each.
+                let now = self.now;
+                self.status
+                    .triggered
+                    .extend(
+                        entries[taken..=index]
+                            .iter()
+                            .map(|&(at, weight)| TriggeredEntry {
+                                at,
+                                weight,
+                                triggered_at: now,
+                            }),
+                    );
                 self.progressed();
                 self.apply_route();
-                let skipped = index - taken;
-                let catch_up = if skipped > 0 {
-                    format!(" ({skipped} earlier entries were overdue)")
-                } else {
-                    String::new()
-                };
                 self.event(
                     EventReason::Advanced,
                     format!(
-                        "scheduled weight {weight} (entry {} of {}){catch_up}",
+                        "scheduled weight {weight} (entry {} of {}){}",
                         index + 1,
-                        entries.len()
+                        entries.len(),
+                        lateness_note(&self.status.triggered[taken..])
                     ),
                     Evidence::default(),
                 );
@@ -468,5 +484,30 @@ impl Machine<'_> {
             return;
         }
         self.promote("analysis passed: promoting".into(), evidence);
+    }
+}
+
+/// What the history says about entries applied late: nothing when all were on time (within a
+/// second), else which entries and by how much, so downtime shows in the history.
+fn lateness_note(fired: &[TriggeredEntry]) -> String {
+    let late: Vec<String> = fired
+        .iter()
+        .filter(|entry| entry.lateness() >= SignedDuration::from_secs(1))
+        .map(|entry| {
+            format!(
+                "{} due at {} was {:#} late",
+                entry.weight,
+                entry.at,
+                SignedDuration::from_secs(entry.lateness().as_secs())
+            )
+        })
+        .collect();
+    match late.len() {
+        0 => String::new(),
+        1 if fired.len() == 1 => format!(" ({})", late[0]),
+        _ => format!(
+            "; overdue entries applied at once at the latest weight due: {}",
+            late.join(", ")
+        ),
     }
 }

@@ -10,7 +10,7 @@ impl Machine<'_> {
         }
         match self.status.phase {
             Phase::Initializing => self.initialize(observations),
-            Phase::Initialized | Phase::Succeeded | Phase::Failed => {
+            Phase::Initialized | Phase::Succeeded | Phase::Failed | Phase::Stopped => {
                 if let Some(revision) = &observations.canary_revision {
                     self.consider_revision(revision, &observations.hooks);
                 }
@@ -77,6 +77,8 @@ impl Machine<'_> {
         status.pause_until = None;
         status.gates.clear();
         status.alerted_hooks.clear();
+        status.stopped_by = None;
+        status.triggered.clear();
         status.run_started_at = Some(self.now);
         status.last_progress_at = Some(self.now);
     }

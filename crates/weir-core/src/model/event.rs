@@ -65,6 +65,8 @@ pub enum EventReason {
     Succeeded,
     /// The run rolled back.
     RolledBack,
+    /// A person stopped the run with the weights where they were.
+    Stopped,
     /// The analysis failed and the weight is held for a person.
     Held,
     /// A person paused the run.
@@ -110,6 +112,7 @@ impl EventReason {
                 | EventReason::CanaryNotReady
                 | EventReason::WaitingPromotion
                 | EventReason::RolledBack
+                | EventReason::Stopped
                 | EventReason::Held
         )
     }

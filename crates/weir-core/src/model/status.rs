@@ -84,9 +84,106 @@ pub struct RolloutStatus {
     /// per run, not every tick.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alerted_hooks: Vec<String>,
+    /// Who or what ended the current (or last) run before its plan did: set by a rollback, a
+    /// stop and deletion, cleared when a run starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<StoppedBy>,
+    /// The schedule entries this run has applied, in entry order (seed 004's `triggeredAt`):
+    /// committed with the step that applied them, so none fires twice or is skipped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggered: Vec<TriggeredEntry>,
+    /// Where a schedule stands in the seed's words (absent for other plans).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_state: Option<ScheduleState>,
     /// Why the rollout is where it is, in words.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+}
+
+/// Who or what ended a run before its plan did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum StoppedBy {
+    /// A person: `weir stop`, `weir abort`.
+    User,
+    /// The analysis: failed checks or a judge's failing verdict.
+    Judge,
+    /// The progress deadline passed without progress.
+    Deadline,
+    /// The rollout was deleted.
+    Deletion,
+    /// A rollback webhook asked for it.
+    Hook,
+    /// The target failed in a way retrying cannot fix.
+    Target,
+}
+
+impl StoppedBy {
+    /// The name used in documents.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoppedBy::User => "user",
+            StoppedBy::Judge => "judge",
+            StoppedBy::Deadline => "deadline",
+            StoppedBy::Deletion => "deletion",
+            StoppedBy::Hook => "hook",
+            StoppedBy::Target => "target",
+        }
+    }
+}
+
+/// One schedule entry as applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TriggeredEntry {
+    /// When the entry was due.
+    pub at: Timestamp,
+    /// The weight it set.
+    pub weight: Weight,
+    /// When it was applied (after downtime, later than `at`; overdue entries are applied
+    /// together, at the latest weight due).
+    pub triggered_at: Timestamp,
+}
+
+impl TriggeredEntry {
+    /// How long after its time the entry was applied.
+    pub fn lateness(&self) -> jiff::SignedDuration {
+        self.triggered_at.duration_since(self.at)
+    }
+}
+
+/// A schedule's state in seed 004's vocabulary, beside weir's phases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ScheduleState {
+    /// No entry has fired yet in this run.
+    Waiting,
+    /// At least one entry fired and more are due.
+    Running,
+    /// Every entry fired (or the run promoted).
+    Finished,
+    /// A person, the judge, the deadline or deletion stopped it (`stoppedBy` says which).
+    Stopped,
+}
+
+impl ScheduleState {
+    /// Every state, in lifecycle order.
+    pub const ALL: [ScheduleState; 4] = [
+        ScheduleState::Waiting,
+        ScheduleState::Running,
+        ScheduleState::Finished,
+        ScheduleState::Stopped,
+    ];
+
+    /// The name used in documents.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScheduleState::Waiting => "WAITING",
+            ScheduleState::Running => "RUNNING",
+            ScheduleState::Finished => "FINISHED",
+            ScheduleState::Stopped => "STOPPED",
+        }
+    }
 }
 
 /// A person's decision about a gate for the current run.
@@ -149,13 +246,16 @@ pub enum Phase {
     Failed,
     /// The analysis failed and `onFailure: hold` keeps the weight until a person decides.
     Held,
+    /// A person stopped the run (`weir stop`): the weights stay where they were, and the
+    /// rollout waits for a new revision like after a success or a failure.
+    Stopped,
     /// Deleted.
     Terminated,
 }
 
 impl Phase {
     /// Every phase, in lifecycle order.
-    pub const ALL: [Phase; 11] = [
+    pub const ALL: [Phase; 12] = [
         Phase::Initializing,
         Phase::Initialized,
         Phase::Waiting,
@@ -166,6 +266,7 @@ impl Phase {
         Phase::Succeeded,
         Phase::Failed,
         Phase::Held,
+        Phase::Stopped,
         Phase::Terminated,
     ];
 
@@ -184,7 +285,10 @@ impl Phase {
 
     /// Phases in which a run has ended (or never started) and the rollout waits for a revision.
     pub fn is_idle(self) -> bool {
-        matches!(self, Phase::Initialized | Phase::Succeeded | Phase::Failed)
+        matches!(
+            self,
+            Phase::Initialized | Phase::Succeeded | Phase::Failed | Phase::Stopped
+        )
     }
 
     /// The name used in documents.
@@ -200,6 +304,7 @@ impl Phase {
             Phase::Succeeded => "Succeeded",
             Phase::Failed => "Failed",
             Phase::Held => "Held",
+            Phase::Stopped => "Stopped",
             Phase::Terminated => "Terminated",
         }
     }

@@ -250,7 +250,8 @@ fn phase_all_lists_every_phase_once_in_order() {
         Phase::Succeeded => 7,
         Phase::Failed => 8,
         Phase::Held => 9,
-        Phase::Terminated => 10,
+        Phase::Stopped => 10,
+        Phase::Terminated => 11,
     };
     for (index, phase) in Phase::ALL.iter().enumerate() {
         assert_eq!(position(*phase), index, "{phase:?}");

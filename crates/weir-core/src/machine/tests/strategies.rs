@@ -156,3 +156,152 @@ fn a_schedule_that_stops_short_of_100_waits_for_a_person() {
     assert!(harness.command(Command::Promote).is_ok());
     assert_eq!(harness.status.phase, Phase::Promoting);
 }
+
+const THREE_ENTRIES: &str = "  plan: {schedule: {manual: [{at: '2027-01-15T08:10:00Z', weight: 10}, {at: '2027-01-15T08:20:00Z', weight: 50}, {at: '2027-01-15T08:30:00Z', weight: 100}]}}\n  analysis: {interval: 1h, progressDeadline: 2h}\n";
+
+/// A schedule harness at `time` with its run started and no entry due yet.
+fn schedule_at(time: &str) -> (Harness, Observations) {
+    let mut harness = Harness::new(spec(THREE_ENTRIES));
+    harness.now = time.parse().unwrap_or(harness.now);
+    let mut observations = Observations::healthy(&harness.spec, Some("v2".into()));
+    observations.hooks.clear();
+    harness.input(Input::Tick(observations.clone()));
+    (harness, observations)
+}
+
+fn set_now(harness: &mut Harness, time: &str) {
+    harness.now = time.parse().unwrap_or(harness.now);
+}
+
+#[test]
+fn each_entry_records_when_it_fired_and_late_entries_say_by_how_much() {
+    let (mut harness, observations) = schedule_at("2027-01-15T08:00:00Z");
+    assert_eq!(harness.status.schedule_state, Some(ScheduleState::Waiting));
+    assert!(harness.status.triggered.is_empty());
+    set_now(&mut harness, "2027-01-15T08:10:00Z");
+    harness.input(Input::Tick(observations.clone()));
+    assert_eq!(harness.status.schedule_state, Some(ScheduleState::Running));
+    assert_eq!(harness.status.triggered.len(), 1);
+    assert_eq!(harness.status.triggered[0].lateness().as_secs(), 0);
+    let on_time = harness
+        .events
+        .last()
+        .map(|e| e.message.clone())
+        .unwrap_or_default();
+    assert!(!on_time.contains("late"), "{on_time}");
+    // Down from 08:15 to 08:35: entries 2 and 3 fire together at the latest weight.
+    set_now(&mut harness, "2027-01-15T08:35:00Z");
+    harness.input(Input::Tick(observations.clone()));
+    assert_eq!(harness.weight(), 100);
+    let fired: Vec<(u32, i64)> = harness
+        .status
+        .triggered
+        .iter()
+        .map(|entry| {
+            (
+                entry.weight.basis_points() / 100,
+                entry.lateness().as_secs(),
+            )
+        })
+        .collect();
+    assert_eq!(fired, vec![(10, 0), (50, 15 * 60), (100, 5 * 60)]);
+    let message = harness
+        .events
+        .last()
+        .map(|e| e.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("overdue entries applied at once"),
+        "{message}"
+    );
+    assert!(
+        message.contains("15m late") && message.contains("5m late"),
+        "{message}"
+    );
+    assert_eq!(harness.status.schedule_state, Some(ScheduleState::Finished));
+}
+
+#[test]
+fn stop_leaves_the_weights_and_stop_with_rollback_returns_everyone() {
+    let (mut harness, observations) = schedule_at("2027-01-15T08:10:00Z");
+    harness.input(Input::Tick(observations.clone()));
+    assert_eq!(harness.weight(), 10);
+    let stopped = match harness.command(Command::Stop { rollback: false }) {
+        Ok(transition) => transition,
+        Err(rejected) => panic!("stop refused: {rejected}"),
+    };
+    assert!(
+        !stopped
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::SetRoute(_))),
+        "a stop changes no route: {:?}",
+        stopped.effects
+    );
+    assert_eq!(
+        (
+            harness.status.phase,
+            harness.weight(),
+            harness.status.stopped_by
+        ),
+        (Phase::Stopped, 10, Some(StoppedBy::User))
+    );
+    assert_eq!(harness.status.schedule_state, Some(ScheduleState::Stopped));
+    assert_eq!(harness.last_reason(), Some(EventReason::Stopped));
+    // Later entries do not fire for a stopped run, and the same revision does not restart.
+    set_now(&mut harness, "2027-01-15T08:40:00Z");
+    harness.input(Input::Tick(observations.clone()));
+    assert_eq!(
+        (harness.status.phase, harness.weight()),
+        (Phase::Stopped, 10)
+    );
+    assert!(harness.command(Command::Stop { rollback: false }).is_err());
+
+    let (mut harness, observations) = schedule_at("2027-01-15T08:20:00Z");
+    harness.input(Input::Tick(observations));
+    assert_eq!(harness.weight(), 50);
+    assert!(harness.command(Command::Stop { rollback: true }).is_ok());
+    assert_eq!(
+        (
+            harness.status.phase,
+            harness.weight(),
+            harness.status.stopped_by
+        ),
+        (Phase::Failed, 0, Some(StoppedBy::User))
+    );
+    assert_eq!(harness.status.schedule_state, Some(ScheduleState::Stopped));
+}
+
+#[test]
+fn stopped_by_names_the_judge_the_deadline_and_deletion() {
+    let (mut harness, observations) = schedule_at("2027-01-15T08:10:00Z");
+    harness.input(Input::Tick(observations));
+    harness.input(Input::Verdict(JudgeVerdict {
+        judge: "sequential".into(),
+        outcome: VerdictOutcome::Fail,
+        evidence: serde_json::json!({"summary": "canary errors 20% vs 1%"}),
+    }));
+    assert_eq!(
+        (harness.status.phase, harness.status.stopped_by),
+        (Phase::Failed, Some(StoppedBy::Judge))
+    );
+    assert_eq!(harness.status.schedule_state, Some(ScheduleState::Stopped));
+
+    let (mut harness, _) = schedule_at("2027-01-15T08:00:00Z");
+    harness.input(Input::Deleted);
+    assert_eq!(harness.status.stopped_by, Some(StoppedBy::Deletion));
+
+    // A canary that never becomes ready past the deadline (2h).
+    let (mut harness, mut observations) = schedule_at("2027-01-15T08:10:00Z");
+    observations.canary_ready = false;
+    set_now(&mut harness, "2027-01-15T10:30:00Z");
+    harness.input(Input::Tick(observations));
+    assert_eq!(harness.status.stopped_by, Some(StoppedBy::Deadline));
+}
+
+#[test]
+fn other_plans_have_no_schedule_state() {
+    let mut harness = Harness::running(CANARY);
+    harness.healthy();
+    assert_eq!(harness.status.schedule_state, None);
+}
