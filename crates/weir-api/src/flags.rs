@@ -117,12 +117,21 @@ pub(crate) struct FlagView {
 }
 
 impl FlagView {
+    /// The stored flag with, while a rollout moves it, the default strategy that rollout has in
+    /// force: what evaluations answer now.
     fn of<F: FlagStore>(stored: StoredFlag, flags: &Flags<F>) -> FlagView {
+        let mut flag = stored.flag;
+        if let Some(entry) = flags.snapshot().get(&stored.key.namespace, &stored.key.key)
+            && entry.stored.version == stored.version
+            && let Some(strategy) = &entry.rollout_strategy
+        {
+            flag.spec.default_strategy = strategy.clone();
+        }
         FlagView {
             rolled_out_by: flags
                 .rollout_of(&stored.key)
                 .map(|rollout| rollout.to_string()),
-            flag: stored.flag,
+            flag,
             version: stored.version,
             created_at: stored.created_at.to_string(),
             updated_at: stored.updated_at.to_string(),

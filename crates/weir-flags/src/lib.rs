@@ -6,6 +6,12 @@
 //! router's table): OFREP evaluations read the snapshot and never touch the store. Every change
 //! is also announced on a broadcast channel (for SSE notifications). [`FlagTargets`] is the
 //! engine's `flag` target: flag rollouts change a flag's weights through [`Flags`].
+//!
+//! While a rollout runs, the weights in force are part of the rollout's status, committed in
+//! the same transaction as the step (and the schedule entry's `triggeredAt`) that set them;
+//! the snapshot lays them over the stored flag's default strategy (its *rollout strategy*),
+//! so a step costs no write of its own. When the run ends (promoted, rolled back, stopped,
+//! deleted) the final strategy is written to the flag and the overlay dropped.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -20,7 +26,7 @@ use jiff::Timestamp;
 use tokio::sync::{Mutex, broadcast};
 use weir_core::FieldError;
 use weir_core::flag::CompiledFlag;
-use weir_core::model::Flag;
+use weir_core::model::{Flag, Strategy};
 use weir_store::{ApplyOutcome, FlagKey, FlagStore, FlagStoreError, RolloutKey, StoredFlag};
 
 pub use target::FlagTargets;
@@ -30,8 +36,23 @@ pub use target::FlagTargets;
 pub struct Entry {
     /// The flag as stored (its version is part of the bulk ETag).
     pub stored: StoredFlag,
-    /// Ready for evaluation.
+    /// The default strategy a running rollout has in force in place of the stored one.
+    pub rollout_strategy: Option<Strategy>,
+    /// Ready for evaluation (with the rollout strategy, when there is one).
     pub compiled: CompiledFlag,
+    /// What the bulk ETag takes from this flag: its key, version and rollout strategy.
+    tag: String,
+}
+
+impl Entry {
+    /// The flag as evaluations see it: the stored one with the rollout strategy in force.
+    pub fn effective(&self) -> Flag {
+        let mut flag = self.stored.flag.clone();
+        if let Some(strategy) = &self.rollout_strategy {
+            flag.spec.default_strategy = strategy.clone();
+        }
+        flag
+    }
 }
 
 /// Every flag at one moment, by namespace and key.
@@ -65,7 +86,7 @@ impl Snapshot {
     pub fn etag(&self, namespace: &str) -> String {
         let versions: Vec<String> = self
             .namespace(namespace)
-            .map(|entry| format!("{}.{}", entry.stored.key.key, entry.stored.version))
+            .map(|entry| entry.tag.clone())
             .collect();
         let digest = weir_core::revision::of_definition(&serde_json::Value::from(versions));
         format!("\"{digest}\"")
@@ -110,6 +131,8 @@ pub struct Flags<S: FlagStore> {
     changes: broadcast::Sender<FlagChange>,
     /// The flags a rollout is moving, and which rollout (one at a time per flag).
     rolled_out: Arc<std::sync::Mutex<BTreeMap<FlagKey, RolloutKey>>>,
+    /// The strategies running rollouts have in force; changed only under `writing`.
+    rollout_strategies: Arc<std::sync::Mutex<BTreeMap<FlagKey, Strategy>>>,
 }
 
 impl<S: FlagStore> Flags<S> {
@@ -121,12 +144,13 @@ impl<S: FlagStore> Flags<S> {
             writing: Arc::new(Mutex::new(())),
             changes: broadcast::channel(1024).0,
             rolled_out: Arc::default(),
+            rollout_strategies: Arc::default(),
         };
         let all = flags.store.list_flags().await?;
         flags.snapshot.store(Arc::new(Snapshot {
             flags: all
                 .into_iter()
-                .map(|stored| (stored.key.clone(), Arc::new(entry(stored))))
+                .map(|stored| (stored.key.clone(), Arc::new(entry(stored, None))))
                 .collect(),
             generation: 1,
         }));
@@ -207,6 +231,55 @@ impl<S: FlagStore> Flags<S> {
             .retain(|_, holder| holder != rollout);
     }
 
+    /// Puts `strategy` in force for flag `key` in place of its stored default strategy, in
+    /// memory only: the rollout's committed status is what makes it durable (a restart
+    /// reconciles it back). Returns false when the flag does not exist.
+    pub(crate) async fn set_rollout_strategy(&self, key: &FlagKey, strategy: Strategy) -> bool {
+        let _writing = self.writing.lock().await;
+        let Some(current) = self.snapshot().get(&key.namespace, &key.key).cloned() else {
+            return false;
+        };
+        if current.rollout_strategy.as_ref() == Some(&strategy) {
+            return true;
+        }
+        self.strategies().insert(key.clone(), strategy);
+        self.publish(key.clone(), Some(current.stored.clone()));
+        true
+    }
+
+    /// Ends a rollout's hold on flag `key`: writes `strategy` as its default strategy (when it
+    /// differs from the stored one) and drops the rollout strategy, in one snapshot change.
+    pub(crate) async fn settle(&self, key: &FlagKey, strategy: Strategy) -> Result<(), FlagError> {
+        let _writing = self.writing.lock().await;
+        let Some(current) = self.snapshot().get(&key.namespace, &key.key).cloned() else {
+            self.strategies().remove(key);
+            return Err(FlagError::Store(FlagStoreError::NotFound(key.clone())));
+        };
+        let stored = if current.stored.flag.spec.default_strategy == strategy {
+            if current.rollout_strategy.is_none() {
+                return Ok(());
+            }
+            current.stored.clone()
+        } else {
+            let mut flag = current.stored.flag.clone();
+            flag.spec.default_strategy = strategy;
+            let now = Timestamp::now();
+            self.store
+                .put_flag(&flag, Some(current.stored.version), now)
+                .await?
+                .0
+        };
+        self.strategies().remove(key);
+        self.publish(key.clone(), Some(stored));
+        Ok(())
+    }
+
+    fn strategies(&self) -> std::sync::MutexGuard<'_, BTreeMap<FlagKey, Strategy>> {
+        self.rollout_strategies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Deletes the flag `key` (not while a rollout moves it).
     pub async fn delete(
         &self,
@@ -230,7 +303,10 @@ impl<S: FlagStore> Flags<S> {
         let mut flags = current.flags.clone();
         let version = stored.as_ref().map(|stored| stored.version);
         match stored {
-            Some(stored) => flags.insert(key.clone(), Arc::new(entry(stored))),
+            Some(stored) => {
+                let strategy = self.strategies().get(&key).cloned();
+                flags.insert(key.clone(), Arc::new(entry(stored, strategy)))
+            }
             None => flags.remove(&key),
         };
         self.snapshot.store(Arc::new(Snapshot {
@@ -242,9 +318,20 @@ impl<S: FlagStore> Flags<S> {
     }
 }
 
-fn entry(stored: StoredFlag) -> Entry {
+fn entry(stored: StoredFlag, rollout_strategy: Option<Strategy>) -> Entry {
+    let mut tag = format!("{}.{}", stored.key.key, stored.version);
+    let mut flag = stored.flag.clone();
+    if let Some(strategy) = &rollout_strategy {
+        tag.push('.');
+        tag.push_str(&weir_core::revision::of_definition(
+            &serde_json::to_value(strategy).unwrap_or_default(),
+        ));
+        flag.spec.default_strategy = strategy.clone();
+    }
     Entry {
-        compiled: CompiledFlag::new(stored.flag.clone()),
+        compiled: CompiledFlag::new(flag),
         stored,
+        rollout_strategy,
+        tag,
     }
 }

@@ -5,7 +5,9 @@
 //! The route's primary weight goes to the variation users are on - `control`, or `variation`
 //! once the run promoted it - and its canary weight to `variation`; every other variation gets
 //! 0. A weight of 100% is written as `defaultStrategy: {variation: NAME}`, anything else as
-//! `weights`. Since the control and the target are the only variations with weight, raising the
+//! `weights`. During the run the strategy is only laid over the stored flag in memory (the
+//! rollout's committed status holds it durably); when the run ends it is written to the flag,
+//! unless someone edited the flag after the run ended. Since the control and the target are the only variations with weight, raising the
 //! target's weight only moves users from control to target (docs/FLAGS.md, bucketing). Targets
 //! and rules of the flag keep deciding first: a rollout moves the audience the rules leave.
 //!
@@ -14,7 +16,6 @@
 
 use std::collections::BTreeMap;
 
-use jiff::Timestamp;
 use weir_core::FieldError;
 use weir_core::machine::{Effect, Route};
 use weir_core::model::{
@@ -54,12 +55,13 @@ impl<S: FlagStore> FlagTargets<S> {
     ) -> Result<(), ProviderError> {
         let settings = settings(rollout).map_err(ProviderError::unusable)?;
         let key = FlagKey::new(rollout.metadata.namespace_or_default(), settings.flag);
-        let snapshot = self.flags.snapshot();
-        let entry = snapshot.get(&key.namespace, &key.key).ok_or_else(|| {
+        let missing = || {
             ProviderError::transient(format!(
                 "flag {key} does not exist (any more): create it again to go on"
             ))
-        })?;
+        };
+        let snapshot = self.flags.snapshot();
+        let entry = snapshot.get(&key.namespace, &key.key).ok_or_else(missing)?;
         // Until the run's first step the flag stays as its owners left it (Bucketeer's rollout
         // changes nothing before its first schedule entry); a rollback does write control.
         let before_first_step = status.steps_taken == 0
@@ -78,21 +80,26 @@ impl<S: FlagStore> FlagTargets<S> {
             settings.control
         };
         let strategy = strategy(primary, settings.variation, route);
-        let mut flag = entry.stored.flag.clone();
-        if flag.spec.default_strategy == strategy {
+        if moving(status) {
+            return match self.flags.set_rollout_strategy(&key, strategy).await {
+                true => Ok(()),
+                false => Err(missing()),
+            };
+        }
+        // The run is over. Its final strategy goes into the flag - again after a restart, until
+        // written - but a flag someone edited after the run ended keeps their edit.
+        let edited_since = status
+            .last_transition_at
+            .is_some_and(|ended| entry.stored.updated_at > ended);
+        if edited_since && entry.rollout_strategy.is_none() {
             return Ok(());
         }
-        flag.spec.default_strategy = strategy;
-        match self
-            .flags
-            .apply(flag, Some(entry.stored.version), Timestamp::now())
-            .await
-        {
-            Ok(_) => Ok(()),
-            // Someone changed the flag meanwhile: the next tick reads it again.
-            Err(FlagError::Store(error @ FlagStoreError::Conflict { .. })) => {
-                Err(ProviderError::transient(error.to_string()))
-            }
+        match self.flags.settle(&key, strategy).await {
+            Ok(()) => Ok(()),
+            // Someone changed or deleted the flag meanwhile: the next tick reads it again.
+            Err(FlagError::Store(
+                error @ (FlagStoreError::Conflict { .. } | FlagStoreError::NotFound(_)),
+            )) => Err(ProviderError::transient(error.to_string())),
             Err(error) => Err(ProviderError::permanent(format!(
                 "setting the weights of flag {key}: {error}"
             ))),
@@ -100,16 +107,19 @@ impl<S: FlagStore> FlagTargets<S> {
     }
 }
 
+/// Whether `status` is of a rollout moving its flag: from its set-up to the end of its run (a
+/// finished run releases the flag; a new revision claims it again).
+fn moving(status: &RolloutStatus) -> bool {
+    status.phase.in_run() || matches!(status.phase, Phase::Initializing | Phase::Initialized)
+}
+
 impl<S: FlagStore> FlagTargets<S> {
-    /// Keeps `Flags` told whether `rollout` is moving its flag: from its set-up to the end of
-    /// its run (a finished run releases the flag; a new revision claims it again).
+    /// Keeps `Flags` told whether `rollout` is moving its flag.
     fn track(&self, key: &RolloutKey, rollout: &Rollout, status: &RolloutStatus, flag: &str) {
-        let moving = status.phase.in_run()
-            || matches!(status.phase, Phase::Initializing | Phase::Initialized);
         self.flags.mark_rolled_out(
             FlagKey::new(rollout.metadata.namespace_or_default(), flag),
             key,
-            moving,
+            moving(status),
         );
     }
 }
@@ -287,6 +297,12 @@ impl<S: FlagStore> TargetProvider for FlagTargets<S> {
         Box::pin(async move {
             let settings = settings(rollout).map_err(ProviderError::unusable)?;
             self.track(key, rollout, status, settings.flag);
+            if !moving(status) {
+                // A run that ended without a route of its own (a promotion's last step)
+                // still gets its final strategy written.
+                self.set_route(rollout, status, &Route::of(&rollout.spec, status))
+                    .await?;
+            }
             let revision = rollout
                 .spec
                 .target

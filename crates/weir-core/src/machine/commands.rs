@@ -346,8 +346,9 @@ impl Machine<'_> {
         }
     }
 
-    /// Ends the run with the weights where they are: no route changes, the canary keeps
-    /// serving its share (for a flag, the audience stays split).
+    /// Ends the run with the weights where they are: the canary keeps serving its share (for a
+    /// flag, the audience stays split). The unchanged route is given again so that targets
+    /// learn the run is over (a flag target writes the split into the flag).
     fn stop(&mut self, actor_name: &str, actor: Evidence) {
         self.status.paused = false;
         self.status.waiting_for_resume = false;
@@ -355,6 +356,7 @@ impl Machine<'_> {
         self.status.skip_analysis = false;
         self.status.stopped_by = Some(StoppedBy::User);
         self.set_phase(Phase::Stopped);
+        self.apply_route();
         let message = format!(
             "run {} stopped by {actor_name}: the canary keeps {} (`weir abort` or `weir stop --rollback` returns everyone to the primary)",
             self.status.run, self.status.canary_weight
