@@ -6,6 +6,10 @@
 //! router's table): OFREP evaluations read the snapshot and never touch the store. Every change
 //! is also announced on a broadcast channel (for SSE notifications). [`FlagTargets`] is the
 //! engine's `flag` target: flag rollouts change a flag's weights through [`Flags`].
+//!
+//! Beside each flag, in memory only, [`Flags`] counts what its variations served: exposures
+//! (OFREP evaluations, [`Entry::count_exposure`]) and the outcomes applications report
+//! ([`Flags::report`]); a guarded flag rollout's judges read them (`outcomes.rs`).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -13,6 +17,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod metrics;
+mod outcomes;
 mod target;
 
 use arc_swap::ArcSwap;
@@ -23,7 +29,10 @@ use weir_core::flag::CompiledFlag;
 use weir_core::model::Flag;
 use weir_store::{ApplyOutcome, FlagKey, FlagStore, FlagStoreError, RolloutKey, StoredFlag};
 
+pub use outcomes::{LATENCY_BUCKETS, MAX_REQUESTS_PER_REPORT, Outcome, Report, VariationCounts};
 pub use target::FlagTargets;
+
+use outcomes::{FlagCounters, Refused};
 
 /// A flag as evaluations see it.
 #[derive(Debug)]
@@ -32,6 +41,16 @@ pub struct Entry {
     pub stored: StoredFlag,
     /// Ready for evaluation.
     pub compiled: CompiledFlag,
+    /// What its variations served (handed on to the entry that replaces this one).
+    counters: Arc<FlagCounters>,
+}
+
+impl Entry {
+    /// Counts one evaluation that served `variant` (an OFREP answer): one relaxed atomic add,
+    /// no lock, so evaluations never wait on reports or judges. An unknown name is ignored.
+    pub fn count_exposure(&self, variant: &str) {
+        self.counters.expose(variant);
+    }
 }
 
 /// Every flag at one moment, by namespace and key.
@@ -100,6 +119,21 @@ pub enum FlagError {
     RolledOut(String),
 }
 
+/// Why a report of outcomes was refused (nothing of it was counted).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReportError {
+    /// No such flag.
+    #[error("flag {0} not found")]
+    NotFound(FlagKey),
+    /// Counts that contradict themselves (more errors than requests, ...) or exceed the
+    /// bounds: every problem with its path (`variants.NAME.FIELD`).
+    #[error("invalid report: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Invalid(Vec<FieldError>),
+    /// Variations the flag does not have, each with the flag's variations.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    UnknownVariations(Vec<FieldError>),
+}
+
 /// The flags of a server: the store, the snapshot, the changes.
 #[derive(Clone)]
 pub struct Flags<S: FlagStore> {
@@ -126,7 +160,7 @@ impl<S: FlagStore> Flags<S> {
         flags.snapshot.store(Arc::new(Snapshot {
             flags: all
                 .into_iter()
-                .map(|stored| (stored.key.clone(), Arc::new(entry(stored))))
+                .map(|stored| (stored.key.clone(), Arc::new(entry(stored, None))))
                 .collect(),
             generation: 1,
         }));
@@ -175,6 +209,29 @@ impl<S: FlagStore> Flags<S> {
             self.publish(stored.key.clone(), Some(stored.clone()));
         }
         Ok((stored, outcome))
+    }
+
+    /// Counts what an application reports about flag `key`'s variations since its previous
+    /// report: all of it, or nothing when a count is wrong or a variation unknown. Takes the
+    /// flag's short report lock, never the store or the write lock: reports do not wait on
+    /// flag changes.
+    pub fn report(&self, key: &FlagKey, report: &Report) -> Result<(), ReportError> {
+        let snapshot = self.snapshot();
+        let entry = snapshot
+            .get(&key.namespace, &key.key)
+            .ok_or_else(|| ReportError::NotFound(key.clone()))?;
+        entry.counters.add(report).map_err(|refused| match refused {
+            Refused::Invalid(errors) => ReportError::Invalid(errors),
+            Refused::UnknownVariations(errors) => ReportError::UnknownVariations(errors),
+        })
+    }
+
+    /// What flag `key`'s variations served since the server started, by variation name (every
+    /// report whole); `None` when there is no such flag.
+    pub fn counts(&self, key: &FlagKey) -> Option<BTreeMap<String, VariationCounts>> {
+        self.snapshot()
+            .get(&key.namespace, &key.key)
+            .map(|entry| entry.counters.read())
     }
 
     /// The rollout moving flag `key`, if one is.
@@ -230,7 +287,12 @@ impl<S: FlagStore> Flags<S> {
         let mut flags = current.flags.clone();
         let version = stored.as_ref().map(|stored| stored.version);
         match stored {
-            Some(stored) => flags.insert(key.clone(), Arc::new(entry(stored))),
+            Some(stored) => {
+                // The counters go on with the flag: a change of weights mid-run keeps them.
+                let previous = flags.get(&key).map(|entry| Arc::clone(&entry.counters));
+                let entry = Arc::new(entry(stored, previous.as_ref()));
+                flags.insert(key.clone(), entry)
+            }
             None => flags.remove(&key),
         };
         self.snapshot.store(Arc::new(Snapshot {
@@ -242,8 +304,9 @@ impl<S: FlagStore> Flags<S> {
     }
 }
 
-fn entry(stored: StoredFlag) -> Entry {
+fn entry(stored: StoredFlag, counters: Option<&Arc<FlagCounters>>) -> Entry {
     Entry {
+        counters: FlagCounters::for_flag(&stored.flag, counters),
         compiled: CompiledFlag::new(stored.flag.clone()),
         stored,
     }
