@@ -352,8 +352,9 @@ spec:
 const OUTCOMES: &str = "/api/v1/flags/shop/checkout/outcomes";
 
 /// `weir serve` with `flag` (flag `checkout`) and rollout `checkout-on` moving its audience
-/// from `off` to `on`, guarded by the sequential judge: 20% two seconds from now, 60% five
-/// minutes later. Returns once the first entry is applied: the judge works between entries.
+/// from `off` to `on`, guarded by the sequential judge (and a lenient builtin check, which a
+/// flag rollout computes from the same reports): 20% two seconds from now, 60% five minutes
+/// later. Returns once the first entry is applied: the judge works between entries.
 fn guarded_rollout(flag: &str) -> (TempDb, Weir) {
     let db = TempDb::new();
     let server = Weir::serve(env!("CARGO_BIN_EXE_weir"), &db.path(), &[]);
@@ -370,7 +371,12 @@ spec:
   plan:
     schedule:
       manual: [{{at: \"{at}\", weight: 20}}, {{at: \"{later}\", weight: 60}}]
-  analysis: {{interval: 1s, judges: [sequential]}}
+  analysis:
+    interval: 1s
+    judges: [sequential]
+    # Computed from the reports each interval; the judge is what this test is about.
+    metrics: [{{name: request-success-rate, thresholdRange: {{min: 50}}}}]
+    noData: ignore
 "
     );
     let applied = post(&server, "/api/v1/rollouts", "application/yaml", &rollout);
