@@ -25,6 +25,9 @@ pub enum ErrorCode {
     Conflict,
     /// 409: the command does not apply in the rollout's phase.
     Rejected,
+    /// 422: the request is well formed but does not fit what it refers to (an outcome report
+    /// naming a variation the flag does not have); `errors` names every field.
+    Unprocessable,
     /// 413: the body is larger than [`crate::MAX_BODY_BYTES`].
     PayloadTooLarge,
     /// 415: the body is neither JSON nor YAML.
@@ -58,6 +61,14 @@ pub enum ApiError {
     /// The state machine refused a command.
     #[error(transparent)]
     Rejected(CommandRejected),
+    /// A well-formed request that does not fit what it refers to.
+    #[error("{message}")]
+    Unprocessable {
+        /// In words.
+        message: String,
+        /// Every problem, with its field path.
+        errors: Vec<FieldError>,
+    },
     /// The body is too large.
     #[error("the body is larger than {} bytes", crate::MAX_BODY_BYTES)]
     PayloadTooLarge,
@@ -95,6 +106,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => ErrorCode::MethodNotAllowed,
             ApiError::Conflict(_) => ErrorCode::Conflict,
             ApiError::Rejected(_) => ErrorCode::Rejected,
+            ApiError::Unprocessable { .. } => ErrorCode::Unprocessable,
             ApiError::PayloadTooLarge => ErrorCode::PayloadTooLarge,
             ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             ApiError::Internal(_) => ErrorCode::Internal,
@@ -109,6 +121,7 @@ impl ApiError {
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::Conflict | ErrorCode::Rejected => StatusCode::CONFLICT,
+            ErrorCode::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -123,7 +136,9 @@ impl IntoResponse for ApiError {
             tracing::error!("API request failed: {detail}");
         }
         let errors = match &self {
-            ApiError::Invalid { errors, .. } => errors.clone(),
+            ApiError::Invalid { errors, .. } | ApiError::Unprocessable { errors, .. } => {
+                errors.clone()
+            }
             _ => Vec::new(),
         };
         let body = ErrorBody {

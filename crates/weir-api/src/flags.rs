@@ -7,7 +7,10 @@
 //! | `GET /api/v1/flags/{namespace}/{key}` | one flag (`ETag`: its version) |
 //! | `PUT /api/v1/flags/{namespace}/{key}` | apply, the path naming the flag |
 //! | `DELETE /api/v1/flags/{namespace}/{key}` | delete |
+//! | `POST /api/v1/flags/{namespace}/{key}/outcomes` | report what each variant served (`outcomes.rs`) |
 //! | `GET /api/v1/flags/watch?namespace=` | Server-Sent Events: `event: flag`, data `{namespace, key, version}` (`version` null: deleted) for every committed change, so clients re-fetch; `event: lagged` when a watcher fell behind |
+
+use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -100,7 +103,14 @@ pub(crate) async fn watch<F: FlagStore>(
 type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
 
 /// Fields the server writes; ignored in applied documents so that a GET can be edited and PUT.
-const SERVER_FIELDS: [&str; 4] = ["version", "createdAt", "updatedAt", "rolledOutBy"];
+const SERVER_FIELDS: [&str; 6] = [
+    "version",
+    "createdAt",
+    "updatedAt",
+    "rolledOutBy",
+    "exposures",
+    "outcomes",
+];
 
 /// A flag as the API shows it: the document with the server's fields.
 #[derive(Debug, Serialize)]
@@ -114,6 +124,25 @@ pub(crate) struct FlagView {
     /// The rollout moving this flag's audience now (`NAMESPACE/NAME`), if one is.
     #[serde(skip_serializing_if = "Option::is_none")]
     rolled_out_by: Option<String>,
+    /// OFREP evaluations per variant since the server started.
+    exposures: BTreeMap<String, u64>,
+    /// What applications reported per variant since the server started.
+    outcomes: BTreeMap<String, OutcomeTotals>,
+}
+
+/// One variant's reported outcomes, added up.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OutcomeTotals {
+    requests: u64,
+    errors: u64,
+    /// Reported as `slow` (latencies are judged against a rollout's bound, not counted here).
+    slow: u64,
+    /// How many latencies were reported (`latencyMs`).
+    latencies: u64,
+    /// Their p99 in milliseconds (to within 9%), when there are any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    latency_p99_ms: Option<f64>,
 }
 
 impl FlagView {
@@ -127,7 +156,27 @@ impl FlagView {
         {
             flag.spec.default_strategy = strategy.clone();
         }
+        let counts = flags.counts(&stored.key).unwrap_or_default();
         FlagView {
+            exposures: counts
+                .iter()
+                .map(|(variant, counts)| (variant.clone(), counts.exposures))
+                .collect(),
+            outcomes: counts
+                .iter()
+                .map(|(variant, counts)| {
+                    (
+                        variant.clone(),
+                        OutcomeTotals {
+                            requests: counts.requests,
+                            errors: counts.errors,
+                            slow: counts.slow,
+                            latencies: counts.latencies(),
+                            latency_p99_ms: counts.latency_quantile(0.99),
+                        },
+                    )
+                })
+                .collect(),
             rolled_out_by: flags
                 .rollout_of(&stored.key)
                 .map(|rollout| rollout.to_string()),

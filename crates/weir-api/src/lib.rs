@@ -32,6 +32,7 @@ mod input;
 mod metrics;
 mod ofrep;
 mod openapi;
+mod outcomes;
 mod rollouts;
 pub mod types;
 mod watch;
@@ -133,7 +134,8 @@ fn build<S: Store>(state: ApiState<S>) -> Router {
 }
 
 /// The routes of feature flags over `flags`: the REST API (`/api/v1/flags`, see `flags.rs`, with
-/// Server-Sent Events of flag changes at `/api/v1/flags/watch`) and OFREP (`/ofrep/v1/...`,
+/// Server-Sent Events of flag changes at `/api/v1/flags/watch` and reports of outcomes per
+/// variant at `/api/v1/flags/{namespace}/{key}/outcomes`, see `outcomes.rs`) and OFREP (`/ofrep/v1/...`,
 /// `/ns/{namespace}/ofrep/v1/...`, see `ofrep.rs`). Merged into [`router`]'s by a server that
 /// keeps flags (`weir serve`; the operator keeps none). Watch streams run until their client
 /// hangs up; a server that shuts down gracefully uses [`flags_router_with_shutdown`].
@@ -173,6 +175,10 @@ fn build_flags<F: FlagStore>(state: flags::FlagsState<F>) -> Router {
             get(flags::get_one::<F>)
                 .put(flags::put::<F>)
                 .delete(flags::delete::<F>),
+        )
+        .route(
+            "/api/v1/flags/{namespace}/{key}/outcomes",
+            post(outcomes::report::<F>),
         )
         .route("/ofrep/v1/evaluate/flags", post(ofrep::bulk_default::<F>))
         .route(

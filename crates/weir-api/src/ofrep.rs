@@ -11,7 +11,9 @@
 //! context, may be absent). A success is `{key, reason, variant, value, metadata}`; a failure
 //! `{key, errorCode, errorDetails}`: 404 `FLAG_NOT_FOUND`, 400 `PARSE_ERROR`,
 //! `TARGETING_KEY_MISSING` or `INVALID_CONTEXT`. Evaluations read the in-memory snapshot of
-//! [`weir_flags::Flags`], never the store.
+//! [`weir_flags::Flags`], never the store, and count each result as an exposure of its variant
+//! (a relaxed atomic add on the snapshot's entry; the bulk answer counts every flag it
+//! evaluates, a 304 nothing).
 
 use axum::Json;
 use axum::body::Bytes;
@@ -77,7 +79,10 @@ fn evaluate_one(snapshot: &Snapshot, namespace: &str, key: &str, body: &[u8]) ->
         );
     };
     match entry.compiled.evaluate(&context) {
-        Ok(evaluation) => Json(success(key, &evaluation)).into_response(),
+        Ok(evaluation) => {
+            entry.count_exposure(&evaluation.variant);
+            Json(success(key, &evaluation)).into_response()
+        }
         Err(error) => {
             let (code, details) = error_code(&error);
             failure(StatusCode::BAD_REQUEST, key, code, &details)
@@ -125,7 +130,10 @@ fn evaluate_all(
         .map(|entry| {
             let key = entry.stored.key.key.as_str();
             match entry.compiled.evaluate(&context) {
-                Ok(evaluation) => success(key, &evaluation),
+                Ok(evaluation) => {
+                    entry.count_exposure(&evaluation.variant);
+                    success(key, &evaluation)
+                }
                 Err(error) => {
                     let (code, details) = error_code(&error);
                     json!({"key": key, "errorCode": code, "errorDetails": details})

@@ -1092,6 +1092,7 @@ async fn openapi_lists_every_route() {
         ("get", "/api/v1/flags/{namespace}/{key}"),
         ("put", "/api/v1/flags/{namespace}/{key}"),
         ("delete", "/api/v1/flags/{namespace}/{key}"),
+        ("post", "/api/v1/flags/{namespace}/{key}/outcomes"),
         ("post", "/ofrep/v1/evaluate/flags"),
         ("post", "/ofrep/v1/evaluate/flags/{key}"),
         ("post", "/ns/{namespace}/ofrep/v1/evaluate/flags"),

@@ -12,6 +12,10 @@
 //! the snapshot lays them over the stored flag's default strategy (its *rollout strategy*),
 //! so a step costs no write of its own. When the run ends (promoted, rolled back, stopped,
 //! deleted) the final strategy is written to the flag and the overlay dropped.
+//!
+//! Beside each flag, in memory only, [`Flags`] counts what its variations served: exposures
+//! (OFREP evaluations, [`Entry::count_exposure`]) and the outcomes applications report
+//! ([`Flags::report`]); a guarded flag rollout's judges read them (`outcomes.rs`).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -19,6 +23,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod metrics;
+mod outcomes;
 mod target;
 
 use arc_swap::ArcSwap;
@@ -29,7 +35,10 @@ use weir_core::flag::CompiledFlag;
 use weir_core::model::{Flag, Strategy};
 use weir_store::{ApplyOutcome, FlagKey, FlagStore, FlagStoreError, RolloutKey, StoredFlag};
 
+pub use outcomes::{LATENCY_BUCKETS, MAX_REQUESTS_PER_REPORT, Outcome, Report, VariationCounts};
 pub use target::FlagTargets;
+
+use outcomes::{FlagCounters, Refused};
 
 /// A flag as evaluations see it.
 #[derive(Debug)]
@@ -42,6 +51,8 @@ pub struct Entry {
     pub compiled: CompiledFlag,
     /// What the bulk ETag takes from this flag: its key, version and rollout strategy.
     tag: String,
+    /// What its variations served (handed on to the entry that replaces this one).
+    counters: Arc<FlagCounters>,
 }
 
 impl Entry {
@@ -52,6 +63,12 @@ impl Entry {
             flag.spec.default_strategy = strategy.clone();
         }
         flag
+    }
+
+    /// Counts one evaluation that served `variant` (an OFREP answer): one relaxed atomic add,
+    /// no lock, so evaluations never wait on reports or judges. An unknown name is ignored.
+    pub fn count_exposure(&self, variant: &str) {
+        self.counters.expose(variant);
     }
 }
 
@@ -121,6 +138,21 @@ pub enum FlagError {
     RolledOut(String),
 }
 
+/// Why a report of outcomes was refused (nothing of it was counted).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReportError {
+    /// No such flag.
+    #[error("flag {0} not found")]
+    NotFound(FlagKey),
+    /// Counts that contradict themselves (more errors than requests, ...) or exceed the
+    /// bounds: every problem with its path (`variants.NAME.FIELD`).
+    #[error("invalid report: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Invalid(Vec<FieldError>),
+    /// Variations the flag does not have, each with the flag's variations.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    UnknownVariations(Vec<FieldError>),
+}
+
 /// The flags of a server: the store, the snapshot, the changes.
 #[derive(Clone)]
 pub struct Flags<S: FlagStore> {
@@ -150,7 +182,7 @@ impl<S: FlagStore> Flags<S> {
         flags.snapshot.store(Arc::new(Snapshot {
             flags: all
                 .into_iter()
-                .map(|stored| (stored.key.clone(), Arc::new(entry(stored, None))))
+                .map(|stored| (stored.key.clone(), Arc::new(entry(stored, None, None))))
                 .collect(),
             generation: 1,
         }));
@@ -199,6 +231,29 @@ impl<S: FlagStore> Flags<S> {
             self.publish(stored.key.clone(), Some(stored.clone()));
         }
         Ok((stored, outcome))
+    }
+
+    /// Counts what an application reports about flag `key`'s variations since its previous
+    /// report: all of it, or nothing when a count is wrong or a variation unknown. Takes the
+    /// flag's short report lock, never the store or the write lock: reports do not wait on
+    /// flag changes.
+    pub fn report(&self, key: &FlagKey, report: &Report) -> Result<(), ReportError> {
+        let snapshot = self.snapshot();
+        let entry = snapshot
+            .get(&key.namespace, &key.key)
+            .ok_or_else(|| ReportError::NotFound(key.clone()))?;
+        entry.counters.add(report).map_err(|refused| match refused {
+            Refused::Invalid(errors) => ReportError::Invalid(errors),
+            Refused::UnknownVariations(errors) => ReportError::UnknownVariations(errors),
+        })
+    }
+
+    /// What flag `key`'s variations served since the server started, by variation name (every
+    /// report whole); `None` when there is no such flag.
+    pub fn counts(&self, key: &FlagKey) -> Option<BTreeMap<String, VariationCounts>> {
+        self.snapshot()
+            .get(&key.namespace, &key.key)
+            .map(|entry| entry.counters.read())
     }
 
     /// The rollout moving flag `key`, if one is.
@@ -304,8 +359,11 @@ impl<S: FlagStore> Flags<S> {
         let version = stored.as_ref().map(|stored| stored.version);
         match stored {
             Some(stored) => {
+                // The counters go on with the flag: a change of weights mid-run keeps them.
+                let previous = flags.get(&key).map(|entry| Arc::clone(&entry.counters));
                 let strategy = self.strategies().get(&key).cloned();
-                flags.insert(key.clone(), Arc::new(entry(stored, strategy)))
+                let entry = Arc::new(entry(stored, strategy, previous.as_ref()));
+                flags.insert(key.clone(), entry)
             }
             None => flags.remove(&key),
         };
@@ -318,7 +376,11 @@ impl<S: FlagStore> Flags<S> {
     }
 }
 
-fn entry(stored: StoredFlag, rollout_strategy: Option<Strategy>) -> Entry {
+fn entry(
+    stored: StoredFlag,
+    rollout_strategy: Option<Strategy>,
+    counters: Option<&Arc<FlagCounters>>,
+) -> Entry {
     let mut tag = format!("{}.{}", stored.key.key, stored.version);
     let mut flag = stored.flag.clone();
     if let Some(strategy) = &rollout_strategy {
@@ -329,6 +391,7 @@ fn entry(stored: StoredFlag, rollout_strategy: Option<Strategy>) -> Entry {
         flag.spec.default_strategy = strategy.clone();
     }
     Entry {
+        counters: FlagCounters::for_flag(&stored.flag, counters),
         compiled: CompiledFlag::new(flag),
         stored,
         rollout_strategy,

@@ -13,37 +13,82 @@
 //!
 //! Until the run's first step the flag is left as it is. A rollback routes everything to the
 //! primary: the audience returns to `control`.
+//!
+//! **Guarded rollouts.** The target also judges: `judge_window` gives the engine's continuous
+//! judges (`spec.analysis.judges: [sequential]`) what the two variations served since their
+//! previous look, from the outcomes applications report ([`Flags::report`]), and the builtin
+//! checks `request-success-rate` and `request-duration` of a flag rollout are computed from the
+//! same counts, per analysis interval (this type is also a `MetricSource`). A failing verdict or
+//! check rolls the run back like any other, and the rollback routes the audience to control.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 
+use weir_analysis::Window;
 use weir_core::FieldError;
 use weir_core::machine::{Effect, Route};
 use weir_core::model::{
-    FlagTarget, FlagWeight, Phase, Rollout, RolloutStatus, Strategy, TargetKind,
+    CheckOutcome, CheckResult, FlagTarget, FlagWeight, Metric, Phase, REQUEST_DURATION,
+    REQUEST_SUCCESS_RATE, Rollout, RolloutStatus, Strategy, TargetKind,
 };
-use weir_engine::{BoxFuture, ProviderError, Providers, TargetObservation, TargetProvider};
+use weir_engine::{
+    BoxFuture, MetricSource, ProviderError, Providers, TargetObservation, TargetProvider,
+};
 use weir_store::{FlagKey, FlagStore, FlagStoreError, RolloutKey};
 
-use crate::{FlagError, Flags};
+use crate::{FlagError, Flags, VariationCounts};
 
 /// The `flag` target over the flags of `flags`.
 #[derive(Clone)]
 pub struct FlagTargets<S: FlagStore> {
     flags: Flags<S>,
+    /// What each rollout's run compares, as the target last saw it, with the counts its judges
+    /// and checks read last. A short mutex, never held across an await.
+    judged: Arc<Mutex<HashMap<RolloutKey, Judged>>>,
+}
+
+/// One rollout's run as its judges and checks see it.
+#[derive(Debug)]
+struct Judged {
+    /// The run these roles and baselines belong to.
+    run: u64,
+    flag: FlagKey,
+    /// The variation users are on: `control`, or the target once promoted.
+    primary: String,
+    /// The variation users move to.
+    canary: String,
+    /// Both variations' counts at the judges' previous window (`None`: not read in this run
+    /// yet, so the next read only sets the baseline).
+    judge_baseline: Option<(VariationCounts, VariationCounts)>,
+    /// The target variation's counts at the previous tick, and what it served since then (what
+    /// the builtin checks of this tick judge).
+    tick_baseline: Option<VariationCounts>,
+    tick_window: Option<VariationCounts>,
 }
 
 impl<S: FlagStore> FlagTargets<S> {
     /// Flag rollouts that change the flags of `flags`.
     pub fn new(flags: Flags<S>) -> FlagTargets<S> {
-        FlagTargets { flags }
+        FlagTargets {
+            flags,
+            judged: Arc::default(),
+        }
     }
 
-    /// `providers` with these targets serving `kind: flag`.
+    /// `providers` with these targets serving `kind: flag`, and evaluating the builtin checks
+    /// of flag rollouts from reported outcomes. The checks are asked first: they claim only
+    /// flag rollouts' builtins, for which a metrics server's builtin queries (written for a
+    /// mesh's or the router's request metrics) would measure nothing.
     pub fn add_to(&self, mut providers: Providers) -> Providers {
         providers
             .targets
-            .push((TargetKind::Flag, std::sync::Arc::new(self.clone())));
+            .push((TargetKind::Flag, Arc::new(self.clone())));
+        providers.metrics.insert(0, Arc::new(self.clone()));
         providers
+    }
+
+    fn judged(&self) -> std::sync::MutexGuard<'_, HashMap<RolloutKey, Judged>> {
+        self.judged.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Gives the flag the weights `route` says.
@@ -72,13 +117,7 @@ impl<S: FlagStore> FlagTargets<S> {
         if before_first_step && route.canary_weight == weir_core::units::Weight::ZERO {
             return Ok(());
         }
-        let promoted =
-            status.primary_revision.is_some() && status.primary_revision == status.canary_revision;
-        let primary = if promoted {
-            settings.variation
-        } else {
-            settings.control
-        };
+        let primary = primary_of(&settings, status);
         let strategy = strategy(primary, settings.variation, route);
         if moving(status) {
             return match self.flags.set_rollout_strategy(&key, strategy).await {
@@ -114,13 +153,113 @@ fn moving(status: &RolloutStatus) -> bool {
 }
 
 impl<S: FlagStore> FlagTargets<S> {
-    /// Keeps `Flags` told whether `rollout` is moving its flag.
-    fn track(&self, key: &RolloutKey, rollout: &Rollout, status: &RolloutStatus, flag: &str) {
-        self.flags.mark_rolled_out(
-            FlagKey::new(rollout.metadata.namespace_or_default(), flag),
-            key,
-            moving(status),
-        );
+    /// Keeps `Flags` told whether `rollout` is moving its flag. Also keeps
+    /// what the run's judges and checks compare: a new run, or other roles, start their
+    /// counting afresh.
+    fn track(&self, key: &RolloutKey, rollout: &Rollout, status: &RolloutStatus) {
+        let Ok(settings) = settings(rollout) else {
+            return;
+        };
+        let flag = FlagKey::new(rollout.metadata.namespace_or_default(), settings.flag);
+        self.flags
+            .mark_rolled_out(flag.clone(), key, moving(status));
+        let primary = primary_of(&settings, status);
+        let mut judged = self.judged();
+        let same = judged.get(key).is_some_and(|judged| {
+            judged.run == status.run
+                && judged.flag == flag
+                && judged.primary == primary
+                && judged.canary == settings.variation
+        });
+        if !same {
+            judged.insert(
+                key.clone(),
+                Judged {
+                    run: status.run,
+                    flag,
+                    primary: primary.to_string(),
+                    canary: settings.variation.to_string(),
+                    judge_baseline: None,
+                    tick_baseline: None,
+                    tick_window: None,
+                },
+            );
+        }
+    }
+
+    /// At a tick: what the target variation served since the previous tick, for this tick's
+    /// builtin checks.
+    fn close_tick(&self, key: &RolloutKey) {
+        let mut judged = self.judged();
+        let Some(run) = judged.get_mut(key) else {
+            return;
+        };
+        let now = self
+            .flags
+            .counts(&run.flag)
+            .and_then(|mut counts| counts.remove(&run.canary));
+        run.tick_window = match (&now, &run.tick_baseline) {
+            (Some(now), Some(before)) => Some(now.since(before)),
+            _ => None,
+        };
+        run.tick_baseline = now;
+    }
+
+    /// What both variations served since the judges' previous look (see `judge_window`).
+    fn next_window(&self, key: &RolloutKey, slow_above_ms: Option<f64>) -> Option<Window> {
+        let mut judged = self.judged();
+        let run = judged.get_mut(key)?;
+        if run.primary == run.canary {
+            // Promoted: both roles are one variation, nothing to compare.
+            run.judge_baseline = None;
+            return None;
+        }
+        let mut counts = self.flags.counts(&run.flag)?;
+        let now = (counts.remove(&run.canary)?, counts.remove(&run.primary)?);
+        let (canary_before, primary_before) = run.judge_baseline.replace(now.clone())?;
+        let (canary, primary) = (now.0.since(&canary_before), now.1.since(&primary_before));
+        let judged_counts = |counts: &VariationCounts| weir_analysis::VersionCounts {
+            requests: counts.requests,
+            errors: counts.errors,
+            slow: counts.slow_above(slow_above_ms),
+        };
+        Some(Window {
+            canary_weight: share(canary.requests, primary.requests),
+            canary: judged_counts(&canary),
+            primary: judged_counts(&primary),
+            canary_latencies_ms: Vec::new(),
+            primary_latencies_ms: Vec::new(),
+        })
+    }
+}
+
+/// The target variation's share of a window's reported requests, rounded up to 0.01%.
+///
+/// The judge conditions on events: at share `w`, an error comes from the target variation with
+/// probability `w r / (w r + 1 - w)`. For a flag that share is what the counts reflect, not
+/// the default strategy's weight: targets and rules serve a variation whatever the weights
+/// say, and an application may report only part of its traffic. Given the requests, the errors
+/// are independent of how they split, so the share can be read from the same window. Rounding
+/// up keeps the test conservative (a larger assumed share makes errors of the target variation
+/// less surprising), and bounds the judge's per-share bookkeeping to 10,000 values.
+fn share(canary: u64, primary: u64) -> f64 {
+    let total = u128::from(canary) + u128::from(primary);
+    if total == 0 {
+        return 0.0;
+    }
+    let basis_points = (u128::from(canary) * 10_000).div_ceil(total);
+    basis_points as f64 / 10_000.0
+}
+
+/// The variation users are on in the run `status` describes: `control`, or the target once
+/// the run promoted it.
+fn primary_of<'a>(settings: &Settings<'a>, status: &RolloutStatus) -> &'a str {
+    let promoted =
+        status.primary_revision.is_some() && status.primary_revision == status.canary_revision;
+    if promoted {
+        settings.variation
+    } else {
+        settings.control
     }
 }
 
@@ -280,9 +419,7 @@ impl<S: FlagStore> TargetProvider for FlagTargets<S> {
         status: &'a RolloutStatus,
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
-            if let Ok(settings) = settings(rollout) {
-                self.track(key, rollout, status, settings.flag);
-            }
+            self.track(key, rollout, status);
             self.set_route(rollout, status, &Route::of(&rollout.spec, status))
                 .await
         })
@@ -296,7 +433,8 @@ impl<S: FlagStore> TargetProvider for FlagTargets<S> {
     ) -> BoxFuture<'a, Result<TargetObservation, ProviderError>> {
         Box::pin(async move {
             let settings = settings(rollout).map_err(ProviderError::unusable)?;
-            self.track(key, rollout, status, settings.flag);
+            self.track(key, rollout, status);
+            self.close_tick(key);
             if !moving(status) {
                 // A run that ended without a route of its own (a promotion's last step)
                 // still gets its final strategy written.
@@ -330,9 +468,7 @@ impl<S: FlagStore> TargetProvider for FlagTargets<S> {
         effect: &'a Effect,
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
-            if let Ok(settings) = settings(rollout) {
-                self.track(key, rollout, status, settings.flag);
-            }
+            self.track(key, rollout, status);
             match effect {
                 Effect::SetRoute(route) => self.set_route(rollout, status, route).await,
                 // Promotion: the variation serves everyone the rules leave.
@@ -356,7 +492,113 @@ impl<S: FlagStore> TargetProvider for FlagTargets<S> {
     }
 
     fn remove<'a>(&'a self, key: &'a RolloutKey) -> BoxFuture<'a, ()> {
-        Box::pin(async move { self.flags.release(key) })
+        Box::pin(async move {
+            self.judged().remove(key);
+            self.flags.release(key)
+        })
+    }
+
+    /// What the target variation (canary) and the variation users are on (primary) served
+    /// since the previous call, from the outcomes applications report: requests, errors, and
+    /// slow requests (reported as slow, or reported latencies above `slow_above_ms`). The
+    /// first call of a run only starts counting; `None` once both roles are one variation.
+    fn judge_window<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        _rollout: &'a Rollout,
+        slow_above_ms: Option<f64>,
+    ) -> BoxFuture<'a, Option<Window>> {
+        Box::pin(async move { self.next_window(key, slow_above_ms) })
+    }
+
+    fn register_metrics(&self, telemetry: &weir_engine::Telemetry) {
+        telemetry.add_scraped(
+            "weir_flag",
+            Arc::new(crate::metrics::FlagMetrics::new(
+                self.flags.snapshot.clone(),
+            )),
+        );
+    }
+}
+
+impl<S: FlagStore> MetricSource for FlagTargets<S> {
+    fn handles(&self, rollout: &Rollout, metric: &Metric) -> bool {
+        rollout.spec.target.kind() == TargetKind::Flag && metric.is_builtin()
+    }
+
+    /// A builtin check over what the target variation served since the previous tick:
+    /// `request-success-rate` is the share of its reported requests without an error (%),
+    /// `request-duration` the p99 of its reported latencies (ms). No reports since the
+    /// previous tick is no data.
+    fn check<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        _rollout: &'a Rollout,
+        metric: &'a Metric,
+    ) -> BoxFuture<'a, CheckResult> {
+        Box::pin(async move {
+            let window = self
+                .judged()
+                .get(key)
+                .and_then(|run| run.tick_window.clone());
+            builtin_check(metric, window.as_ref())
+        })
+    }
+}
+
+/// A builtin check of a flag rollout over `window`, the target variation's counts of a tick.
+fn builtin_check(metric: &Metric, window: Option<&VariationCounts>) -> CheckResult {
+    let no_data = |message: &str| CheckResult {
+        name: metric.name.clone(),
+        outcome: CheckOutcome::NoData,
+        value: None,
+        message: message.to_string(),
+    };
+    let Some(window) = window.filter(|window| window.requests > 0) else {
+        return no_data(
+            "no outcomes of the target variation reported since the last tick (POST /api/v1/flags/NAMESPACE/KEY/outcomes)",
+        );
+    };
+    let (value, message) = match metric.name.as_str() {
+        REQUEST_SUCCESS_RATE => {
+            let rate = 100.0 * (window.requests - window.errors.min(window.requests)) as f64
+                / window.requests as f64;
+            (
+                rate,
+                format!(
+                    "target variation: {} requests, {} errors reported: {rate:.2}% success",
+                    window.requests, window.errors
+                ),
+            )
+        }
+        REQUEST_DURATION => match window.latency_quantile(0.99) {
+            Some(p99) => (
+                p99,
+                format!(
+                    "target variation: p99 {p99:.1} ms over {} reported latencies",
+                    window.latencies()
+                ),
+            ),
+            None => {
+                return no_data(
+                    "no latencies of the target variation reported since the last tick (report latencyMs)",
+                );
+            }
+        },
+        other => return no_data(&format!("{other} is not a builtin check")),
+    };
+    let passed = metric
+        .threshold_range
+        .is_none_or(|range| range.contains(value));
+    CheckResult {
+        name: metric.name.clone(),
+        outcome: if passed {
+            CheckOutcome::Pass
+        } else {
+            CheckOutcome::Fail
+        },
+        value: Some((value * 100.0).round() / 100.0),
+        message,
     }
 }
 

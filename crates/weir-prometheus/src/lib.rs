@@ -587,6 +587,9 @@ impl PrometheusSource {
 
 impl MetricSource for PrometheusSource {
     fn handles(&self, rollout: &Rollout, metric: &Metric) -> bool {
+        if is_flag_builtin(rollout, metric) {
+            return false;
+        }
         match &metric.template_ref {
             Some(reference) => self
                 .catalog
@@ -605,8 +608,9 @@ impl MetricSource for PrometheusSource {
                 && metric.query.is_none()
                 && rollout.spec.target.kind() == TargetKind::Local
                 && self.server_of(rollout).is_none();
-            if unhandled_builtin {
-                // Local builtins without a Prometheus are read from the router directly.
+            if unhandled_builtin || is_flag_builtin(rollout, metric) {
+                // Local builtins without a Prometheus are read from the router directly, a flag
+                // rollout's from the outcomes applications report (weir-flags).
                 continue;
             }
             if let Some(reference) = &metric.template_ref
@@ -697,6 +701,16 @@ impl MetricSource for PrometheusSource {
     ) -> BoxFuture<'a, Option<Window>> {
         Box::pin(self.counters_window(key, rollout, run))
     }
+}
+
+/// A builtin check of a flag rollout: there is no mesh or router to query for a flag, so weir's
+/// flag target computes these from the outcomes applications report, and Prometheus leaves
+/// them alone.
+fn is_flag_builtin(rollout: &Rollout, metric: &Metric) -> bool {
+    rollout.spec.target.kind() == TargetKind::Flag
+        && metric.is_builtin()
+        && metric.template_ref.is_none()
+        && metric.query.is_none()
 }
 
 #[cfg(test)]
@@ -842,5 +856,46 @@ spec:
         .unwrap();
         assert!(rendered.contains(r#"deployment=~"web-app""#), "{rendered}");
         assert_eq!(builtin_query(Mesh::Weir, "my-metric"), None);
+    }
+    #[test]
+    fn the_builtins_of_a_flag_rollout_are_left_to_the_flag_target() {
+        let rollout = match weir_core::document::load(
+            br#"
+apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {name: checkout-on, namespace: shop}
+spec:
+  target: {kind: flag, flag: checkout, control: "off", variation: "on"}
+  plan: {canary: {stepWeight: 10}}
+  analysis:
+    metrics:
+      - {name: request-success-rate, thresholdRange: {min: 99}}
+      - {name: errors, query: "sum(rate(errors[1m]))", thresholdRange: {max: 1}}
+"#,
+        )
+        .remove(0)
+        .unwrap()
+        .document
+        {
+            weir_core::document::Document::Rollout(rollout) => *rollout,
+            _ => unreachable!(),
+        };
+        let (builtin, query) = (
+            &rollout.spec.analysis.metrics[0],
+            &rollout.spec.analysis.metrics[1],
+        );
+        for server in [None, Some("http://127.0.0.1:9090".to_string())] {
+            let source = PrometheusSource::new(Catalog::default(), server.clone());
+            assert!(!source.handles(&rollout, builtin), "{server:?}");
+            // An inline query is still Prometheus's (refused without a server to ask).
+            assert_eq!(source.handles(&rollout, query), server.is_some());
+            let errors = source.validate(&rollout);
+            assert!(
+                errors
+                    .iter()
+                    .all(|error| error.path == "spec.analysis.metrics[1].query"),
+                "{errors:?}"
+            );
+        }
     }
 }

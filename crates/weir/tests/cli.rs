@@ -53,6 +53,7 @@ fn validate_accepts_the_examples_and_exits_0() {
         "kubernetes-managed.yaml",
         "steps-with-pauses.yaml",
         "flag-schedule.yaml",
+        "flags/guarded-rollout.yaml",
         "prometheus.yaml",
         "notifications.yaml",
         "webhooks.yaml",
