@@ -504,12 +504,7 @@ pub fn status(args: &NameArgs) -> Result<ExitCode> {
         if let weir_core::model::Plan::Schedule(_) = &rollout.document.spec.plan {
             print!(
                 "{}",
-                schedule_table(
-                    &rollout.document.spec,
-                    &status,
-                    &events,
-                    jiff::Timestamp::now()
-                )
+                schedule_table(&rollout.document.spec, &status, jiff::Timestamp::now())
             );
         }
         println!("last events:");
@@ -527,44 +522,48 @@ pub fn status(args: &NameArgs) -> Result<ExitCode> {
     })
 }
 
-/// A schedule's entries with when each took effect in the current run (the first step of the
-/// run that reached its weight), the next one and when it is due, and a progress bar of the
-/// weight now.
+/// A schedule's entries with when each fired in the current run (`status.triggered`, committed
+/// with the step that applied it), the next one and when it is due, the schedule's state in
+/// the seed's words, and a progress bar of the weight now.
 fn schedule_table(
     spec: &weir_core::model::RolloutSpec,
     status: &weir_core::model::RolloutStatus,
-    events: &[StoredEvent],
     now: jiff::Timestamp,
 ) -> String {
     let entries = weir_core::machine::schedule_entries(spec);
-    let steps: Vec<&StoredEvent> = events
-        .iter()
-        .filter(|stored| {
-            stored.event.run == status.run
-                && stored.event.reason == weir_core::model::EventReason::Advanced
-        })
-        .collect();
-    let done = (status.steps_taken as usize).min(entries.len());
+    let done = status.triggered.len().min(entries.len());
     let filled = (status.canary_weight.basis_points() as usize * 20).div_ceil(10_000);
+    let state = weir_core::machine::schedule_state(spec, status)
+        .map_or("-", weir_core::model::ScheduleState::as_str);
+    let stopped_by = status
+        .stopped_by
+        .map(|by| format!(" (stopped by {})", by.as_str()))
+        .unwrap_or_default();
     let mut text = format!(
-        "schedule: {done} of {} entries done [{}{}] {} on the new variation\n",
+        "schedule: {state}{stopped_by}, {done} of {} entries done [{}{}] {} on the new variation\n",
         entries.len(),
         "#".repeat(filled.min(20)),
         "-".repeat(20 - filled.min(20)),
         status.canary_weight
     );
-    text.push_str("   #  AT                         WEIGHT  TAKEN EFFECT\n");
+    text.push_str("   #  AT                         WEIGHT  TRIGGERED\n");
+    // Only a run under way has a next entry: a stopped, failed or finished one fires no more.
+    let waits_for_entries = status.phase.in_run();
     for (index, (at, weight)) in entries.iter().enumerate() {
-        let taken = steps
-            .iter()
-            .find(|stored| stored.event.canary_weight >= *weight && stored.event.at >= *at);
-        let when = match taken {
-            Some(stored) if index < done => format!(
-                "{} ({} ms after its time)",
-                stored.event.at,
-                stored.event.at.duration_since(*at).as_millis()
-            ),
-            _ if index == done => {
+        let when = match status.triggered.get(index) {
+            Some(fired) => {
+                let late = fired.lateness();
+                if late >= jiff::SignedDuration::from_secs(1) {
+                    format!("{} ({} late)", fired.triggered_at, rounded(late))
+                } else {
+                    format!(
+                        "{} ({} ms after its time)",
+                        fired.triggered_at,
+                        late.as_millis()
+                    )
+                }
+            }
+            None if index == done && waits_for_entries => {
                 let wait = now.duration_until(*at);
                 if wait.is_positive() {
                     format!("next, in {}", rounded(wait))
@@ -572,7 +571,7 @@ fn schedule_table(
                     "next, due now".to_string()
                 }
             }
-            _ => String::new(),
+            None => String::new(),
         };
         text.push_str(&format!(
             "  {:>2}  {:<25}  {:>6}  {when}\n",

@@ -198,7 +198,7 @@ fn a_scheduled_entry_moves_the_flags_audience_on_time_and_promotion_completes_it
     let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
     assert!(
         shown.contains(
-            "schedule: 1 of 1 entries done [######--------------] 30% on the new variation"
+            "schedule: FINISHED, 1 of 1 entries done [######--------------] 30% on the new variation"
         ),
         "{shown}"
     );
@@ -741,4 +741,175 @@ fn outcome_reports_are_counted_whole_or_refused_naming_the_field() {
     )
     .unwrap();
     assert_eq!(written.status, 200, "{}", written.body);
+}
+
+/// Runs `weir ARGS` against `server` and returns its exit code and what it printed.
+fn weir_output(server: &Weir, args: &[&str]) -> (Option<i32>, String) {
+    let done = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .args(["--server", &server.url("api")])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&done.stdout),
+        String::from_utf8_lossy(&done.stderr)
+    );
+    (done.status.code(), printed)
+}
+
+#[test]
+fn a_stopped_flag_rollout_keeps_its_split_in_the_flag_and_stop_rollback_returns_control() {
+    let (_db, server, at) = set_up();
+    wait_until("the entry applied", || {
+        (strategy(&server)["weights"]["green"] == 30).then_some(())
+    });
+    let status = rollout_status(&server);
+    // Its one entry has fired: the schedule is finished, the run waits at 30% for a person.
+    assert_eq!(status["scheduleState"], "FINISHED", "{status}");
+    let triggered = status["triggered"].as_array().unwrap();
+    assert_eq!(triggered.len(), 1, "{status}");
+    assert_eq!(triggered[0]["at"], at.to_string());
+    let fired: jiff::Timestamp = triggered[0]["triggeredAt"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(fired >= at, "fired at {fired}, due at {at}");
+    println!(
+        "entry due at {at} fired at {fired}: {:#} late",
+        fired.duration_since(at)
+    );
+    let version_during_run = flag_of(&server, "banner")["version"].clone();
+
+    let (code, printed) = weir_output(&server, &["stop", "shop/banner-green"]);
+    assert_eq!(code, Some(0), "{printed}");
+    println!("weir stop: {printed}");
+    assert!(printed.contains("Stopped"), "{printed}");
+    let status = rollout_status(&server);
+    assert_eq!(
+        (
+            &status["phase"],
+            &status["stoppedBy"],
+            &status["scheduleState"]
+        ),
+        (&json!("Stopped"), &json!("user"), &json!("STOPPED")),
+        "{status}"
+    );
+    // The split the run left is written into the flag itself (a new version), and the flag is
+    // no longer held by the rollout.
+    wait_until("the split written into the flag", || {
+        let flag = flag_of(&server, "banner");
+        (flag["version"] != version_during_run && flag.get("rolledOutBy").is_none()).then_some(flag)
+    });
+    assert_eq!(
+        strategy(&server),
+        json!({"weights": {"blue": 70, "green": 30}})
+    );
+    // A stopped run cannot be stopped again: refused with the reason, exit status 1.
+    let (code, printed) = weir_output(&server, &["stop", "shop/banner-green"]);
+    assert_eq!(code, Some(1), "{printed}");
+    assert!(printed.contains("no run is under way"), "{printed}");
+
+    let (_db, server, _at) = set_up();
+    wait_until("the entry applied", || {
+        (strategy(&server)["weights"]["green"] == 30).then_some(())
+    });
+    let (code, printed) = weir_output(&server, &["stop", "shop/banner-green", "--rollback"]);
+    assert_eq!(code, Some(0), "{printed}");
+    let status = rollout_status(&server);
+    assert_eq!(
+        (
+            &status["phase"],
+            &status["stoppedBy"],
+            &status["scheduleState"]
+        ),
+        (&json!("Failed"), &json!("user"), &json!("STOPPED")),
+        "{status}"
+    );
+    wait_until("everyone back on control", || {
+        (strategy(&server) == json!({"variation": "blue"})).then_some(())
+    });
+    assert_eq!(evaluate(&server, "user-1")["value"], "blue");
+}
+
+#[test]
+fn a_waiting_schedule_can_be_edited_and_the_edit_is_validated() {
+    let server = Weir::serve(env!("CARGO_BIN_EXE_weir"), &TempDb::new().path(), &[]);
+    let created = post(&server, "/api/v1/flags", "application/yaml", BANNER);
+    assert_eq!(created.status, 201, "{}", created.body);
+    let first = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1);
+    let rollout = |entries: &[(jiff::Timestamp, u32)]| {
+        let manual: Vec<String> = entries
+            .iter()
+            .map(|(at, weight)| format!("{{at: \"{at}\", weight: {weight}}}"))
+            .collect();
+        format!(
+            "apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: banner-green, namespace: shop}}
+spec:
+  target: {{kind: flag, flag: banner, control: blue, variation: green}}
+  plan: {{schedule: {{manual: [{}]}}}}
+",
+            manual.join(", ")
+        )
+    };
+    let applied = post(
+        &server,
+        "/api/v1/rollouts",
+        "application/yaml",
+        &rollout(&[(first, 10)]),
+    );
+    assert_eq!(applied.status, 201, "{}", applied.body);
+    wait_until("the schedule waiting", || {
+        (rollout_status(&server)["scheduleState"] == "WAITING").then_some(())
+    });
+    let put = |body: &str| {
+        http::request(
+            server.address("api"),
+            "PUT",
+            "/api/v1/rollouts/shop/banner-green",
+            &[("Content-Type", "application/yaml")],
+            body,
+        )
+        .unwrap()
+    };
+    // Two entries 4 minutes apart break the seed's rule: refused with the path, nothing changes.
+    let too_close = put(&rollout(&[
+        (first, 10),
+        (first + jiff::SignedDuration::from_mins(4), 50),
+    ]));
+    assert_eq!(too_close.status, 400, "{}", too_close.body);
+    assert!(
+        too_close.body.contains("spec.plan.schedule.manual[1].at"),
+        "{}",
+        too_close.body
+    );
+    let stored = http::get(server.address("api"), "/api/v1/rollouts/shop/banner-green").unwrap();
+    let stored: Value = serde_json::from_str(&stored.body).unwrap();
+    assert_eq!(
+        stored["spec"]["plan"]["schedule"]["manual"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+    // A valid edit of the waiting schedule is taken: it still waits, with the new entries.
+    let edited = put(&rollout(&[
+        (first, 5),
+        (first + jiff::SignedDuration::from_mins(10), 50),
+    ]));
+    assert_eq!(edited.status, 200, "{}", edited.body);
+    let stored = http::get(server.address("api"), "/api/v1/rollouts/shop/banner-green").unwrap();
+    let stored: Value = serde_json::from_str(&stored.body).unwrap();
+    assert_eq!(
+        stored["spec"]["plan"]["schedule"]["manual"][1]["weight"],
+        50
+    );
+    assert_eq!(stored["status"]["scheduleState"], "WAITING", "{stored}");
+    assert_eq!(
+        strategy(&server),
+        json!({"weights": {"blue": 90, "green": 10}})
+    );
 }
