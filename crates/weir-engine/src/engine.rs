@@ -1058,6 +1058,14 @@ impl<S: Store> JobContext<S> {
         if !errors.is_empty() {
             return (self.unchanged(None), Err(EngineError::Invalid(errors)));
         }
+        let refusals = self
+            .providers
+            .target(&rollout)
+            .map(|target| target.refuse(&rollout))
+            .unwrap_or_default();
+        if !refusals.is_empty() {
+            return (self.unchanged(None), Err(EngineError::Refused(refusals)));
+        }
         let now = self.clock.now();
         match self.store.apply(&rollout, expected_version, now).await {
             Ok((stored, outcome)) => {

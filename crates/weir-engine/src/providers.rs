@@ -98,6 +98,14 @@ pub trait TargetProvider: Send + Sync + 'static {
     /// Checks the target's own settings (`spec.target`) before a rollout is accepted.
     fn validate(&self, rollout: &Rollout) -> Vec<FieldError>;
 
+    /// What this server's policy refuses in a valid rollout (asked after [`validate`] passed):
+    /// each refusal names its field and the setting that would allow it. Nothing by default.
+    ///
+    /// [`validate`]: TargetProvider::validate
+    fn refuse(&self, _rollout: &Rollout) -> Vec<FieldError> {
+        Vec::new()
+    }
+
     /// Makes the world match a stored status (after a restart, or when a rollout is applied):
     /// routes, and which versions run. Idempotent.
     fn reconcile<'a>(

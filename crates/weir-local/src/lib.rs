@@ -46,7 +46,14 @@ pub struct LocalTargets {
     router_config: RouterConfig,
     /// Each rollout's router and roles, readable without the async locks (for `/metrics`).
     routers: LocalRouters,
+    /// Whether versions given as a `command` may be started. Off unless the process's owner
+    /// said so (`weir run`, `weir serve --allow-commands`): a rollout sent to an API must not
+    /// be able to run programs on the server's host (docs/SECURITY.md).
+    commands_allowed: bool,
 }
+
+/// What a refusal to start a command says: the setting that allows it, and where to read why.
+const COMMANDS_REFUSED: &str = "a version this server starts itself: `weir serve` runs commands only when started with --allow-commands (docs/SECURITY.md); give the version a `url` instead, or run the file with `weir run`";
 
 /// One running version.
 struct Running {
@@ -111,12 +118,20 @@ fn error(text: impl Into<String>) -> ProviderError {
 }
 
 impl LocalTargets {
-    /// Local targets using the router settings given.
+    /// Local targets using the router settings given. They start no `command` versions until
+    /// [`LocalTargets::allowing_commands`] says they may.
     pub fn new(router_config: RouterConfig) -> LocalTargets {
         LocalTargets {
             router_config,
             ..LocalTargets::default()
         }
+    }
+
+    /// The same targets, allowed to start `command` versions: for a person running their own
+    /// file (`weir run`, `weir demo`) or a server whose operator chose so (`--allow-commands`).
+    pub fn allowing_commands(mut self) -> LocalTargets {
+        self.commands_allowed = true;
+        self
     }
 
     /// `providers` with these targets added: the target of `kind: local` rollouts, and the
@@ -188,6 +203,10 @@ impl LocalTargets {
                     .map_err(|reason| error(format!("{url}: {reason}")))?,
                 process: None,
             }),
+            _ if !self.commands_allowed => Err(ProviderError::permanent(format!(
+                "not starting command {:?}: {COMMANDS_REFUSED}",
+                spec.command.as_deref().unwrap_or_default().join(" ")
+            ))),
             _ => {
                 let process = VersionProcess::start(spec, &self.client, notes).await?;
                 Ok(Running {
@@ -419,6 +438,26 @@ fn route_spec(
 impl TargetProvider for LocalTargets {
     fn validate(&self, rollout: &Rollout) -> Vec<FieldError> {
         settings(rollout).err().unwrap_or_default()
+    }
+
+    fn refuse(&self, rollout: &Rollout) -> Vec<FieldError> {
+        let Some(config) = rollout.spec.target.local() else {
+            return Vec::new();
+        };
+        if self.commands_allowed {
+            return Vec::new();
+        }
+        [("primary", &config.primary), ("canary", &config.canary)]
+            .into_iter()
+            .filter(|(_, version)| version.url.is_none() && version.command.is_some())
+            .map(|(name, version)| {
+                FieldError::with_value(
+                    format!("spec.target.{name}.command"),
+                    format!("{:?}", version.command.as_deref().unwrap_or_default()),
+                    COMMANDS_REFUSED,
+                )
+            })
+            .collect()
     }
 
     fn reconcile<'a>(

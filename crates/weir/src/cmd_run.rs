@@ -245,7 +245,8 @@ impl Foreground {
         let store = SqliteStore::open(db)
             .await
             .with_context(|| format!("cannot open {}", db.display()))?;
-        let targets = LocalTargets::new(RouterConfig::default());
+        // A person running their own file may start its commands (docs/SECURITY.md).
+        let targets = LocalTargets::new(RouterConfig::default()).allowing_commands();
         let providers = integrations.providers(&targets);
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

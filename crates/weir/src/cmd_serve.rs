@@ -30,6 +30,12 @@ pub struct ServeArgs {
     /// first line on stdout: {"listening": {NAME: "HOST:PORT"}} (useful with port 0).
     #[arg(long, short, value_enum, default_value_t = crate::cmd_core::OutputFormat::Text)]
     output: crate::cmd_core::OutputFormat,
+    /// Start the `command` of local rollouts' versions. Off by default: whoever can send a
+    /// rollout to the API could otherwise run any program as this server's user. A rollout
+    /// with a command version is refused (422, naming the field), and one stored earlier is
+    /// not started (its history says why). See docs/SECURITY.md.
+    #[arg(long, env = "WEIR_ALLOW_COMMANDS")]
+    allow_commands: bool,
     #[command(flatten)]
     integrations: crate::integrations::IntegrationArgs,
 }
@@ -51,8 +57,12 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
         let flags = weir_flags::Flags::open(store.clone())
             .await
             .with_context(|| format!("cannot read the flags of {}", db.display()))?;
-        let providers = weir_flags::FlagTargets::new(flags.clone())
-            .add_to(integrations.providers(&LocalTargets::new(RouterConfig::default())));
+        let mut targets = LocalTargets::new(RouterConfig::default());
+        if args.allow_commands {
+            targets = targets.allowing_commands();
+        }
+        let providers =
+            weir_flags::FlagTargets::new(flags.clone()).add_to(integrations.providers(&targets));
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
