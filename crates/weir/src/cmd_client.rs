@@ -18,6 +18,7 @@ use weir_http::{Answer, HttpClient};
 use weir_store::StoredEvent;
 
 use crate::cmd_core::OutputFormat;
+use crate::schedule_text::{bar, due};
 
 /// Where the server is.
 #[derive(Debug, Clone, Args)]
@@ -545,12 +546,14 @@ fn schedule_table(
         })
         .collect();
     let done = (status.steps_taken as usize).min(entries.len());
-    let filled = (status.canary_weight.basis_points() as usize * 20).div_ceil(10_000);
     let mut text = format!(
-        "schedule: {done} of {} entries done [{}{}] {} on the new variation\n",
+        "schedule: {done} of {} entries done {} {} on the new variation\n",
         entries.len(),
-        "#".repeat(filled.min(20)),
-        "-".repeat(20 - filled.min(20)),
+        bar(
+            u64::from(status.canary_weight.basis_points()),
+            u64::from(weir_core::Weight::FULL.basis_points()),
+            20
+        ),
         status.canary_weight
     );
     text.push_str("   #  AT                         WEIGHT  TAKEN EFFECT\n");
@@ -564,14 +567,7 @@ fn schedule_table(
                 stored.event.at,
                 stored.event.at.duration_since(*at).as_millis()
             ),
-            _ if index == done => {
-                let wait = now.duration_until(*at);
-                if wait.is_positive() {
-                    format!("next, in {}", rounded(wait))
-                } else {
-                    "next, due now".to_string()
-                }
-            }
+            _ if index == done => format!("next, {}", due(*at, now)),
             _ => String::new(),
         };
         text.push_str(&format!(
@@ -582,23 +578,6 @@ fn schedule_table(
         ));
     }
     text
-}
-
-/// A wait in whole units a person reads at a glance: `4m 58s`, `2d 3h`.
-fn rounded(wait: jiff::SignedDuration) -> String {
-    let seconds = wait.as_secs().max(0);
-    let (days, hours, minutes, secs) = (
-        seconds / 86_400,
-        seconds / 3_600 % 24,
-        seconds / 60 % 60,
-        seconds % 60,
-    );
-    match (days, hours, minutes) {
-        (0, 0, 0) => format!("{secs}s"),
-        (0, 0, _) => format!("{minutes}m {secs}s"),
-        (0, _, _) => format!("{hours}h {minutes}m"),
-        _ => format!("{days}d {hours}h"),
-    }
 }
 
 /// `weir promote|abort|pause|resume|retry NAME`.
