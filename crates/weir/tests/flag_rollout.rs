@@ -836,7 +836,9 @@ fn a_stopped_flag_rollout_keeps_its_split_in_the_flag_and_stop_rollback_returns_
 
 #[test]
 fn a_waiting_schedule_can_be_edited_and_the_edit_is_validated() {
-    let server = Weir::serve(env!("CARGO_BIN_EXE_weir"), &TempDb::new().path(), &[]);
+    // The database outlives the server: a directory removed under it would fail its writes.
+    let db = TempDb::new();
+    let server = Weir::serve(env!("CARGO_BIN_EXE_weir"), &db.path(), &[]);
     let created = post(&server, "/api/v1/flags", "application/yaml", BANNER);
     assert_eq!(created.status, 201, "{}", created.body);
     let first = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1);
