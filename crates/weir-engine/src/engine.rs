@@ -1039,6 +1039,7 @@ impl<S: Store> JobContext<S> {
         for source in &self.providers.metrics {
             errors.extend(source.validate(&rollout));
         }
+        errors.extend(self.providers.hooks.validate(&rollout));
         match self.providers.target(&rollout) {
             Some(target) => errors.extend(target.validate(&rollout)),
             None => {

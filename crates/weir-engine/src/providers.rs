@@ -186,6 +186,12 @@ pub trait MetricSource: Send + Sync + 'static {
 
 /// Calls webhooks.
 pub trait HookRunner: Send + Sync + 'static {
+    /// Problems with the rollout's webhooks that can be seen before any is called (a URL whose
+    /// address the process's outbound policy refuses), reported when the rollout is applied.
+    fn validate(&self, _rollout: &Rollout) -> Vec<FieldError> {
+        Vec::new()
+    }
+
     /// Calls one webhook and reports its answer.
     fn call<'a>(
         &'a self,

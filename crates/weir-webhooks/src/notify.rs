@@ -342,7 +342,11 @@ async fn post(
                 }
             }
             // The client's errors start with the URL, which may hold a token.
-            Err(error) => last = error.replace(url, &redact(url)),
+            Err(error) if error.is_refused() => {
+                let message = error.to_string().replace(url, &redact(url));
+                return Err((ErrorKind::Permanent, format!("{message} (not retried)")));
+            }
+            Err(error) => last = error.to_string().replace(url, &redact(url)),
         }
         if attempt < attempts {
             tokio::time::sleep(backoff.delay(attempt - 1)).await;
