@@ -190,6 +190,17 @@ impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> ApiError {
         match error {
             EngineError::Invalid(errors) => ApiError::invalid(errors),
+            EngineError::Refused(errors) => ApiError::Unprocessable {
+                message: match errors.as_slice() {
+                    [one] => one.to_string(),
+                    many => format!(
+                        "{} refusals by this server's policy (see errors); the first: {}",
+                        many.len(),
+                        many[0]
+                    ),
+                },
+                errors,
+            },
             EngineError::NotFound(key) => ApiError::NotFound(format!("rollout {key} not found")),
             EngineError::Rejected(rejected) => ApiError::Rejected(rejected),
             EngineError::Store(error) => error.into(),

@@ -37,8 +37,9 @@ impl<S: Send + Sync> FromRequestParts<S> for RolloutPath {
 
 // === query ===
 
-/// Query parameters, each at most once, only those a route knows.
-pub(crate) struct Params(BTreeMap<String, String>);
+/// Query parameters, each at most once (unless the route reads it as a list), only those a
+/// route knows.
+pub(crate) struct Params(BTreeMap<String, Vec<String>>);
 
 impl Params {
     /// Reads the query string, refusing unknown and repeated parameters (a misspelt filter
@@ -47,11 +48,21 @@ impl Params {
         query: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
         known: &[&str],
     ) -> Result<Params, ApiError> {
+        Params::parse_with_lists(query, known, &[])
+    }
+
+    /// Like [`Params::parse`], and the parameters in `lists` may be given more than once
+    /// (`?flag=a&flag=b`, read with [`Params::list`]).
+    pub(crate) fn parse_with_lists(
+        query: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
+        known: &[&str],
+        lists: &[&str],
+    ) -> Result<Params, ApiError> {
         let Query(pairs) = query.map_err(|rejection| {
             ApiError::field(FieldError::new("(query)", rejection.body_text()))
         })?;
         let mut errors = Vec::new();
-        let mut params = BTreeMap::new();
+        let mut params: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (name, value) in pairs {
             if !known.contains(&name.as_str()) {
                 errors.push(FieldError::with_value(
@@ -64,12 +75,15 @@ impl Params {
                 ));
             } else {
                 match params.entry(name) {
+                    Entry::Occupied(mut entry) if lists.contains(&entry.key().as_str()) => {
+                        entry.get_mut().push(value);
+                    }
                     Entry::Occupied(entry) => errors.push(FieldError::new(
                         entry.key().clone(),
                         "is given more than once",
                     )),
                     Entry::Vacant(entry) => {
-                        entry.insert(value);
+                        entry.insert(vec![value]);
                     }
                 }
             }
@@ -83,12 +97,30 @@ impl Params {
 
     /// A text parameter; empty counts as absent.
     pub(crate) fn text(&self, name: &str) -> Option<String> {
-        self.0.get(name).filter(|value| !value.is_empty()).cloned()
+        self.0
+            .get(name)
+            .and_then(|values| values.first())
+            .filter(|value| !value.is_empty())
+            .cloned()
+    }
+
+    /// A list parameter: every value given, each split at commas, trimmed, empty items dropped
+    /// (`?flag=a,b&flag=c` is `[a, b, c]`).
+    pub(crate) fn list(&self, name: &str) -> Vec<String> {
+        self.0
+            .get(name)
+            .into_iter()
+            .flatten()
+            .flat_map(|value| value.split(','))
+            .map(str::trim)
+            .filter(|item| !item.is_empty())
+            .map(str::to_string)
+            .collect()
     }
 
     /// A non-negative whole number.
     pub(crate) fn number(&self, name: &str) -> Result<Option<u64>, FieldError> {
-        match self.0.get(name).filter(|value| !value.is_empty()) {
+        match self.text(name) {
             None => Ok(None),
             Some(value) => value.parse::<u64>().map(Some).map_err(|_| {
                 FieldError::with_value(name, format!("{value:?}"), "must be a whole number >= 0")

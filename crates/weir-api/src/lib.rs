@@ -18,6 +18,7 @@
 //! | `POST /api/v1/rollouts/{namespace}/{name}/commands` | promote, abort, pause, resume, ... |
 //! | `GET /api/v1/rollouts/{namespace}/{name}/events?after=&limit=` | the history |
 //! | `GET /api/v1/watch?namespace=&name=` | Server-Sent Events of status changes |
+//! | `GET /api/v1/flag-rollouts?namespace=&flag=&status=&type=&search=&order=&limit=&cursor=` | a page of the rollouts of flags, each with where its schedule stands |
 //! | `/api/v1/flags...`, `/ofrep/v1/...` | feature flags and their evaluation ([`flags_router`]; `weir serve` only) |
 //!
 //! Every error is JSON, `{"error": {"code", "message", "errors": [{"path", "value", "message"}]}}`
@@ -31,6 +32,7 @@
 #![deny(missing_docs)]
 
 mod error;
+mod flag_rollouts;
 mod flags;
 mod host;
 mod input;
@@ -133,6 +135,7 @@ fn build<S: Store>(state: ApiState<S>) -> Router {
             get(rollouts::events::<S>),
         )
         .route("/api/v1/watch", get(watch::watch::<S>))
+        .route("/api/v1/flag-rollouts", get(flag_rollouts::list::<S>))
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

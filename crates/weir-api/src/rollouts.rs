@@ -81,7 +81,7 @@ pub(crate) async fn list<S: Store>(
 }
 
 /// A requested page size as the store takes it (0: the default; capped at the maximum).
-fn page_size(limit: Option<u64>) -> usize {
+pub(crate) fn page_size(limit: Option<u64>) -> usize {
     match limit {
         None | Some(0) => DEFAULT_PAGE,
         Some(limit) => usize::try_from(limit).unwrap_or(MAX_PAGE).min(MAX_PAGE),

@@ -236,6 +236,189 @@ fn rollout_path(namespace: &str, name: &str) -> String {
     format!("/api/v1/rollouts/{namespace}/{name}")
 }
 
+/// A Flagger Canary (`kind: kubernetes` once converted): test/podinfo.
+const PODINFO_CANARY: &str = "apiVersion: flagger.app/v1beta1
+kind: Canary
+metadata:
+  name: podinfo
+  namespace: test
+spec:
+  targetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: podinfo
+  service:
+    port: 9898
+  analysis:
+    interval: 10s
+    threshold: 5
+    maxWeight: 50
+    stepWeight: 10
+    metrics:
+      - name: request-success-rate
+        thresholdRange: {min: 99}
+        interval: 1m
+";
+
+/// A rollout of `flag`'s variation `on` (control `off`) on the schedule `plan`.
+fn flag_schedule(namespace: &str, name: &str, flag: &str, plan: &str) -> String {
+    format!(
+        "apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  target: {{kind: flag, flag: {flag}, control: \"off\", variation: \"on\"}}
+  plan: {{schedule: {plan}}}
+  analysis: {{interval: 1s}}
+"
+    )
+}
+
+/// `{at: ..., weight: ...}` entries at offsets (in seconds) from the engine's clock.
+fn manual(server: &Server, entries: &[(i64, u32)]) -> String {
+    let now = server.clock.now().as_second();
+    let entries: Vec<String> = entries
+        .iter()
+        .map(|(offset, weight)| {
+            let at = jiff::Timestamp::from_second(now + offset).unwrap();
+            format!("{{at: \"{at}\", weight: {weight}}}")
+        })
+        .collect();
+    format!("{{manual: [{}]}}", entries.join(", "))
+}
+
+/// Names of a page's items, `NAMESPACE/NAME`.
+fn names(page: &Reply) -> Vec<String> {
+    page.body["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no items: {:#}", page.body))
+        .iter()
+        .map(|item| {
+            format!(
+                "{}/{}",
+                item["metadata"]["namespace"].as_str().unwrap(),
+                item["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// Flag rollouts in every schedule state, created in this order (one second apart on the
+/// engine's clock, so `created` orders them so), beside a flag rollout by canary steps and a
+/// Kubernetes rollout:
+///
+/// | rollout | flag | schedule | state |
+/// |---|---|---|---|
+/// | shop/c-running | search-box | manual, 2 entries, the first 1 min ago | RUNNING 1/2 |
+/// | shop/a-waiting | banner | manual, 3 entries from 1 h on | WAITING 0/3 |
+/// | other/e-finished | banner | manual, 100% 1 min ago | FINISHED 1/1 |
+/// | shop/d-stopped | checkout-v2 | manual, 2 entries from 1 h on, stopped | STOPPED 0/2 |
+/// | shop/b-template | checkout | template from 1 h on, hourly +25% | WAITING 0/4 |
+/// | shop/f-steps | steps | canary steps (no schedule) | - |
+/// | test/podinfo | - | a Flagger Canary (not a flag) | - |
+async fn seed_flag_rollouts(server: &Server) -> Vec<&'static str> {
+    let start_in_an_hour = {
+        let at = jiff::Timestamp::from_second(server.clock.now().as_second() + 3600).unwrap();
+        format!("{{template: {{start: \"{at}\", interval: hourly, increments: 25}}}}")
+    };
+    let documents = [
+        (
+            "shop",
+            "c-running",
+            flag_schedule(
+                "shop",
+                "c-running",
+                "search-box",
+                &manual(server, &[(-60, 20), (3600, 100)]),
+            ),
+        ),
+        (
+            "shop",
+            "a-waiting",
+            flag_schedule(
+                "shop",
+                "a-waiting",
+                "banner",
+                &manual(server, &[(3600, 10), (7200, 50), (10_800, 100)]),
+            ),
+        ),
+        (
+            "other",
+            "e-finished",
+            flag_schedule(
+                "other",
+                "e-finished",
+                "banner",
+                &manual(server, &[(-60, 100)]),
+            ),
+        ),
+        (
+            "shop",
+            "d-stopped",
+            flag_schedule(
+                "shop",
+                "d-stopped",
+                "checkout-v2",
+                &manual(server, &[(3600, 50), (7200, 100)]),
+            ),
+        ),
+        (
+            "shop",
+            "b-template",
+            flag_schedule("shop", "b-template", "checkout", &start_in_an_hour),
+        ),
+        ("shop", "f-steps", flag_rollout("shop", "f-steps", "r1")),
+        ("test", "podinfo", PODINFO_CANARY.to_string()),
+    ];
+    for (namespace, name, document) in &documents {
+        let reply = server
+            .put_yaml(&rollout_path(namespace, name), document, &[])
+            .await;
+        assert_eq!(
+            reply.status,
+            StatusCode::CREATED,
+            "{name}: {:#}",
+            reply.body
+        );
+        server.clock.advance(Duration::from_secs(1));
+    }
+    let state = |rollout: &Value| rollout["status"]["scheduleState"].clone();
+    server
+        .wait_for("shop", "c-running", "RUNNING", |rollout| {
+            state(rollout) == "RUNNING"
+        })
+        .await;
+    server
+        .wait_for_phase("other", "e-finished", "Succeeded")
+        .await;
+    for name in ["a-waiting", "b-template", "d-stopped"] {
+        server
+            .wait_for(
+                "shop",
+                name,
+                "a run waiting for its first entry",
+                |rollout| {
+                    rollout["status"]["phase"] == "Progressing" && state(rollout) == "WAITING"
+                },
+            )
+            .await;
+    }
+    let stopped = server
+        .command("shop", "d-stopped", json!({"command": "stop"}))
+        .await;
+    assert_eq!(stopped.status, StatusCode::OK, "{:#}", stopped.body);
+    assert_eq!(stopped.body["status"]["phase"], "Stopped");
+    server.wait_for_phase("shop", "f-steps", "Succeeded").await;
+    vec![
+        "shop/c-running",
+        "shop/a-waiting",
+        "other/e-finished",
+        "shop/d-stopped",
+        "shop/b-template",
+        "shop/f-steps",
+    ]
+}
+
 // === tests ===
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1027,30 +1210,8 @@ async fn watch_streams_status_changes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flagger_canaries_are_accepted() {
     let server = start().await;
-    let canary = "apiVersion: flagger.app/v1beta1
-kind: Canary
-metadata:
-  name: podinfo
-  namespace: test
-spec:
-  targetRef:
-    apiVersion: apps/v1
-    kind: Deployment
-    name: podinfo
-  service:
-    port: 9898
-  analysis:
-    interval: 10s
-    threshold: 5
-    maxWeight: 50
-    stepWeight: 10
-    metrics:
-      - name: request-success-rate
-        thresholdRange: {min: 99}
-        interval: 1m
-";
     let reply = server
-        .put_yaml(&rollout_path("test", "podinfo"), canary, &[])
+        .put_yaml(&rollout_path("test", "podinfo"), PODINFO_CANARY, &[])
         .await;
     assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
     let rollout = &reply.body["rollout"];
@@ -1086,6 +1247,7 @@ async fn openapi_lists_every_route() {
         ("post", "/api/v1/rollouts/{namespace}/{name}/commands"),
         ("get", "/api/v1/rollouts/{namespace}/{name}/events"),
         ("get", "/api/v1/watch"),
+        ("get", "/api/v1/flag-rollouts"),
         ("get", "/api/v1/flags"),
         ("post", "/api/v1/flags"),
         ("get", "/api/v1/flags/watch"),
@@ -1233,4 +1395,267 @@ async fn flag_changes_stream_as_server_sent_events() {
         data,
         json!({"namespace": "shop", "key": "banner", "version": null})
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flag_rollouts_are_listed_with_their_schedules_filtered_and_ordered() {
+    let server = start().await;
+    let created = seed_flag_rollouts(&server).await;
+
+    // By name (the default): every rollout of a flag, nothing else.
+    let all = server.get("/api/v1/flag-rollouts").await;
+    assert_eq!(all.status, StatusCode::OK, "{:#}", all.body);
+    let mut by_name = created.clone();
+    by_name.sort();
+    assert_eq!(names(&all), by_name);
+    assert_eq!(all.body["nextCursor"], Value::Null);
+    let item = |name: &str| {
+        all.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|item| item["metadata"]["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    // Each item is the rollout as /api/v1/rollouts shows it, plus its schedule.
+    let running = item("c-running");
+    let as_rollout = server.get(&rollout_path("shop", "c-running")).await.body;
+    // (Every field of it; the status and version only as fields, since the engine may still
+    // commit a tick between the two reads.)
+    for field in as_rollout.as_object().unwrap().keys() {
+        assert!(
+            running.get(field).is_some(),
+            "{field} is missing: {running:#}"
+        );
+    }
+    for field in ["apiVersion", "kind", "metadata", "spec", "createdAt"] {
+        assert_eq!(running[field], as_rollout[field], "{field}");
+    }
+    let schedule = &running["schedule"];
+    assert_eq!(schedule["type"], "manual");
+    assert_eq!(schedule["state"], "RUNNING");
+    assert_eq!(
+        (schedule["done"].as_u64(), schedule["total"].as_u64()),
+        (Some(1), Some(2))
+    );
+    assert_eq!(schedule["weight"], 20);
+    assert!(
+        schedule["entries"][0]["triggeredAt"].is_string(),
+        "{schedule:#}"
+    );
+    assert!(
+        schedule["entries"][1].get("triggeredAt").is_none(),
+        "{schedule:#}"
+    );
+    assert_eq!(schedule["next"]["weight"], 100);
+    assert_eq!(schedule["next"]["at"], schedule["entries"][1]["at"]);
+    let template = item("b-template")["schedule"].clone();
+    assert_eq!(
+        (
+            &template["type"],
+            &template["state"],
+            &template["total"],
+            &template["done"]
+        ),
+        (&json!("template"), &json!("WAITING"), &json!(4), &json!(0))
+    );
+    assert_eq!(template["next"]["weight"], 25);
+    let finished = item("e-finished")["schedule"].clone();
+    assert_eq!(
+        (&finished["state"], &finished["weight"]),
+        (&json!("FINISHED"), &json!(100))
+    );
+    assert!(finished.get("next").is_none(), "{finished:#}");
+    let stopped = item("d-stopped")["schedule"].clone();
+    assert_eq!(stopped["state"], "STOPPED");
+    assert!(stopped.get("next").is_none(), "{stopped:#}");
+    assert!(item("f-steps").get("schedule").is_none());
+
+    // The client's type reads the server's answer.
+    let page: weir_api::types::FlagRolloutPage = serde_json::from_value(all.body.clone()).unwrap();
+    assert_eq!(page.items.len(), created.len());
+
+    let listed = |query: &'static str| {
+        let server = &server;
+        async move {
+            let reply = server.get(&format!("/api/v1/flag-rollouts?{query}")).await;
+            assert_eq!(reply.status, StatusCode::OK, "{query}: {:#}", reply.body);
+            names(&reply)
+        }
+    };
+    // Flag keys, repeated or comma-separated.
+    assert_eq!(
+        listed("flag=banner").await,
+        ["other/e-finished", "shop/a-waiting"]
+    );
+    assert_eq!(
+        listed("flag=checkout,search-box").await,
+        ["shop/b-template", "shop/c-running"]
+    );
+    assert_eq!(
+        listed("flag=checkout&flag=search-box").await,
+        listed("flag=checkout,search-box").await
+    );
+    // Status, any case, repeated or comma-separated; a rollout without a schedule has none.
+    assert_eq!(
+        listed("status=waiting").await,
+        ["shop/a-waiting", "shop/b-template"]
+    );
+    assert_eq!(
+        listed("status=RUNNING,stopped&status=FINISHED").await,
+        ["other/e-finished", "shop/c-running", "shop/d-stopped"]
+    );
+    // Type.
+    assert_eq!(listed("type=template").await, ["shop/b-template"]);
+    assert_eq!(listed("type=manual").await.len(), 4);
+    // Search: the rollout's name or its flag's key, any case.
+    assert_eq!(
+        listed("search=CHECKOUT").await,
+        ["shop/b-template", "shop/d-stopped"]
+    );
+    assert_eq!(listed("search=finish").await, ["other/e-finished"]);
+    // Namespace, and filters together.
+    assert_eq!(listed("namespace=other").await, ["other/e-finished"]);
+    assert_eq!(
+        listed("namespace=shop&flag=banner&status=waiting&type=manual&search=wait").await,
+        ["shop/a-waiting"]
+    );
+    assert!(
+        listed("namespace=shop&flag=banner&status=finished")
+            .await
+            .is_empty()
+    );
+
+    // Order: created either way, updated either way.
+    assert_eq!(listed("order=created").await, created);
+    let mut newest_first = created.clone();
+    newest_first.reverse();
+    assert_eq!(listed("order=-created").await, newest_first);
+    for (query, ascending) in [("order=updated", true), ("order=-updated", false)] {
+        let reply = server.get(&format!("/api/v1/flag-rollouts?{query}")).await;
+        let updated: Vec<jiff::Timestamp> = reply.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["updatedAt"].as_str().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(updated.len(), created.len());
+        let mut sorted = updated.clone();
+        sorted.sort();
+        if !ascending {
+            sorted.reverse();
+        }
+        assert_eq!(updated, sorted, "{query}");
+        assert_ne!(updated.first(), updated.last(), "{query}: the times differ");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flag_rollouts_page_with_cursors() {
+    let server = start().await;
+    let created = seed_flag_rollouts(&server).await;
+
+    let first = server
+        .get("/api/v1/flag-rollouts?order=created&limit=4")
+        .await;
+    assert_eq!(first.status, StatusCode::OK, "{:#}", first.body);
+    assert_eq!(names(&first), created[..4]);
+    let cursor = first.body["nextCursor"].as_str().unwrap().to_string();
+    let second = server
+        .get(&format!(
+            "/api/v1/flag-rollouts?order=created&limit=4&cursor={cursor}"
+        ))
+        .await;
+    assert_eq!(second.status, StatusCode::OK, "{:#}", second.body);
+    assert_eq!(names(&second), created[4..]);
+    assert!(
+        second.body.get("nextCursor").is_none(),
+        "the last page has no cursor: {:#}",
+        second.body
+    );
+    // One rollout left over still gets its own page.
+    let five = server
+        .get("/api/v1/flag-rollouts?order=created&limit=5")
+        .await;
+    assert_eq!(names(&five), created[..5]);
+    let cursor = five.body["nextCursor"].as_str().unwrap().to_string();
+    let last = server
+        .get(&format!(
+            "/api/v1/flag-rollouts?order=created&limit=5&cursor={cursor}"
+        ))
+        .await;
+    assert_eq!(names(&last), created[5..]);
+    // Filters apply before the page is cut: two pages of the four manual schedules.
+    let manual = server
+        .get("/api/v1/flag-rollouts?type=manual&limit=2")
+        .await;
+    let cursor = manual.body["nextCursor"].as_str().unwrap().to_string();
+    let rest = server
+        .get(&format!(
+            "/api/v1/flag-rollouts?type=manual&limit=2&cursor={cursor}"
+        ))
+        .await;
+    let mut both = names(&manual);
+    both.extend(names(&rest));
+    assert_eq!(
+        both,
+        [
+            "other/e-finished",
+            "shop/a-waiting",
+            "shop/c-running",
+            "shop/d-stopped"
+        ]
+    );
+    assert!(rest.body.get("nextCursor").is_none());
+    // A cursor past the end is an empty last page.
+    let past = server.get("/api/v1/flag-rollouts?cursor=50").await;
+    assert_eq!(past.status, StatusCode::OK);
+    assert!(names(&past).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flag_rollout_lists_refuse_bad_parameters_by_name() {
+    let server = start().await;
+    let reply = server.get("/api/v1/flag-rollouts?status=DONE").await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{:#}", reply.body);
+    assert_eq!(reply.error_code(), "invalid");
+    assert_eq!(reply.error_paths(), ["status"]);
+    let message = reply.body["error"]["errors"][0]["message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.contains("\"DONE\"")
+            && message.contains("one of WAITING, RUNNING, FINISHED, STOPPED"),
+        "{message}"
+    );
+
+    let reply = server
+        .get("/api/v1/flag-rollouts?status=waiting,doing&type=automatic&order=key&limit=x&cursor=next")
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{:#}", reply.body);
+    assert_eq!(
+        reply.error_paths(),
+        ["status", "type", "order", "limit", "cursor"]
+    );
+
+    let reply = server
+        .get("/api/v1/flag-rollouts?flags=banner&namespace=shop")
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{:#}", reply.body);
+    assert_eq!(reply.error_paths(), ["flags"]);
+    let message = reply.body["error"]["errors"][0]["message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.contains("unknown query parameter")
+            && message.contains("namespace, flag, status, type, search, order, limit, cursor"),
+        "{message}"
+    );
+
+    let reply = server
+        .get("/api/v1/flag-rollouts?type=manual&type=template")
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{:#}", reply.body);
+    assert_eq!(reply.error_paths(), ["type"]);
 }

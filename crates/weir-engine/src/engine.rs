@@ -1039,7 +1039,6 @@ impl<S: Store> JobContext<S> {
         for source in &self.providers.metrics {
             errors.extend(source.validate(&rollout));
         }
-        errors.extend(self.providers.hooks.validate(&rollout));
         match self.providers.target(&rollout) {
             Some(target) => errors.extend(target.validate(&rollout)),
             None => {
@@ -1058,6 +1057,18 @@ impl<S: Store> JobContext<S> {
         }
         if !errors.is_empty() {
             return (self.unchanged(None), Err(EngineError::Invalid(errors)));
+        }
+        let mut refusals = self
+            .providers
+            .target(&rollout)
+            .map(|target| target.refuse(&rollout))
+            .unwrap_or_default();
+        refusals.extend(self.providers.hooks.refuse(&rollout));
+        for source in &self.providers.metrics {
+            refusals.extend(source.refuse(&rollout));
+        }
+        if !refusals.is_empty() {
+            return (self.unchanged(None), Err(EngineError::Refused(refusals)));
         }
         let now = self.clock.now();
         match self.store.apply(&rollout, expected_version, now).await {

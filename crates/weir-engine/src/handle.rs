@@ -13,6 +13,11 @@ pub enum EngineError {
     /// The document is invalid for this engine (e.g. a target kind it does not serve).
     #[error("invalid rollout: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Invalid(Vec<FieldError>),
+    /// The document is valid, but this server's policy refuses it (a command version on a
+    /// server started without `--allow-commands`): each refusal names its field and the
+    /// setting that would allow it.
+    #[error("refused by the server's policy: {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Refused(Vec<FieldError>),
     /// No such rollout.
     #[error("rollout {0} not found")]
     NotFound(RolloutKey),

@@ -98,6 +98,14 @@ pub trait TargetProvider: Send + Sync + 'static {
     /// Checks the target's own settings (`spec.target`) before a rollout is accepted.
     fn validate(&self, rollout: &Rollout) -> Vec<FieldError>;
 
+    /// What this server's policy refuses in a valid rollout (asked after [`validate`] passed):
+    /// each refusal names its field and the setting that would allow it. Nothing by default.
+    ///
+    /// [`validate`]: TargetProvider::validate
+    fn refuse(&self, _rollout: &Rollout) -> Vec<FieldError> {
+        Vec::new()
+    }
+
     /// Makes the world match a stored status (after a restart, or when a rollout is applied):
     /// routes, and which versions run. Idempotent.
     fn reconcile<'a>(
@@ -163,6 +171,13 @@ pub trait MetricSource: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// What this server's policy refuses in a valid rollout's metric servers (a
+    /// `metricsServer` whose literal address the outbound policy refuses), asked with the
+    /// target's refusals. Nothing by default.
+    fn refuse(&self, _rollout: &Rollout) -> Vec<FieldError> {
+        Vec::new()
+    }
+
     /// The check's result for the tick starting now.
     fn check<'a>(
         &'a self,
@@ -186,9 +201,10 @@ pub trait MetricSource: Send + Sync + 'static {
 
 /// Calls webhooks.
 pub trait HookRunner: Send + Sync + 'static {
-    /// Problems with the rollout's webhooks that can be seen before any is called (a URL whose
-    /// address the process's outbound policy refuses), reported when the rollout is applied.
-    fn validate(&self, _rollout: &Rollout) -> Vec<FieldError> {
+    /// What this server's policy refuses in a valid rollout's webhooks (a URL whose literal
+    /// address the outbound policy refuses), asked with the target's refusals: each names its
+    /// field and the setting that would allow it. Nothing by default.
+    fn refuse(&self, _rollout: &Rollout) -> Vec<FieldError> {
         Vec::new()
     }
 

@@ -50,7 +50,14 @@ pub struct LocalTargets {
     listen_policy: ListenPolicy,
     /// Each rollout's router and roles, readable without the async locks (for `/metrics`).
     routers: LocalRouters,
+    /// Whether versions given as a `command` may be started. Off unless the process's owner
+    /// said so (`weir run`, `weir serve --allow-commands`): a rollout sent to an API must not
+    /// be able to run programs on the server's host (docs/SECURITY.md).
+    commands_allowed: bool,
 }
+
+/// What a refusal to start a command says: the setting that allows it, and where to read why.
+const COMMANDS_REFUSED: &str = "a version this server starts itself: `weir serve` runs commands only when started with --allow-commands (docs/SECURITY.md); give the version a `url` instead, or run the file with `weir run`";
 
 /// One running version.
 struct Running {
@@ -130,12 +137,20 @@ fn error(text: impl Into<String>) -> ProviderError {
 }
 
 impl LocalTargets {
-    /// Local targets using the router settings given.
+    /// Local targets using the router settings given. They start no `command` versions until
+    /// [`LocalTargets::allowing_commands`] says they may.
     pub fn new(router_config: RouterConfig) -> LocalTargets {
         LocalTargets {
             router_config,
             ..LocalTargets::default()
         }
+    }
+
+    /// The same targets, allowed to start `command` versions: for a person running their own
+    /// file (`weir run`, `weir demo`) or a server whose operator chose so (`--allow-commands`).
+    pub fn allowing_commands(mut self) -> LocalTargets {
+        self.commands_allowed = true;
+        self
     }
 
     /// The same targets connecting only where `policy` allows: the routers' upstreams (checked
@@ -155,8 +170,9 @@ impl LocalTargets {
         self
     }
 
-    /// Problems with a rollout's addresses under this process's policies, each naming its field
-    /// and the setting that would allow it.
+    /// What this process's network policies refuse in a rollout's addresses (its listen address,
+    /// its versions' URLs written as literal addresses), each naming its field and the setting
+    /// that would allow it.
     fn policy_errors(&self, config: &LocalTarget) -> Vec<FieldError> {
         let mut errors = Vec::new();
         if let Err(refusal) = self.listen_policy.check(config.listen) {
@@ -260,6 +276,10 @@ impl LocalTargets {
                 process: None,
                 refusal_noted: false,
             }),
+            _ if !self.commands_allowed => Err(ProviderError::permanent(format!(
+                "not starting command {:?}: {COMMANDS_REFUSED}",
+                spec.command.as_deref().unwrap_or_default().join(" ")
+            ))),
             _ => {
                 let process = VersionProcess::start(spec, &self.client, notes).await?;
                 Ok(Running {
@@ -497,10 +517,27 @@ fn route_spec(
 
 impl TargetProvider for LocalTargets {
     fn validate(&self, rollout: &Rollout) -> Vec<FieldError> {
-        match settings(rollout) {
-            Ok(config) => self.policy_errors(config),
-            Err(errors) => errors,
-        }
+        settings(rollout).err().unwrap_or_default()
+    }
+
+    fn refuse(&self, rollout: &Rollout) -> Vec<FieldError> {
+        let Some(config) = rollout.spec.target.local() else {
+            return Vec::new();
+        };
+        let commands = [("primary", &config.primary), ("canary", &config.canary)]
+            .into_iter()
+            .filter(|_| !self.commands_allowed)
+            .filter(|(_, version)| version.url.is_none() && version.command.is_some())
+            .map(|(name, version)| {
+                FieldError::with_value(
+                    format!("spec.target.{name}.command"),
+                    format!("{:?}", version.command.as_deref().unwrap_or_default()),
+                    COMMANDS_REFUSED,
+                )
+            });
+        let mut refusals: Vec<FieldError> = commands.collect();
+        refusals.extend(self.policy_errors(config));
+        refusals
     }
 
     fn reconcile<'a>(

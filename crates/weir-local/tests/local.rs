@@ -35,7 +35,7 @@ struct Running {
 /// engine starts, on a port the system picks, so the test knows where to send load.
 async fn start_engine(db: &Path, name: &str) -> Running {
     let store = SqliteStore::open(db).await.unwrap();
-    let targets = LocalTargets::new(RouterConfig::default());
+    let targets = LocalTargets::new(RouterConfig::default()).allowing_commands();
     let listen = targets
         .reserve_listener(
             &RolloutKey::new("default", name),

@@ -52,7 +52,7 @@ async fn a_failed_notification_is_delivered_by_a_later_tick_exactly_once_more() 
     let store = SqliteStore::open(&dir.path().join("weir.db"))
         .await
         .unwrap();
-    let targets = LocalTargets::new(RouterConfig::default());
+    let targets = LocalTargets::new(RouterConfig::default()).allowing_commands();
     let mut providers = local_providers(&targets, weir_core::catalog::SharedCatalog::default());
     let receiver = FlakyReceiver::default();
     providers.notifier = Arc::new(receiver.clone());

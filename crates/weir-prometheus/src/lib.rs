@@ -617,17 +617,6 @@ impl MetricSource for PrometheusSource {
     fn validate(&self, rollout: &Rollout) -> Vec<FieldError> {
         let catalog = self.catalog.snapshot();
         let mut errors = Vec::new();
-        if let (Some(server), Some(policy)) = (
-            rollout.spec.target.metrics_server(),
-            self.client.client.policy(),
-        ) && let Err(refusal) = policy.check_url(server)
-        {
-            errors.push(FieldError::with_value(
-                "spec.target.metricsServer",
-                format!("{server:?}"),
-                refusal.to_string(),
-            ));
-        }
         for (index, metric) in rollout.spec.analysis.metrics.iter().enumerate() {
             let unhandled_builtin = metric.template_ref.is_none()
                 && metric.query.is_none()
@@ -661,6 +650,23 @@ impl MetricSource for PrometheusSource {
             }
         }
         errors
+    }
+
+    fn refuse(&self, rollout: &Rollout) -> Vec<FieldError> {
+        let (Some(server), Some(policy)) = (
+            rollout.spec.target.metrics_server(),
+            self.client.client.policy(),
+        ) else {
+            return Vec::new();
+        };
+        match policy.check_url(server) {
+            Ok(()) => Vec::new(),
+            Err(refusal) => vec![FieldError::with_value(
+                "spec.target.metricsServer",
+                format!("{server:?}"),
+                refusal.to_string(),
+            )],
+        }
     }
 
     fn check<'a>(

@@ -268,7 +268,7 @@ fn classify(outcome: Result<Answer, HttpError>) -> Attempt {
 }
 
 impl HookRunner for HttpHookRunner {
-    fn validate(&self, rollout: &weir_core::model::Rollout) -> Vec<FieldError> {
+    fn refuse(&self, rollout: &weir_core::model::Rollout) -> Vec<FieldError> {
         let Some(policy) = self.client.policy() else {
             return Vec::new();
         };

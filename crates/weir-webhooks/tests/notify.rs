@@ -639,7 +639,7 @@ spec:
             .await
             .unwrap();
         // The router binds a port the system picks; the load reads it back once it serves.
-        let targets = LocalTargets::new(RouterConfig::default());
+        let targets = LocalTargets::new(RouterConfig::default()).allowing_commands();
         let providers = local_providers(&targets, Arc::clone(&catalog));
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let engine = Background::start(engine);

@@ -18,6 +18,7 @@ use weir_http::{Answer, HttpClient};
 use weir_store::StoredEvent;
 
 use crate::cmd_core::OutputFormat;
+use crate::schedule_text::{bar, due, rounded};
 
 /// Where the server is.
 #[derive(Debug, Clone, Args)]
@@ -532,7 +533,6 @@ fn schedule_table(
 ) -> String {
     let entries = weir_core::machine::schedule_entries(spec);
     let done = status.triggered.len().min(entries.len());
-    let filled = (status.canary_weight.basis_points() as usize * 20).div_ceil(10_000);
     let state = weir_core::machine::schedule_state(spec, status)
         .map_or("-", weir_core::model::ScheduleState::as_str);
     let stopped_by = status
@@ -540,10 +540,13 @@ fn schedule_table(
         .map(|by| format!(" (stopped by {})", by.as_str()))
         .unwrap_or_default();
     let mut text = format!(
-        "schedule: {state}{stopped_by}, {done} of {} entries done [{}{}] {} on the new variation\n",
+        "schedule: {state}{stopped_by}, {done} of {} entries done {} {} on the new variation\n",
         entries.len(),
-        "#".repeat(filled.min(20)),
-        "-".repeat(20 - filled.min(20)),
+        bar(
+            u64::from(status.canary_weight.basis_points()),
+            u64::from(weir_core::Weight::FULL.basis_points()),
+            20
+        ),
         status.canary_weight
     );
     text.push_str("   #  AT                         WEIGHT  TRIGGERED\n");
@@ -563,14 +566,7 @@ fn schedule_table(
                     )
                 }
             }
-            None if index == done && waits_for_entries => {
-                let wait = now.duration_until(*at);
-                if wait.is_positive() {
-                    format!("next, in {}", rounded(wait))
-                } else {
-                    "next, due now".to_string()
-                }
-            }
+            None if index == done && waits_for_entries => format!("next, {}", due(*at, now)),
             None => String::new(),
         };
         text.push_str(&format!(
@@ -581,23 +577,6 @@ fn schedule_table(
         ));
     }
     text
-}
-
-/// A wait in whole units a person reads at a glance: `4m 58s`, `2d 3h`.
-fn rounded(wait: jiff::SignedDuration) -> String {
-    let seconds = wait.as_secs().max(0);
-    let (days, hours, minutes, secs) = (
-        seconds / 86_400,
-        seconds / 3_600 % 24,
-        seconds / 60 % 60,
-        seconds % 60,
-    );
-    match (days, hours, minutes) {
-        (0, 0, 0) => format!("{secs}s"),
-        (0, 0, _) => format!("{minutes}m {secs}s"),
-        (0, _, _) => format!("{hours}h {minutes}m"),
-        _ => format!("{days}d {hours}h"),
-    }
 }
 
 /// `weir promote|abort|pause|resume|retry NAME`.

@@ -1,5 +1,5 @@
-//! `weir flag`: feature flags on a running `weir serve` (create, get, list, set, delete) and
-//! evaluating one as an application would, over OFREP.
+//! `weir flag`: feature flags on a running `weir serve` (create, get, list, set, delete),
+//! evaluating one as an application would, over OFREP, and listing the rollouts of flags.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,9 +8,11 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use http::Method;
 use serde_json::{Map, Value, json};
+use weir_api::types::{FlagRolloutPage, FlagRolloutView};
 
 use crate::cmd_client::{Client, ServerArgs, print_refusal, runtime};
 use crate::cmd_core::OutputFormat;
+use crate::schedule_text::{bar, due};
 
 const FLAG_HELP: &str = "\
 Examples:
@@ -21,6 +23,7 @@ Examples:
   weir flag set new-checkout -n shop --disable
   weir flag get new-checkout -n shop -o json
   weir flag delete new-checkout -n shop
+  weir flag rollouts -n shop --status waiting,running
 
 Applications read flags with any OpenFeature SDK and its OFREP provider, base URL
 http://SERVER/ns/NAMESPACE (http://SERVER for namespace default). More: docs/FLAGS.md";
@@ -49,6 +52,9 @@ enum FlagAction {
     /// Evaluate a flag as an application would (over OFREP) and print the variant, the value
     /// and why.
     Eval(EvalArgs),
+    /// List the rollouts of flags: where each schedule stands, the weight now, the next entry
+    /// and when it is due.
+    Rollouts(RolloutsArgs),
 }
 
 #[derive(Debug, Args)]
@@ -110,6 +116,34 @@ struct ListArgs {
 }
 
 #[derive(Debug, Args)]
+struct RolloutsArgs {
+    /// Only this namespace.
+    #[arg(long, short)]
+    namespace: Option<String>,
+    /// Only rollouts of this flag (repeatable, or KEY,KEY).
+    #[arg(long = "flag", value_name = "KEY")]
+    flags: Vec<String>,
+    /// Only schedules in this state: waiting, running, finished, stopped (repeatable, or
+    /// STATE,STATE).
+    #[arg(long = "status", value_name = "STATE")]
+    states: Vec<String>,
+    /// Only schedules of this type: manual or template.
+    #[arg(long = "type", value_name = "TYPE")]
+    schedule_type: Option<String>,
+    /// Only rollouts whose name or flag key contains this (any case).
+    #[arg(long)]
+    search: Option<String>,
+    /// name, created, -created, updated, -updated.
+    #[arg(long, default_value = "name", allow_hyphen_values = true)]
+    order: String,
+    /// `text`: a table; `json`: one rollout per line as the API returns it.
+    #[arg(long, short, value_enum, default_value_t = OutputFormat::Text)]
+    output: OutputFormat,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+#[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("change").required(true).multiple(true).args(["enable", "disable", "variation", "weights"])))]
 struct SetArgs {
     #[command(flatten)]
@@ -150,6 +184,7 @@ pub fn flag(args: &FlagArgs) -> Result<ExitCode> {
         FlagAction::Set(args) => set(args),
         FlagAction::Delete(args) => delete(args),
         FlagAction::Eval(args) => eval(args),
+        FlagAction::Rollouts(args) => rollouts(args),
     }
 }
 
@@ -426,4 +461,218 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
         }
         Ok(code)
     })
+}
+
+/// `weir flag rollouts`: every page of `GET /api/v1/flag-rollouts`, as a table.
+fn rollouts(args: &RolloutsArgs) -> Result<ExitCode> {
+    let client = Client::new(&args.server);
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query.append_pair("order", &args.order);
+    query.append_pair("limit", "500");
+    if let Some(namespace) = &args.namespace {
+        query.append_pair("namespace", namespace);
+    }
+    for flag in &args.flags {
+        query.append_pair("flag", flag);
+    }
+    for state in &args.states {
+        query.append_pair("status", state);
+    }
+    if let Some(schedule_type) = &args.schedule_type {
+        query.append_pair("type", schedule_type);
+    }
+    if let Some(search) = &args.search {
+        query.append_pair("search", search);
+    }
+    let query = query.finish();
+    runtime()?.block_on(async {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut path = format!("/api/v1/flag-rollouts?{query}");
+            if let Some(cursor) = &cursor {
+                path.push('&');
+                path.push_str(
+                    &form_urlencoded::Serializer::new(String::new())
+                        .append_pair("cursor", cursor)
+                        .finish(),
+                );
+            }
+            let page = match client
+                .call::<FlagRolloutPage>(Method::GET, &path, None)
+                .await?
+            {
+                Ok(page) => page,
+                Err(refusal) => return Ok(refused("listing flag rollouts", &refusal)),
+            };
+            items.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        if args.output == OutputFormat::Json {
+            for item in &items {
+                println!("{}", serde_json::to_string(item)?);
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        let now = jiff::Timestamp::now();
+        let rows: Vec<[String; 8]> = items.iter().map(|item| rollout_row(item, now)).collect();
+        crate::cmd_client::print_columns(
+            &[
+                "NAMESPACE/NAME",
+                "FLAG",
+                "CONTROL->VARIATION",
+                "TYPE",
+                "STATE",
+                "PROGRESS",
+                "WEIGHT",
+                "NEXT",
+            ],
+            &rows,
+        );
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// One row of `weir flag rollouts`. A rollout of a flag by canary steps (no schedule) shows its
+/// strategy as the type and its phase as the state.
+fn rollout_row(item: &FlagRolloutView, now: jiff::Timestamp) -> [String; 8] {
+    let rollout = &item.rollout.document;
+    let target = rollout.spec.target.flag();
+    let setting = |value: Option<&Option<String>>| {
+        value.and_then(Option::as_deref).unwrap_or("?").to_string()
+    };
+    let name = format!(
+        "{}/{}",
+        rollout.metadata.namespace_or_default(),
+        rollout.metadata.name
+    );
+    let flag = setting(target.map(|target| &target.flag));
+    let moves = format!(
+        "{}->{}",
+        setting(target.map(|target| &target.control)),
+        setting(target.map(|target| &target.variation))
+    );
+    match &item.schedule {
+        Some(schedule) => [
+            name,
+            flag,
+            moves,
+            schedule.schedule_type.as_str().to_string(),
+            schedule.state.as_str().to_string(),
+            format!(
+                "{} {}/{}",
+                bar(schedule.done as u64, schedule.total as u64, 10),
+                schedule.done,
+                schedule.total
+            ),
+            schedule.weight.to_string(),
+            schedule.next.map_or_else(
+                || "-".to_string(),
+                |next| format!("{} {}", next.weight, due(next.at, now)),
+            ),
+        ],
+        None => {
+            let status = rollout.status.clone().unwrap_or_default();
+            [
+                name,
+                flag,
+                moves,
+                rollout.spec.plan.strategy_name().to_string(),
+                format!("{:?}", status.phase),
+                "-".to_string(),
+                status.canary_weight.to_string(),
+                "-".to_string(),
+            ]
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+    use weir_api::types::FlagRolloutView;
+
+    use super::rollout_row;
+
+    fn view(
+        plan: serde_json::Value,
+        status: serde_json::Value,
+        schedule: Option<serde_json::Value>,
+    ) -> FlagRolloutView {
+        let mut item = json!({
+            "apiVersion": "weir.dev/v1alpha1",
+            "kind": "Rollout",
+            "metadata": {"name": "banner-green", "namespace": "shop"},
+            "spec": {
+                "target": {"kind": "flag", "flag": "banner", "control": "blue", "variation": "green"},
+                "plan": plan,
+            },
+            "status": status,
+            "version": 3,
+            "generation": 1,
+            "lastEventSeq": 4,
+            "createdAt": "2026-12-01T08:00:00Z",
+            "updatedAt": "2026-12-01T09:00:00Z",
+        });
+        if let Some(schedule) = schedule {
+            item["schedule"] = schedule;
+        }
+        serde_json::from_value(item).unwrap()
+    }
+
+    #[test]
+    fn a_schedule_row_shows_its_progress_and_the_next_entry() {
+        let item = view(
+            json!({"schedule": {"manual": [
+                {"at": "2026-12-01T09:00:00Z", "weight": 5},
+                {"at": "2026-12-02T09:00:00Z", "weight": 25},
+            ]}}),
+            json!({"phase": "Progressing", "canaryWeight": 5}),
+            Some(json!({
+                "type": "manual",
+                "state": "RUNNING",
+                "entries": [
+                    {"at": "2026-12-01T09:00:00Z", "weight": 5, "triggeredAt": "2026-12-01T09:00:00Z"},
+                    {"at": "2026-12-02T09:00:00Z", "weight": 25},
+                ],
+                "done": 1,
+                "total": 2,
+                "next": {"at": "2026-12-02T09:00:00Z", "weight": 25},
+                "weight": 5,
+            })),
+        );
+        let now: jiff::Timestamp = "2026-12-01T12:30:00Z".parse().unwrap();
+        assert_eq!(
+            rollout_row(&item, now),
+            [
+                "shop/banner-green",
+                "banner",
+                "blue->green",
+                "manual",
+                "RUNNING",
+                "[#####-----] 1/2",
+                "5%",
+                "25% in 20h 30m",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_row_without_a_schedule_shows_the_strategy_and_the_phase() {
+        let item = view(
+            json!({"canary": {"stepWeight": 50}}),
+            json!({"phase": "Succeeded"}),
+            None,
+        );
+        let row = rollout_row(&item, jiff::Timestamp::UNIX_EPOCH);
+        assert_eq!(
+            row[3..],
+            ["canary", "Succeeded", "-", "0%", "-"].map(String::from)
+        );
+    }
 }

@@ -263,9 +263,11 @@ impl Foreground {
         let store = SqliteStore::open(db)
             .await
             .with_context(|| format!("cannot open {}", db.display()))?;
-        // The rollout is the person's own file: its router may listen anywhere it says
-        // (docs/SECURITY.md); connections still follow the outbound policy.
-        let targets = integrations.local_targets(weir_http::policy::ListenPolicy::any());
+        // The rollout is the person's own file: it may start its commands, and its router may
+        // listen anywhere it says (docs/SECURITY.md); connections follow the outbound policy.
+        let targets = integrations
+            .local_targets(weir_http::policy::ListenPolicy::any())
+            .allowing_commands();
         let providers = integrations.providers(&targets);
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

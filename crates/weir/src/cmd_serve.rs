@@ -30,6 +30,12 @@ pub struct ServeArgs {
     /// first line on stdout: {"listening": {NAME: "HOST:PORT"}} (useful with port 0).
     #[arg(long, short, value_enum, default_value_t = crate::cmd_core::OutputFormat::Text)]
     output: crate::cmd_core::OutputFormat,
+    /// Start the `command` of local rollouts' versions. Off by default: whoever can send a
+    /// rollout to the API could otherwise run any program as this server's user. A rollout
+    /// with a command version is refused (422, naming the field), and one stored earlier is
+    /// not started (its history says why). See docs/SECURITY.md.
+    #[arg(long, env = "WEIR_ALLOW_COMMANDS")]
+    allow_commands: bool,
     /// A name clients use for this server, e.g. `--public-name weir.example.com` behind a
     /// proxy or on a LAN. Requests are answered only when their Host is localhost, a loopback
     /// address, the listen address (any IP address when listening on 0.0.0.0 or ::) or one of
@@ -86,8 +92,12 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
             .fold(ListenPolicy::loopback_only(), |policy, block| {
                 policy.allow(*block)
             });
-        let providers = weir_flags::FlagTargets::new(flags.clone())
-            .add_to(integrations.providers(&integrations.local_targets(listen_policy)));
+        let mut targets = integrations.local_targets(listen_policy);
+        if args.allow_commands {
+            targets = targets.allowing_commands();
+        }
+        let providers =
+            weir_flags::FlagTargets::new(flags.clone()).add_to(integrations.providers(&targets));
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         crate::listening::announce(args.output, &[("api", bound)]);
         eprintln!(

@@ -15,6 +15,7 @@ mod cmd_tools;
 mod integrations;
 mod listening;
 mod progress;
+mod schedule_text;
 
 use std::process::ExitCode;
 

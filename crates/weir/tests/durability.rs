@@ -17,7 +17,8 @@ fn weir(args: &[&str]) -> std::process::Output {
 
 /// `weir serve` on a port it picks (a restart gets a new one: the test reads it back each time).
 fn serve(db: &Path) -> (Weir, String) {
-    let server = Weir::serve(env!("CARGO_BIN_EXE_weir"), db, &[]);
+    // Some rollouts here start their versions as commands, which `weir serve` needs allowed.
+    let server = Weir::serve(env!("CARGO_BIN_EXE_weir"), db, &["--allow-commands"]);
     let url = server.url("api");
     (server, url)
 }

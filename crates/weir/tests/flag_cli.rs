@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use weir_testkit::fixtures::TempDb;
-use weir_testkit::process::Weir;
+use weir_testkit::process::{Weir, apply};
 
 fn weir(server: &Weir, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_weir"))
@@ -20,13 +20,20 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// `examples/flags/banner-split.yaml` (flag `banner` in namespace `shop`, variations blue and
+/// green), as a path.
+fn banner_example() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/flags/banner-split.yaml")
+        .display()
+        .to_string()
+}
+
 #[test]
 fn a_flag_is_created_listed_changed_evaluated_and_deleted_from_the_command_line() {
     let db = TempDb::new();
     let server = Weir::serve(env!("CARGO_BIN_EXE_weir"), &db.path(), &[]);
-    let example =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/flags/banner-split.yaml");
-    let example = example.display().to_string();
+    let example = banner_example();
 
     let created = weir(&server, &["flag", "create", "-f", &example]);
     assert!(created.status.success(), "{}", text(&created.stderr));
@@ -139,4 +146,116 @@ fn a_flag_is_created_listed_changed_evaluated_and_deleted_from_the_command_line(
     let gone = weir(&server, &["flag", "get", "banner", "-n", "shop"]);
     assert_eq!(gone.status.code(), Some(1));
     assert!(text(&gone.stderr).contains("404"), "{}", text(&gone.stderr));
+}
+
+#[test]
+fn flag_rollouts_are_listed_with_where_their_schedules_stand() {
+    let db = TempDb::new();
+    let server = Weir::serve(env!("CARGO_BIN_EXE_weir"), &db.path(), &[]);
+    let created = weir(&server, &["flag", "create", "-f", &banner_example()]);
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    // Three entries from an hour on: the schedule waits for its first.
+    let hours = |count: i64| {
+        let now = jiff::Timestamp::now().as_second();
+        jiff::Timestamp::from_second(now + count * 3600).unwrap()
+    };
+    let rollout = db.file("banner-green.yaml");
+    std::fs::write(
+        &rollout,
+        format!(
+            "apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: banner-green, namespace: shop}}
+spec:
+  target: {{kind: flag, flag: banner, control: blue, variation: green}}
+  plan:
+    schedule:
+      manual:
+        - {{at: \"{}\", weight: 10}}
+        - {{at: \"{}\", weight: 50}}
+        - {{at: \"{}\", weight: 100}}
+  analysis: {{interval: 1s}}
+",
+            hours(1),
+            hours(2),
+            hours(3)
+        ),
+    )
+    .unwrap();
+    apply(env!("CARGO_BIN_EXE_weir"), &rollout, &server.url("api"));
+
+    let listed = weir(&server, &["flag", "rollouts", "-n", "shop"]);
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let listed = text(&listed.stdout);
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 2, "{listed}");
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAMESPACE/NAME",
+            "FLAG",
+            "CONTROL->VARIATION",
+            "TYPE",
+            "STATE",
+            "PROGRESS",
+            "WEIGHT",
+            "NEXT"
+        ],
+        "{listed}"
+    );
+    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(
+        row[..8],
+        [
+            "shop/banner-green",
+            "banner",
+            "blue->green",
+            "manual",
+            "WAITING",
+            "[----------]",
+            "0/3",
+            "0%"
+        ],
+        "{listed}"
+    );
+    // The next entry and when, relative: 10% in 59m 59s (or so).
+    assert_eq!(row[8..10], ["10%", "in"], "{listed}");
+    assert!(row[10].ends_with('m'), "{listed}");
+
+    // Filters reach the server; a state nothing is in lists nothing.
+    let running = weir(
+        &server,
+        &[
+            "flag",
+            "rollouts",
+            "--status",
+            "running,stopped",
+            "--flag",
+            "banner",
+        ],
+    );
+    assert!(running.status.success(), "{}", text(&running.stderr));
+    assert_eq!(text(&running.stdout).lines().count(), 1, "only the header");
+    let found = weir(
+        &server,
+        &[
+            "flag", "rollouts", "--search", "GREEN", "--type", "manual", "--order", "-created",
+        ],
+    );
+    assert!(
+        text(&found.stdout).contains("shop/banner-green"),
+        "{}{}",
+        text(&found.stdout),
+        text(&found.stderr)
+    );
+    // A bad state is named with the states there are.
+    let bad = weir(&server, &["flag", "rollouts", "--status", "doing"]);
+    assert_eq!(bad.status.code(), Some(1));
+    let refusal = text(&bad.stderr);
+    assert!(
+        refusal.contains("status")
+            && refusal.contains("one of WAITING, RUNNING, FINISHED, STOPPED"),
+        "{refusal}"
+    );
 }

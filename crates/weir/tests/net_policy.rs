@@ -76,7 +76,7 @@ fn apply(server: &Weir, yaml: &str, headers: &[(&str, &str)]) -> http::Response 
     send(server, "POST", "/api/v1/rollouts", &all, yaml)
 }
 
-/// The field errors of a 400, as `path: message` lines.
+/// The field errors of a refusal (422), as `(path, message)`.
 fn field_errors(answer: &http::Response) -> Vec<(String, String)> {
     let body: Value = serde_json::from_str(&answer.body).unwrap();
     body["error"]["errors"]
@@ -310,7 +310,8 @@ fn rollouts_listen_on_loopback_only_unless_the_server_allows_more() {
         "listen 0.0.0.0:0 on a default weir serve: {} {errors:?}",
         refused.status
     );
-    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert_eq!(error_of(&refused).0, "unprocessable");
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].0, "spec.target.listen");
     assert!(
@@ -350,11 +351,11 @@ fn the_metadata_address_is_refused_when_a_rollout_is_applied() {
     for (path, message) in &errors {
         println!("{}: {path}: {message}", refused.status);
     }
-    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert_eq!(refused.status, 422, "{}", refused.body);
     let paths: Vec<&str> = errors.iter().map(|(path, _)| path.as_str()).collect();
     assert_eq!(
         paths,
-        ["spec.analysis.webhooks[0].url", "spec.target.primary.url"]
+        ["spec.target.primary.url", "spec.analysis.webhooks[0].url"]
     );
     for (_, message) in &errors {
         assert!(message.contains("link-local"), "{message}");
@@ -490,7 +491,7 @@ fn a_webhook_name_resolving_to_a_denied_address_is_never_called() {
         receiver.url("/hook"),
         refused.status
     );
-    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert_eq!(refused.status, 422, "{}", refused.body);
     assert_eq!(errors[0].0, "spec.analysis.webhooks[0].url");
     assert!(
         errors[0].1.contains("--deny-connect 127.0.0.1/32"),

@@ -10,6 +10,7 @@ use serde_json::Value;
 use weir_testkit::fixtures::TempDb;
 use weir_testkit::http;
 use weir_testkit::process::Weir;
+use weir_testkit::wait::wait_until;
 
 /// The Python of the virtual environment `.ci/run` makes (`WEIR_OFREP_PYTHON` overrides).
 fn sdk_python() -> PathBuf {
@@ -135,11 +136,35 @@ fn the_openfeature_python_sdk_reads_flags_over_ofrep() {
     );
     assert_eq!(seen["split"]["reasons"]["SPLIT"], keys, "{}", seen["split"]);
 
-    // The weights change (as a schedule step would change them): the SDK sees it.
-    apply(
-        &server,
-        &FLAGS[3].replace("{control: 80, target: 20}", "{control: 50, target: 50}"),
+    // A flag rollout's schedule entry, due two seconds from now, raises the target to 50%:
+    // once it has fired, the SDK sees the new split.
+    let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(2);
+    let rollout = format!(
+        "apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: banner-target, namespace: shop}}
+spec:
+  target: {{kind: flag, flag: banner, control: control, variation: target}}
+  plan: {{schedule: {{manual: [{{at: \"{at}\", weight: 50}}]}}}}
+  analysis: {{interval: 1s}}
+"
     );
+    let applied = http::request(
+        server.address("api"),
+        "POST",
+        "/api/v1/rollouts",
+        &[("Content-Type", "application/yaml")],
+        &rollout,
+    )
+    .expect("weir serve answers");
+    assert_eq!(applied.status, 201, "{}", applied.body);
+    let fired = wait_until("the schedule entry fired", || {
+        let answer = http::get(server.address("api"), "/api/v1/rollouts/shop/banner-target")?;
+        let rollout: Value = serde_json::from_str(&answer.body).ok()?;
+        let triggered = rollout["status"]["triggered"][0]["triggeredAt"].as_str()?;
+        Some(triggered.to_string())
+    });
+    println!("the entry due at {at} fired at {fired}");
     let after = sdk(&server, keys);
     let green_after = share(&after, "green", keys);
     // Buckets are a hash of each key, so a share of 10,000 keys is a sample: its standard

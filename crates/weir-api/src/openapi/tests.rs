@@ -68,6 +68,6 @@ fn operations_are_complete() {
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), count, "operationIds are unique");
-    // 11 for rollouts, watch and meta; 7 for flags; 4 for OFREP.
-    assert_eq!(count, 22);
+    // 11 for rollouts, watch and meta; 1 for flag rollouts; 7 for flags; 4 for OFREP.
+    assert_eq!(count, 23);
 }
