@@ -1064,6 +1064,7 @@ impl<S: Store> JobContext<S> {
             .map(|target| target.refuse(&rollout))
             .unwrap_or_default();
         refusals.extend(self.providers.hooks.refuse(&rollout));
+        refusals.extend(self.providers.notifier.refuse(&rollout));
         for source in &self.providers.metrics {
             refusals.extend(source.refuse(&rollout));
         }

@@ -233,6 +233,13 @@ pub trait HookRunner: Send + Sync + 'static {
 
 /// Tells people.
 pub trait Notifier: Send + Sync + 'static {
+    /// What this server's policy refuses in a valid rollout's alerts (an alert provider whose
+    /// literal address the outbound policy refuses), asked with the target's refusals.
+    /// Nothing by default.
+    fn refuse(&self, _rollout: &Rollout) -> Vec<FieldError> {
+        Vec::new()
+    }
+
     /// Sends one notification to the rollout's alert providers (at least once; receivers
     /// de-duplicate on its delivery id).
     fn notify<'a>(

@@ -338,13 +338,27 @@ fn the_metadata_address_is_refused_when_a_rollout_is_applied() {
     let runtime = runtime();
     let versions = sample_apps(&runtime, &["v1"]);
     let db = TempDb::new();
-    let server = Weir::serve(WEIR, &db.path(), &[]);
+    // An alert provider at the metadata address, as a server's catalog (or a file run with
+    // `weir run`) may hold one.
+    let catalog = db.file("catalog.yaml");
+    std::fs::write(
+        &catalog,
+        "apiVersion: weir.dev/v1alpha1
+kind: AlertProvider
+metadata: {name: ops, namespace: shop}
+spec: {type: generic, address: 'http://169.254.169.254/hook'}
+",
+    )
+    .unwrap();
+    let catalog = catalog.display().to_string();
+    let server = Weir::serve(WEIR, &db.path(), &["--catalog", &catalog]);
     let metadata = rollout(
         "web",
         "127.0.0.1:0",
         "http://169.254.169.254:80",
         &format!("http://{}", versions[0]),
-        "[{name: creds, type: pre-rollout, url: 'http://169.254.169.254/latest/meta-data/'}]",
+        "[{name: creds, type: pre-rollout, url: 'http://169.254.169.254/latest/meta-data/'}]
+    alerts: [{name: ops, providerRef: {name: ops}}]",
     );
     let refused = apply(&server, &metadata, &[]);
     let errors = field_errors(&refused);
@@ -355,7 +369,11 @@ fn the_metadata_address_is_refused_when_a_rollout_is_applied() {
     let paths: Vec<&str> = errors.iter().map(|(path, _)| path.as_str()).collect();
     assert_eq!(
         paths,
-        ["spec.target.primary.url", "spec.analysis.webhooks[0].url"]
+        [
+            "spec.target.primary.url",
+            "spec.analysis.webhooks[0].url",
+            "spec.analysis.alerts[0].providerRef"
+        ]
     );
     for (_, message) in &errors {
         assert!(message.contains("link-local"), "{message}");
@@ -364,10 +382,16 @@ fn the_metadata_address_is_refused_when_a_rollout_is_applied() {
             "{message}"
         );
     }
+    let missing = send(&server, "GET", "/api/v1/rollouts/shop/web", &[], "");
+    assert_eq!(missing.status, 404, "nothing was stored: {}", missing.body);
 
     // The setting the message names admits it.
     let db = TempDb::new();
-    let allowing = Weir::serve(WEIR, &db.path(), &["--allow-connect", "169.254.169.254"]);
+    let allowing = Weir::serve(
+        WEIR,
+        &db.path(),
+        &["--catalog", &catalog, "--allow-connect", "169.254.169.254"],
+    );
     let accepted = apply(&allowing, &metadata, &[]);
     println!(
         "the same rollout with --allow-connect 169.254.169.254: {}",
