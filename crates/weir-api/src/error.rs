@@ -36,6 +36,11 @@ pub enum ErrorCode {
     Internal,
     /// 503: the engine is shutting down.
     Unavailable,
+    /// 421: the request's `Host` is not a name this server answers to (DNS rebinding defence;
+    /// docs/SECURITY.md).
+    Misdirected,
+    /// 403: a change sent from a web page of another origin (CSRF defence; docs/SECURITY.md).
+    Forbidden,
 }
 
 /// Why a request failed.
@@ -81,6 +86,12 @@ pub enum ApiError {
     /// The engine is shutting down.
     #[error("the engine is shutting down; try again later")]
     Unavailable,
+    /// The `Host` is not one this server answers to.
+    #[error("{0}")]
+    Misdirected(String),
+    /// A change from a page of another origin.
+    #[error("{0}")]
+    Forbidden(String),
 }
 
 impl ApiError {
@@ -111,6 +122,8 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             ApiError::Internal(_) => ErrorCode::Internal,
             ApiError::Unavailable => ErrorCode::Unavailable,
+            ApiError::Misdirected(_) => ErrorCode::Misdirected,
+            ApiError::Forbidden(_) => ErrorCode::Forbidden,
         }
     }
 
@@ -126,6 +139,8 @@ impl ApiError {
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Misdirected => StatusCode::MISDIRECTED_REQUEST,
+            ErrorCode::Forbidden => StatusCode::FORBIDDEN,
         }
     }
 }

@@ -23,6 +23,10 @@
 //!
 //! Every error is JSON, `{"error": {"code", "message", "errors": [{"path", "value", "message"}]}}`
 //! (see [`ApiError`]); no input makes a handler panic.
+//!
+//! A server puts [`HostPolicy`] in front of all of it (`weir serve`, `weir run --listen`): a
+//! request whose `Host` is not a name the server answers to, or a change sent by a web page of
+//! another origin, is refused before any handler runs (DNS rebinding and CSRF; `host.rs`).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -30,6 +34,7 @@
 mod error;
 mod flag_rollouts;
 mod flags;
+mod host;
 mod input;
 mod metrics;
 mod ofrep;
@@ -50,6 +55,7 @@ use weir_flags::Flags;
 use weir_store::{FlagStore, Store};
 
 pub use error::{ApiError, ErrorCode};
+pub use host::HostPolicy;
 pub use metrics::{OPENMETRICS_CONTENT_TYPE, metrics_router};
 pub use ofrep::DEFAULT_NAMESPACE as OFREP_DEFAULT_NAMESPACE;
 pub use openapi::OPENAPI_JSON;

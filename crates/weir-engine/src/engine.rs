@@ -1058,11 +1058,16 @@ impl<S: Store> JobContext<S> {
         if !errors.is_empty() {
             return (self.unchanged(None), Err(EngineError::Invalid(errors)));
         }
-        let refusals = self
+        let mut refusals = self
             .providers
             .target(&rollout)
             .map(|target| target.refuse(&rollout))
             .unwrap_or_default();
+        refusals.extend(self.providers.hooks.refuse(&rollout));
+        refusals.extend(self.providers.notifier.refuse(&rollout));
+        for source in &self.providers.metrics {
+            refusals.extend(source.refuse(&rollout));
+        }
         if !refusals.is_empty() {
             return (self.unchanged(None), Err(EngineError::Refused(refusals)));
         }

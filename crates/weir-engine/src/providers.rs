@@ -171,6 +171,13 @@ pub trait MetricSource: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// What this server's policy refuses in a valid rollout's metric servers (a
+    /// `metricsServer` whose literal address the outbound policy refuses), asked with the
+    /// target's refusals. Nothing by default.
+    fn refuse(&self, _rollout: &Rollout) -> Vec<FieldError> {
+        Vec::new()
+    }
+
     /// The check's result for the tick starting now.
     fn check<'a>(
         &'a self,
@@ -194,6 +201,13 @@ pub trait MetricSource: Send + Sync + 'static {
 
 /// Calls webhooks.
 pub trait HookRunner: Send + Sync + 'static {
+    /// What this server's policy refuses in a valid rollout's webhooks (a URL whose literal
+    /// address the outbound policy refuses), asked with the target's refusals: each names its
+    /// field and the setting that would allow it. Nothing by default.
+    fn refuse(&self, _rollout: &Rollout) -> Vec<FieldError> {
+        Vec::new()
+    }
+
     /// Calls one webhook and reports its answer.
     fn call<'a>(
         &'a self,
@@ -219,6 +233,13 @@ pub trait HookRunner: Send + Sync + 'static {
 
 /// Tells people.
 pub trait Notifier: Send + Sync + 'static {
+    /// What this server's policy refuses in a valid rollout's alerts (an alert provider whose
+    /// literal address the outbound policy refuses), asked with the target's refusals.
+    /// Nothing by default.
+    fn refuse(&self, _rollout: &Rollout) -> Vec<FieldError> {
+        Vec::new()
+    }
+
     /// Sends one notification to the rollout's alert providers (at least once; receivers
     /// de-duplicate on its delivery id).
     fn notify<'a>(

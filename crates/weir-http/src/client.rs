@@ -1,25 +1,55 @@
 //! A small HTTP/1.1 client for health checks, webhooks, notifications and metric queries: plain
-//! http, or https verified against the Mozilla root certificates (webpki-roots) with rustls.
+//! http, or https verified against the Mozilla root certificates (webpki-roots) with rustls;
+//! optionally under an [`OutboundPolicy`], checked on every new connection.
 
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Method, Request, StatusCode, header};
+use http::{Method, Request, StatusCode, Uri, header};
 use http_body_util::{BodyExt, Full};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpStream;
+use tower_service::Service;
+
+use crate::policy::{OutboundPolicy, Refusal};
 
 /// A cloneable client with a connection pool.
 #[derive(Clone)]
 pub struct HttpClient {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: Client<HttpsConnector<GuardedConnector>, Full<Bytes>>,
+    policy: Option<Arc<OutboundPolicy>>,
 }
 
 impl Default for HttpClient {
+    /// A client that connects anywhere (the command line's, and tests').
     fn default() -> Self {
+        HttpClient::build(None)
+    }
+}
+
+impl HttpClient {
+    /// A client that opens connections only where `policy` allows: a name is resolved here and
+    /// each address it resolved to is checked, then the connection goes to an allowed address
+    /// itself, so what was checked is what is reached.
+    pub fn with_policy(policy: Arc<OutboundPolicy>) -> Self {
+        HttpClient::build(Some(policy))
+    }
+
+    /// The policy this client connects under, if any (adapters check URLs with it when a
+    /// rollout is applied).
+    pub fn policy(&self) -> Option<&Arc<OutboundPolicy>> {
+        self.policy.as_ref()
+    }
+
+    fn build(policy: Option<Arc<OutboundPolicy>>) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(Duration::from_secs(2)));
         connector.set_nodelay(true);
@@ -29,12 +59,80 @@ impl Default for HttpClient {
             .with_tls_config(tls_config())
             .https_or_http()
             .enable_http1()
-            .wrap_connector(connector);
+            .wrap_connector(GuardedConnector {
+                inner: connector,
+                policy: policy.clone(),
+            });
         HttpClient {
             client: Client::builder(TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(30))
                 .build(connector),
+            policy,
         }
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The TCP connector under TLS: without a policy, hyper's own; with one, it resolves the name,
+/// keeps the addresses the policy allows and has hyper's connector open a connection to one of
+/// them by address. TLS (outside it) still verifies the certificate against the URL's name.
+#[derive(Clone)]
+struct GuardedConnector {
+    inner: HttpConnector,
+    policy: Option<Arc<OutboundPolicy>>,
+}
+
+impl Service<Uri> for GuardedConnector {
+    type Response = TokioIo<TcpStream>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let mut inner = self.inner.clone();
+        let Some(policy) = self.policy.clone() else {
+            return Box::pin(async move { inner.call(uri).await.map_err(Into::into) });
+        };
+        Box::pin(async move {
+            let host = uri.host().ok_or("the URL has no host")?.to_string();
+            let port = uri
+                .port_u16()
+                .unwrap_or(if uri.scheme_str() == Some("https") {
+                    443
+                } else {
+                    80
+                });
+            let bare = host.trim_start_matches('[').trim_end_matches(']');
+            let resolved: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
+                Ok(ip) => vec![SocketAddr::new(ip, port)],
+                Err(_) => tokio::net::lookup_host((bare, port))
+                    .await
+                    .map_err(|error| format!("cannot resolve {bare}: {error}"))?
+                    .collect(),
+            };
+            let mut refused: Option<Refusal> = None;
+            let mut last_error: Option<BoxError> = None;
+            for address in resolved {
+                if let Err(refusal) = policy.check(Some(bare), address) {
+                    refused.get_or_insert(refusal);
+                    continue;
+                }
+                let by_address: Uri = format!("http://{address}/").parse()?;
+                match inner.call(by_address).await {
+                    Ok(stream) => return Ok(stream),
+                    Err(error) => last_error = Some(error.into()),
+                }
+            }
+            match (last_error, refused) {
+                (Some(error), _) => Err(error),
+                (None, Some(refusal)) => Err(refusal.into()),
+                (None, None) => Err(format!("{bare} resolved to no address").into()),
+            }
+        })
     }
 }
 
@@ -67,7 +165,7 @@ const MAX_BODY: usize = 64 * 1024;
 
 impl HttpClient {
     /// `GET url` with a timeout.
-    pub async fn get(&self, url: &str, timeout: Duration) -> Result<Answer, String> {
+    pub async fn get(&self, url: &str, timeout: Duration) -> Result<Answer, HttpError> {
         self.request::<&str>(Method::GET, url, Vec::new(), Bytes::new(), timeout)
             .await
     }
@@ -79,7 +177,7 @@ impl HttpClient {
         headers: Vec<(&'static str, String)>,
         body: Vec<u8>,
         timeout: Duration,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, HttpError> {
         let mut all = vec![(
             header::CONTENT_TYPE.as_str(),
             "application/json".to_string(),
@@ -97,20 +195,20 @@ impl HttpClient {
         headers: Vec<(Name, String)>,
         body: Bytes,
         timeout: Duration,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, HttpError> {
         let mut request = Request::builder().method(method).uri(url);
         for (name, value) in headers {
             request = request.header(name.as_ref(), value);
         }
         let request = request
             .body(Full::new(body))
-            .map_err(|error| format!("{url}: invalid request: {error}"))?;
+            .map_err(|error| HttpError::other(format!("{url}: invalid request: {error}")))?;
         let exchange = async {
             let response = self
                 .client
                 .request(request)
                 .await
-                .map_err(|error| format!("{url}: {error}"))?;
+                .map_err(|error| HttpError::of(url, &error))?;
             let status = response.status();
             let limited = http_body_util::Limited::new(response.into_body(), MAX_BODY);
             let body = match limited.collect().await {
@@ -122,7 +220,57 @@ impl HttpClient {
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(result) => result,
-            Err(_) => Err(format!("{url}: no answer within {timeout:?}")),
+            Err(_) => Err(HttpError::other(format!(
+                "{url}: no answer within {timeout:?}"
+            ))),
         }
     }
 }
+
+/// Why a request got no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpError {
+    message: String,
+    refused: bool,
+}
+
+impl HttpError {
+    fn other(message: String) -> HttpError {
+        HttpError {
+            message,
+            refused: false,
+        }
+    }
+
+    /// The error of a request to `url`: the outbound policy's refusal when that is what it was
+    /// (found anywhere in the chain of causes), otherwise every cause in one line (hyper's own
+    /// message alone, "client error (Connect)", says too little).
+    fn of(url: &str, error: &(dyn std::error::Error + 'static)) -> HttpError {
+        let mut causes = Vec::new();
+        let mut next = Some(error);
+        while let Some(cause) = next {
+            if let Some(refusal) = cause.downcast_ref::<Refusal>() {
+                return HttpError {
+                    message: format!("{url}: not sent: {refusal}"),
+                    refused: true,
+                };
+            }
+            causes.push(cause.to_string());
+            next = cause.source();
+        }
+        HttpError::other(format!("{url}: {}", causes.join(": ")))
+    }
+
+    /// Whether the outbound policy refused the destination: trying again cannot help.
+    pub fn is_refused(&self) -> bool {
+        self.refused
+    }
+}
+
+impl std::fmt::Display for HttpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for HttpError {}

@@ -30,8 +30,9 @@ use weir_engine::{
     BoxFuture, MetricSource, ProviderError, Providers, TargetObservation, TargetProvider,
 };
 use weir_http::HttpClient;
+use weir_http::policy::{ListenPolicy, OutboundPolicy};
 use weir_router::metrics::{MetricsSnapshot, Traffic};
-use weir_router::{Backend, RouteHandle, RouteSpec, Router, RouterConfig, Upstream};
+use weir_router::{Backend, ConnectGuard, RouteHandle, RouteSpec, Router, RouterConfig, Upstream};
 use weir_router::{Condition, MatchBlock, Matcher, Subject};
 use weir_store::RolloutKey;
 
@@ -42,8 +43,11 @@ use crate::telemetry::{LocalRouters, RouterEntry};
 #[derive(Clone, Default)]
 pub struct LocalTargets {
     rollouts: Arc<Mutex<HashMap<RolloutKey, Arc<AsyncMutex<LocalRollout>>>>>,
+    /// Health checks; under the outbound policy when there is one.
     client: HttpClient,
     router_config: RouterConfig,
+    /// Where routers may listen (`spec.target.listen`); any address by default.
+    listen_policy: ListenPolicy,
     /// Each rollout's router and roles, readable without the async locks (for `/metrics`).
     routers: LocalRouters,
     /// Whether versions given as a `command` may be started. Off unless the process's owner
@@ -61,6 +65,21 @@ struct Running {
     upstream: Upstream,
     /// `None` for a URL version (weir does not own it).
     process: Option<VersionProcess>,
+    /// Whether the history already says the outbound policy refuses this version's address
+    /// (said once, not at every health check).
+    refusal_noted: bool,
+}
+
+/// weir's outbound policy as the router's guard of new upstream connections.
+#[derive(Debug)]
+struct OutboundGuard(Arc<OutboundPolicy>);
+
+impl ConnectGuard for OutboundGuard {
+    fn check(&self, host: &str, address: SocketAddr) -> Result<(), String> {
+        self.0
+            .check(Some(host), address)
+            .map_err(|refusal| refusal.to_string())
+    }
 }
 
 #[derive(Default)]
@@ -134,6 +153,56 @@ impl LocalTargets {
         self
     }
 
+    /// The same targets connecting only where `policy` allows: the routers' upstreams (checked
+    /// once per new connection, on the addresses their names resolve to), the versions' health
+    /// checks, and, when a rollout is applied, version URLs written as literal addresses.
+    pub fn with_outbound(mut self, policy: Arc<OutboundPolicy>) -> LocalTargets {
+        self.client = HttpClient::with_policy(Arc::clone(&policy));
+        self.router_config.connect_guard = Some(Arc::new(OutboundGuard(policy)));
+        self
+    }
+
+    /// The same targets letting routers listen only where `policy` allows (checked when a
+    /// rollout is applied, and again before a router binds, for rollouts stored earlier).
+    /// Versions weir starts itself are always given a loopback port.
+    pub fn with_listen_policy(mut self, policy: ListenPolicy) -> LocalTargets {
+        self.listen_policy = policy;
+        self
+    }
+
+    /// What this process's network policies refuse in a rollout's addresses (its listen address,
+    /// its versions' URLs written as literal addresses), each naming its field and the setting
+    /// that would allow it.
+    fn policy_errors(&self, config: &LocalTarget) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        if let Err(refusal) = self.listen_policy.check(config.listen) {
+            errors.push(FieldError::with_value(
+                "spec.target.listen",
+                format!("{:?}", config.listen.to_string()),
+                refusal.to_string(),
+            ));
+        }
+        let Some(policy) = self.client.policy() else {
+            return errors;
+        };
+        for (name, version) in [("primary", &config.primary), ("canary", &config.canary)] {
+            let Some(url) = &version.url else { continue };
+            let Ok(upstream) = url.parse::<Upstream>() else {
+                continue; // reported by `settings`
+            };
+            let authority = upstream.authority();
+            let port = authority.port_u16().unwrap_or(80);
+            if let Err(refusal) = policy.check_host(authority.host(), port) {
+                errors.push(FieldError::with_value(
+                    format!("spec.target.{name}.url"),
+                    format!("{url:?}"),
+                    refusal.to_string(),
+                ));
+            }
+        }
+        errors
+    }
+
     /// `providers` with these targets added: the target of `kind: local` rollouts, and the
     /// metric source of their builtin checks (the router's own counters). The source is asked
     /// after the ones already there, so a Prometheus added first takes the builtins over when a
@@ -167,6 +236,9 @@ impl LocalTargets {
                 .listen
                 .ok_or_else(|| std::io::Error::other("no router address"));
         }
+        self.listen_policy.check(listen).map_err(|refusal| {
+            std::io::Error::new(std::io::ErrorKind::PermissionDenied, refusal)
+        })?;
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let bound = listener.local_addr()?;
         local.reserved = Some(listener);
@@ -202,6 +274,7 @@ impl LocalTargets {
                     .parse()
                     .map_err(|reason| error(format!("{url}: {reason}")))?,
                 process: None,
+                refusal_noted: false,
             }),
             _ if !self.commands_allowed => Err(ProviderError::permanent(format!(
                 "not starting command {:?}: {COMMANDS_REFUSED}",
@@ -217,6 +290,7 @@ impl LocalTargets {
                         .parse()
                         .map_err(|reason| error(format!("{reason}")))?,
                     process: Some(process),
+                    refusal_noted: false,
                 })
             }
         }
@@ -276,6 +350,7 @@ impl LocalTargets {
                 revision,
                 upstream: primary.ok_or_else(|| error("no primary"))?,
                 process: None,
+                refusal_noted: false,
             }
         } else {
             self.start(&mut local.notes, &config.canary).await?
@@ -327,6 +402,11 @@ impl LocalTargets {
                         Router::from_listener(&name, listener, spec, self.router_config.clone())
                     }
                     None => {
+                        // Checked again here, not only when applied: a rollout stored before
+                        // the policy was set must not open the port either.
+                        self.listen_policy
+                            .check(config.listen)
+                            .map_err(|refusal| ProviderError::permanent(refusal.to_string()))?;
                         Router::bind(&name, config.listen, spec, self.router_config.clone()).await
                     }
                 }
@@ -444,11 +524,9 @@ impl TargetProvider for LocalTargets {
         let Some(config) = rollout.spec.target.local() else {
             return Vec::new();
         };
-        if self.commands_allowed {
-            return Vec::new();
-        }
-        [("primary", &config.primary), ("canary", &config.canary)]
+        let commands = [("primary", &config.primary), ("canary", &config.canary)]
             .into_iter()
+            .filter(|_| !self.commands_allowed)
             .filter(|(_, version)| version.url.is_none() && version.command.is_some())
             .map(|(name, version)| {
                 FieldError::with_value(
@@ -456,8 +534,10 @@ impl TargetProvider for LocalTargets {
                     format!("{:?}", version.command.as_deref().unwrap_or_default()),
                     COMMANDS_REFUSED,
                 )
-            })
-            .collect()
+            });
+        let mut refusals: Vec<FieldError> = commands.collect();
+        refusals.extend(self.policy_errors(config));
+        refusals
     }
 
     fn reconcile<'a>(
@@ -491,20 +571,24 @@ impl TargetProvider for LocalTargets {
         Box::pin(async move {
             let config = settings(rollout).map_err(ProviderError::unusable)?;
             let slot = self.slot(key);
-            let mut local = slot.lock().await;
+            let mut guard = slot.lock().await;
+            let local = &mut *guard;
             if local.primary.is_none() && status.phase != weir_core::model::Phase::Initializing {
                 // After a restart before reconcile succeeded: bring the primary back first.
-                self.ensure_primary(&mut local, config, status).await?;
+                self.ensure_primary(local, config, status).await?;
             }
             let canary_revision = config.canary.revision();
             let primary_ready = match local.primary.as_mut() {
-                Some(primary) => self.healthy(primary, primary_spec(config, status)).await,
+                Some(primary) => {
+                    self.healthy(primary, primary_spec(config, status), &mut local.notes)
+                        .await
+                }
                 // At set-up the primary has not been started yet: it starts with the route.
                 None => status.phase == weir_core::model::Phase::Initializing,
             };
             let canary_ready = match local.canary.as_mut() {
                 Some(canary) if canary.revision == canary_revision => {
-                    self.healthy(canary, &config.canary).await
+                    self.healthy(canary, &config.canary, &mut local.notes).await
                 }
                 _ => false,
             };
@@ -686,7 +770,15 @@ fn version_counts(
 }
 
 impl LocalTargets {
-    async fn healthy(&self, running: &mut Running, spec: &VersionSpec) -> bool {
+    /// Whether a version answers its health check with 2xx. When the outbound policy refuses
+    /// its address (a name that resolves to a forbidden address), the history says so once:
+    /// the version then stays unready, so the run cannot start, or ends at its deadline.
+    async fn healthy(
+        &self,
+        running: &mut Running,
+        spec: &VersionSpec,
+        notes: &mut Vec<String>,
+    ) -> bool {
         if let Some(process) = running.process.as_mut()
             && !process.is_running()
         {
@@ -697,7 +789,20 @@ impl LocalTargets {
             running.upstream.authority(),
             spec.health_path()
         );
-        matches!(self.client.get(&url, Duration::from_secs(2)).await, Ok(answer) if answer.status.is_success())
+        match self.client.get(&url, Duration::from_secs(2)).await {
+            Ok(answer) => answer.status.is_success(),
+            Err(refused) if refused.is_refused() => {
+                if !running.refusal_noted {
+                    running.refusal_noted = true;
+                    notes.push(format!(
+                        "version {} is not reachable: {refused}",
+                        running.upstream
+                    ));
+                }
+                false
+            }
+            Err(_) => false,
+        }
     }
 }
 

@@ -126,6 +126,12 @@ pub struct Sample {
 }
 
 impl PrometheusClient {
+    /// A client sending its queries through `http` (e.g. one under the process's outbound
+    /// policy).
+    pub fn new(http: HttpClient) -> PrometheusClient {
+        PrometheusClient { client: http }
+    }
+
     /// Every sample of an instant query (`GET /api/v1/query`), vectors and scalars alike.
     pub async fn query(
         &self,
@@ -147,7 +153,7 @@ impl PrometheusClient {
                 timeout,
             )
             .await
-            .map_err(QueryError::Unreachable)?;
+            .map_err(|error| QueryError::Unreachable(error.to_string()))?;
         let body: Value = serde_json::from_slice(&answer.body).map_err(|_| {
             QueryError::Unreachable(format!(
                 "{}: answered {} without a Prometheus JSON body",
@@ -383,6 +389,14 @@ impl PrometheusSource {
             timeout: DEFAULT_QUERY_TIMEOUT,
             counters: Arc::default(),
         }
+    }
+
+    /// The same source querying through `http`: with an outbound policy, a rollout's
+    /// `metricsServer` is checked when it is applied and every server's address on every
+    /// connection (a refused one is *no data*, with the refusal as the check's message).
+    pub fn with_client(mut self, http: HttpClient) -> PrometheusSource {
+        self.client = PrometheusClient::new(http);
+        self
     }
 
     /// The rollout's own `metricsServer`, else the process's default.
@@ -636,6 +650,23 @@ impl MetricSource for PrometheusSource {
             }
         }
         errors
+    }
+
+    fn refuse(&self, rollout: &Rollout) -> Vec<FieldError> {
+        let (Some(server), Some(policy)) = (
+            rollout.spec.target.metrics_server(),
+            self.client.client.policy(),
+        ) else {
+            return Vec::new();
+        };
+        match policy.check_url(server) {
+            Ok(()) => Vec::new(),
+            Err(refusal) => vec![FieldError::with_value(
+                "spec.target.metricsServer",
+                format!("{server:?}"),
+                refusal.to_string(),
+            )],
+        }
     }
 
     fn check<'a>(

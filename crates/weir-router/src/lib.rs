@@ -56,6 +56,7 @@ pub use table::{
     Backend, Decision, Mirror, Reason, Role, RouteSpec, RouteTable, SessionAffinity, Upstream,
     Weight,
 };
+pub use upstream::ConnectGuard;
 
 #[doc(hidden)]
 pub use rng::Rng;

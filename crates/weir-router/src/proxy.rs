@@ -39,7 +39,7 @@ use crate::metrics::ListenerMetrics;
 use crate::rng::with_thread_rng;
 use crate::server::RouterConfig;
 use crate::table::{Role, RouteTable};
-use crate::upstream::{self, Pool};
+use crate::upstream::{self, Pool, UpstreamError};
 
 /// Frames buffered for a mirror before its copy is abandoned.
 const MIRROR_BODY_FRAMES: usize = 16;
@@ -71,6 +71,7 @@ impl Worker {
             config.upstream_idle_timeout,
             config.max_idle_per_upstream,
             shared.upstream_connects.clone(),
+            config.connect_guard.clone(),
         ));
         Self { shared, pool }
     }
@@ -278,6 +279,10 @@ pub(crate) async fn proxy(
             strip_hop_by_hop(response.headers_mut());
             response
         }
+        Ok(Err(UpstreamError::Refused(..))) => local_response(
+            StatusCode::BAD_GATEWAY,
+            "weir-router: upstream refused by weir's outbound policy\n",
+        ),
         Ok(Err(_)) => local_response(
             StatusCode::BAD_GATEWAY,
             "weir-router: upstream unavailable\n",

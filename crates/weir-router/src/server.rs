@@ -35,7 +35,7 @@ use crate::error::{RouteError, RouterError};
 use crate::metrics::{ListenerMetrics, MetricsSnapshot};
 use crate::proxy::{ClientConn, Shared, Worker, proxy};
 use crate::table::{RouteSpec, RouteTable, Weight};
-use crate::upstream::sweep_until_dropped;
+use crate::upstream::{ConnectGuard, sweep_until_dropped};
 
 /// The HTTP/2 connection preface (RFC 9113 section 3.4).
 const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -66,6 +66,9 @@ pub struct RouterConfig {
     pub upstream_idle_timeout: Duration,
     /// Most idle pooled connections kept per upstream address (per thread in per-core mode).
     pub max_idle_per_upstream: usize,
+    /// Asked before each new upstream connection whether its address may be reached (weir's
+    /// outbound policy, when the embedding process has one); `None`: any address.
+    pub connect_guard: Option<Arc<dyn ConnectGuard>>,
 }
 
 impl Default for RouterConfig {
@@ -80,6 +83,7 @@ impl Default for RouterConfig {
             mirror_concurrency: 64,
             upstream_idle_timeout: Duration::from_secs(30),
             max_idle_per_upstream: 1024,
+            connect_guard: None,
         }
     }
 }

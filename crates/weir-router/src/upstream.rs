@@ -19,6 +19,7 @@
 //! Upstreams are spoken to in HTTP/1.1 only (as before this module existed).
 
 use std::future::{Future, poll_fn};
+use std::net::SocketAddr;
 use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -47,6 +48,17 @@ pub(crate) enum UpstreamError {
     Connect(Authority, std::io::Error),
     #[error("HTTP exchange: {0}")]
     Http(#[from] hyper::Error),
+    #[error("connect to {0}: {1}")]
+    Refused(Authority, String),
+}
+
+/// Decides which addresses the router may open upstream connections to (weir's outbound policy,
+/// given by the process that embeds the router). Asked once per new connection, never per
+/// request: pooled connections are reused without asking again.
+pub trait ConnectGuard: Send + Sync + std::fmt::Debug + 'static {
+    /// `Ok` when a connection to `address`, which `host` (the upstream's host as configured)
+    /// resolved to, may be opened; otherwise why not.
+    fn check(&self, host: &str, address: SocketAddr) -> Result<(), String>;
 }
 
 /// One upstream connection: the handle to send on and the future doing its I/O.
@@ -106,6 +118,8 @@ pub(crate) struct Pool {
     max_idle: usize,
     /// Connections opened so far (tests check reuse with it).
     connects: Arc<AtomicU64>,
+    /// Checks each new connection's address, when the embedding process has a policy.
+    guard: Option<Arc<dyn ConnectGuard>>,
 }
 
 impl Pool {
@@ -114,6 +128,7 @@ impl Pool {
         idle_timeout: Duration,
         max_idle: usize,
         connects: Arc<AtomicU64>,
+        guard: Option<Arc<dyn ConnectGuard>>,
     ) -> Self {
         Self {
             idle: Mutex::new(Vec::new()),
@@ -121,6 +136,7 @@ impl Pool {
             idle_timeout,
             max_idle,
             connects,
+            guard,
         }
     }
 
@@ -201,11 +217,17 @@ impl Pool {
     /// Opens a new connection to `authority`.
     async fn connect(&self, authority: &Authority) -> Result<Box<Link>, UpstreamError> {
         self.connects.fetch_add(1, Ordering::Relaxed);
-        let stream =
-            tokio::time::timeout(self.connect_timeout, TcpStream::connect(authority.as_str()))
-                .await
-                .map_err(|_| UpstreamError::ConnectTimeout(authority.clone()))?
-                .map_err(|error| UpstreamError::Connect(authority.clone(), error))?;
+        let connecting = async {
+            match &self.guard {
+                None => TcpStream::connect(authority.as_str())
+                    .await
+                    .map_err(|error| UpstreamError::Connect(authority.clone(), error)),
+                Some(guard) => guarded_connect(guard.as_ref(), authority).await,
+            }
+        };
+        let stream = tokio::time::timeout(self.connect_timeout, connecting)
+            .await
+            .map_err(|_| UpstreamError::ConnectTimeout(authority.clone()))??;
         // Small request and response heads must not wait for Nagle's algorithm.
         let _ = stream.set_nodelay(true);
         let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
@@ -216,6 +238,38 @@ impl Pool {
             connection: Some(connection),
         }))
     }
+}
+
+/// Resolves `authority`, keeps the addresses `guard` allows and connects to the first of them
+/// that accepts: the address checked is the address reached.
+async fn guarded_connect(
+    guard: &dyn ConnectGuard,
+    authority: &Authority,
+) -> Result<TcpStream, UpstreamError> {
+    let host = authority.host();
+    let addresses = tokio::net::lookup_host(authority.as_str())
+        .await
+        .map_err(|error| UpstreamError::Connect(authority.clone(), error))?;
+    let mut refused = None;
+    let mut failed = None;
+    for address in addresses {
+        if let Err(reason) = guard.check(host, address) {
+            refused.get_or_insert(reason);
+            continue;
+        }
+        match TcpStream::connect(address).await {
+            Ok(stream) => return Ok(stream),
+            Err(error) => failed = Some(error),
+        }
+    }
+    Err(match (failed, refused) {
+        (Some(error), _) => UpstreamError::Connect(authority.clone(), error),
+        (None, Some(reason)) => UpstreamError::Refused(authority.clone(), reason),
+        (None, None) => UpstreamError::Connect(
+            authority.clone(),
+            std::io::Error::other("the name resolved to no address"),
+        ),
+    })
 }
 
 /// Drops expired and closed idle connections every `period` until the pool is gone.

@@ -175,3 +175,60 @@ fn per_core_router_serves_from_several_threads_and_stops() {
     let refused = runtime.block_on(tokio::net::TcpStream::connect(addr));
     assert!(refused.is_err());
 }
+
+/// Refuses connections to one address and counts every question it is asked.
+#[derive(Debug)]
+struct RefuseOne {
+    refused: std::net::SocketAddr,
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+impl weir_router::ConnectGuard for RefuseOne {
+    fn check(&self, host: &str, address: std::net::SocketAddr) -> Result<(), String> {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(host, "127.0.0.1");
+        if address == self.refused {
+            Err(format!("{address} is refused"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// The connect guard is asked once per new upstream connection, not per request, and an
+/// upstream it refuses is never connected to: its requests get a 502 saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_guard_is_asked_per_new_connection_and_refused_upstreams_are_never_reached() {
+    no_hang(async {
+        let v1 = TestUpstream::start("v1", Behavior::Normal).await;
+        let v2 = TestUpstream::start("v2", Behavior::Normal).await;
+        let refused: std::net::SocketAddr = v2.upstream().authority().as_str().parse().unwrap();
+        let guard = std::sync::Arc::new(RefuseOne {
+            refused,
+            asked: std::sync::atomic::AtomicUsize::new(0),
+        });
+        let config = RouterConfig {
+            connect_guard: Some(guard.clone()),
+            ..RouterConfig::default()
+        };
+        let spec = RouteSpec::weighted(v1.backend(), v2.backend(), Weight::ZERO);
+        let (addr, handle) = start_router(spec, config).await;
+        let client = http1_client();
+        for _ in 0..25 {
+            assert_eq!(get(&client, addr, "/", &[]).await.body, "v1");
+        }
+        assert_eq!(handle.upstream_connections_opened(), 1);
+        assert_eq!(guard.asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+        let all_to_v2 = RouteSpec::weighted(v1.backend(), v2.backend(), Weight::FULL);
+        handle.replace(all_to_v2).unwrap();
+        let answer = get(&client, addr, "/", &[]).await;
+        assert_eq!(answer.status, StatusCode::BAD_GATEWAY);
+        assert_eq!(
+            answer.body,
+            "weir-router: upstream refused by weir's outbound policy\n"
+        );
+        assert_eq!(v2.requests(), 0);
+    })
+    .await;
+}

@@ -33,7 +33,8 @@ pub fn get(address: SocketAddr, path: &str) -> Option<Response> {
     request(address, "GET", path, &[], "")
 }
 
-/// One request with `headers` and `body`; `None` when nothing answers.
+/// One request with `headers` and `body`; `None` when nothing answers. The `Host` header is
+/// `address` unless `headers` has one of its own (tests of weir's Host checks send others).
 pub fn request(
     address: SocketAddr,
     method: &str,
@@ -41,19 +42,32 @@ pub fn request(
     headers: &[(&str, &str)],
     body: &str,
 ) -> Option<Response> {
-    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .ok()?;
-    let mut text = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
+    let mut text = format!("{method} {path} HTTP/1.1\r\n");
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
+    {
+        text.push_str(&format!("Host: {address}\r\n"));
+    }
+    text.push_str(&format!(
+        "Connection: close\r\nContent-Length: {}\r\n",
         body.len()
-    );
+    ));
     for (name, value) in headers {
         text.push_str(&format!("{name}: {value}\r\n"));
     }
     text.push_str("\r\n");
     text.push_str(body);
+    raw(address, &text)
+}
+
+/// Sends `text` as it is (a request head and body, e.g. an HTTP/1.0 request without `Host`) and
+/// reads the answer until the server closes the connection; `None` when nothing answers.
+pub fn raw(address: SocketAddr, text: &str) -> Option<Response> {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .ok()?;
     stream.write_all(text.as_bytes()).ok()?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer).ok()?;

@@ -25,6 +25,7 @@ use std::time::Duration;
 use hmac::{Hmac, KeyInit, Mac};
 use serde::Serialize;
 use sha2::Sha256;
+use weir_core::FieldError;
 use weir_core::catalog::SharedCatalog;
 use weir_core::machine::Notification;
 use weir_core::model::{
@@ -38,7 +39,7 @@ use crate::text::truncate;
 use weir_engine::{BoxFuture, HookRunner, Notifier, ProviderError};
 pub use weir_http::retry::Backoff;
 use weir_http::retry::worth_retrying;
-use weir_http::{Answer, HttpClient};
+use weir_http::{Answer, HttpClient, HttpError};
 
 /// The timeout of one attempt when the hook sets none (Flagger's default).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -88,6 +89,13 @@ impl HttpHookRunner {
     /// moves time itself).
     pub fn with_clock(mut self, clock: SharedClock) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// The same runner sending through `client` (one with the process's outbound policy, so a
+    /// hook's address is checked when the rollout is applied and on every connection).
+    pub fn with_client(mut self, client: HttpClient) -> Self {
+        self.client = client;
         self
     }
 
@@ -236,7 +244,7 @@ enum Attempt {
     Refused(String),
 }
 
-fn classify(outcome: Result<Answer, String>) -> Attempt {
+fn classify(outcome: Result<Answer, HttpError>) -> Attempt {
     match outcome {
         Ok(answer) if answer.status.as_u16() <= 202 => Attempt::Success(answer.status.to_string()),
         Ok(answer) => {
@@ -253,11 +261,34 @@ fn classify(outcome: Result<Answer, String>) -> Attempt {
                 Attempt::Refused(message)
             }
         }
-        Err(error) => Attempt::Transient(error),
+        // The outbound policy refused the address: it will refuse it again.
+        Err(error) if error.is_refused() => Attempt::Refused(error.to_string()),
+        Err(error) => Attempt::Transient(error.to_string()),
     }
 }
 
 impl HookRunner for HttpHookRunner {
+    fn refuse(&self, rollout: &weir_core::model::Rollout) -> Vec<FieldError> {
+        let Some(policy) = self.client.policy() else {
+            return Vec::new();
+        };
+        rollout
+            .spec
+            .analysis
+            .webhooks
+            .iter()
+            .enumerate()
+            .filter_map(|(index, hook)| {
+                let refusal = policy.check_url(&hook.url).err()?;
+                Some(FieldError::with_value(
+                    format!("spec.analysis.webhooks[{index}].url"),
+                    format!("{:?}", hook.url),
+                    refusal.to_string(),
+                ))
+            })
+            .collect()
+    }
+
     fn call<'a>(
         &'a self,
         key: &'a RolloutKey,

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use weir_core::FieldError;
 use weir_core::catalog::{Catalog, SharedCatalog};
 use weir_core::machine::Notification;
 use weir_core::model::{
@@ -159,6 +160,32 @@ impl AlertNotifier {
 }
 
 impl Notifier for AlertNotifier {
+    fn refuse(&self, rollout: &Rollout) -> Vec<FieldError> {
+        let Some(policy) = self.client.policy() else {
+            return Vec::new();
+        };
+        let catalog = self.catalog.snapshot();
+        let namespace = rollout.metadata.namespace_or_default();
+        let mut refusals = Vec::new();
+        for (index, alert) in rollout.spec.analysis.alerts.iter().enumerate() {
+            let Some(provider) = catalog.alert_provider(&alert.provider_ref, namespace) else {
+                continue; // reported by the catalog's own check
+            };
+            let Some(url) = Self::address(&catalog, provider) else {
+                continue;
+            };
+            // The URL may hold a token: the refusal names only its host and port.
+            if let Err(refusal) = policy.check_url(&url) {
+                refusals.push(FieldError::with_value(
+                    format!("spec.analysis.alerts[{index}].providerRef"),
+                    format!("{:?}", alert.provider_ref.name),
+                    format!("AlertProvider {}: {refusal}", alert.provider_ref.name),
+                ));
+            }
+        }
+        refusals
+    }
+
     fn notify<'a>(
         &'a self,
         key: &'a RolloutKey,
@@ -342,7 +369,11 @@ async fn post(
                 }
             }
             // The client's errors start with the URL, which may hold a token.
-            Err(error) => last = error.replace(url, &redact(url)),
+            Err(error) if error.is_refused() => {
+                let message = error.to_string().replace(url, &redact(url));
+                return Err((ErrorKind::Permanent, format!("{message} (not retried)")));
+            }
+            Err(error) => last = error.to_string().replace(url, &redact(url)),
         }
         if attempt < attempts {
             tokio::time::sleep(backoff.delay(attempt - 1)).await;

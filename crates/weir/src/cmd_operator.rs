@@ -73,6 +73,7 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let bound = listener.local_addr().unwrap_or(args.listen);
+        integrations.outbound.add_own(bound);
         crate::listening::announce(args.output, &[("api", bound)]);
         let Some(leading) = leading::Leading::acquire(&args.leader, &client, &listener).await?
         else {
@@ -122,7 +123,10 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
                 args.namespace.join(", ")
             },
         );
-        let stopped = crate::cmd_serve::run_until_stopped(listener, store, handle, engine, None).await;
+        // In a cluster the API is reached by Service and pod names: no Host checks here
+        // (docs/SECURITY.md); access is the cluster's network policy's to limit.
+        let stopped =
+            crate::cmd_serve::run_until_stopped(listener, store, handle, engine, None, None).await;
         leading.release().await;
         stopped
     })

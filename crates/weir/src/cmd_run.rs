@@ -11,7 +11,6 @@ use weir_core::document::{self, Document};
 use weir_core::model::{Phase, Rollout, TargetKind};
 use weir_engine::{Engine, EngineHandle, EngineOptions};
 use weir_local::LocalTargets;
-use weir_router::RouterConfig;
 use weir_store::{RolloutKey, SqliteStore, Store};
 
 use crate::cmd_core::OutputFormat;
@@ -44,6 +43,12 @@ pub struct RunArgs {
     /// default.
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
+    /// A name clients use for the API of --listen (and --metrics-listen), e.g. `--public-name
+    /// laptop.lan`: as with `weir serve`, requests are answered only when their Host is
+    /// localhost, a loopback address, the listen address or one of these names (DNS rebinding
+    /// defence); `*` answers any. Repeatable; docs/SECURITY.md.
+    #[arg(long = "public-name", value_name = "NAME", value_delimiter = ',')]
+    public_name: Vec<String>,
     #[command(flatten)]
     integrations: crate::integrations::IntegrationArgs,
 }
@@ -110,10 +115,14 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         let router = foreground.reserve_router(&key, listen).await?;
         let mut bound = vec![("router", router)];
         if let Some(address) = args.metrics_listen {
-            bound.push(("metrics", serve_metrics(address, &foreground).await?));
+            let served = serve_metrics(address, &foreground, &args.public_name).await?;
+            integrations.outbound.add_own(served);
+            bound.push(("metrics", served));
         }
         if let Some(address) = args.listen {
-            bound.push(("api", serve_api(address, &foreground).await?));
+            let served = serve_api(address, &foreground, &args.public_name).await?;
+            integrations.outbound.add_own(served);
+            bound.push(("api", served));
         }
         crate::listening::announce(args.output, &bound);
         let outcome = foreground
@@ -130,12 +139,16 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
 async fn serve_metrics(
     address: std::net::SocketAddr,
     foreground: &Foreground,
+    public_names: &[String],
 ) -> Result<std::net::SocketAddr> {
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("cannot listen on {address} for --metrics-listen"))?;
     let bound = listener.local_addr().unwrap_or(address);
-    let app = weir_api::metrics_router(foreground.handle.telemetry().clone());
+    let hosts = crate::cmd_serve::host_policy(bound, public_names, "weir run")?;
+    let app = hosts.apply(weir_api::metrics_router(
+        foreground.handle.telemetry().clone(),
+    ));
     tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, app).await {
             eprintln!("the metrics server stopped: {error}");
@@ -150,12 +163,17 @@ async fn serve_metrics(
 async fn serve_api(
     address: std::net::SocketAddr,
     foreground: &Foreground,
+    public_names: &[String],
 ) -> Result<std::net::SocketAddr> {
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("cannot listen on {address} for --listen"))?;
     let bound = listener.local_addr().unwrap_or(address);
-    let app = weir_api::router(foreground.store.clone(), foreground.handle.clone());
+    let hosts = crate::cmd_serve::host_policy(bound, public_names, "weir run")?;
+    let app = hosts.apply(weir_api::router(
+        foreground.store.clone(),
+        foreground.handle.clone(),
+    ));
     tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, app).await {
             eprintln!("the API server stopped: {error}");
@@ -245,8 +263,11 @@ impl Foreground {
         let store = SqliteStore::open(db)
             .await
             .with_context(|| format!("cannot open {}", db.display()))?;
-        // A person running their own file may start its commands (docs/SECURITY.md).
-        let targets = LocalTargets::new(RouterConfig::default()).allowing_commands();
+        // The rollout is the person's own file: it may start its commands, and its router may
+        // listen anywhere it says (docs/SECURITY.md); connections follow the outbound policy.
+        let targets = integrations
+            .local_targets(weir_http::policy::ListenPolicy::any())
+            .allowing_commands();
         let providers = integrations.providers(&targets);
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

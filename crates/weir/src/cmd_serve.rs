@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use weir_api::HostPolicy;
 use weir_engine::{Engine, EngineHandle, EngineOptions};
-use weir_local::LocalTargets;
-use weir_router::RouterConfig;
+use weir_http::policy::{Cidr, ListenPolicy};
 use weir_store::SqliteStore;
 
 /// The address `weir serve` listens on, and client verbs talk to, by default.
@@ -36,6 +36,27 @@ pub struct ServeArgs {
     /// not started (its history says why). See docs/SECURITY.md.
     #[arg(long, env = "WEIR_ALLOW_COMMANDS")]
     allow_commands: bool,
+    /// A name clients use for this server, e.g. `--public-name weir.example.com` behind a
+    /// proxy or on a LAN. Requests are answered only when their Host is localhost, a loopback
+    /// address, the listen address (any IP address when listening on 0.0.0.0 or ::) or one of
+    /// these names, so that a web page cannot reach the API through DNS rebinding; changes
+    /// (POST, PUT, DELETE) sent by a web page must come from the server's own origin or one of
+    /// these names. `*` answers any Host (and gives that defence up). Repeatable;
+    /// docs/SECURITY.md.
+    #[arg(
+        long = "public-name",
+        value_name = "NAME",
+        env = "WEIR_PUBLIC_NAME",
+        value_delimiter = ','
+    )]
+    public_name: Vec<String>,
+    /// Let rollouts' routers listen (`spec.target.listen` of local targets) on addresses in
+    /// CIDR, e.g. `--allow-listen 0.0.0.0/0` for every interface or `--allow-listen
+    /// 10.0.0.0/8`. Default: loopback only (127.0.0.0/8, ::1); a rollout asking for another
+    /// address is refused when applied. Versions weir starts always get a loopback port.
+    /// Repeatable; docs/SECURITY.md.
+    #[arg(long = "allow-listen", value_name = "CIDR")]
+    allow_listen: Vec<Cidr>,
     #[command(flatten)]
     integrations: crate::integrations::IntegrationArgs,
 }
@@ -57,17 +78,27 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
         let flags = weir_flags::Flags::open(store.clone())
             .await
             .with_context(|| format!("cannot read the flags of {}", db.display()))?;
-        let mut targets = LocalTargets::new(RouterConfig::default());
+        // Bound before the providers are built, so the outbound policy knows the API's port
+        // (with port 0 it is known only now) and refuses it as a destination.
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let bound = listener.local_addr().unwrap_or(args.listen);
+        integrations.outbound.add_own(bound);
+        let hosts = host_policy(bound, &args.public_name, "weir serve")?;
+        let listen_policy = args
+            .allow_listen
+            .iter()
+            .fold(ListenPolicy::loopback_only(), |policy, block| {
+                policy.allow(*block)
+            });
+        let mut targets = integrations.local_targets(listen_policy);
         if args.allow_commands {
             targets = targets.allowing_commands();
         }
         let providers =
             weir_flags::FlagTargets::new(flags.clone()).add_to(integrations.providers(&targets));
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", args.listen))?;
-        let bound = listener.local_addr().unwrap_or(args.listen);
         crate::listening::announce(args.output, &[("api", bound)]);
         eprintln!(
             "weir serve: API at http://{bound} (database {}); OFREP at http://{bound}/ofrep/v1 (namespace default; http://{bound}/ns/NAMESPACE for others); Ctrl-C stops",
@@ -75,8 +106,24 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
         );
         let flags: MoreRoutes =
             Box::new(move |stopped| weir_api::flags_router_with_shutdown(flags, stopped));
-        run_until_stopped(listener, store, handle, engine, Some(flags)).await
+        run_until_stopped(listener, store, handle, engine, Some(flags), Some(hosts)).await
     })
+}
+
+/// The Host and Origin checks of an API bound to `bound`, with the `--public-name` values of
+/// `command`; says so on stderr when they admit any Host.
+pub(crate) fn host_policy(
+    bound: SocketAddr,
+    public_names: &[String],
+    command: &'static str,
+) -> Result<HostPolicy> {
+    let hosts = HostPolicy::new(bound, public_names, command).map_err(anyhow::Error::msg)?;
+    if hosts.admits_any_host() {
+        eprintln!(
+            "warning: {command} --public-name '*': requests naming any Host are answered, so a web page can reach this API through DNS rebinding (docs/SECURITY.md)"
+        );
+    }
+    Ok(hosts)
 }
 
 /// More routes for the API, built with the future that completes when the server stops (so
@@ -86,14 +133,16 @@ pub(crate) type MoreRoutes = Box<
         + Send,
 >;
 
-/// Runs `engine` and the HTTP API on `listener` (with the `more` routes, e.g. flags) until
-/// Ctrl-C or SIGTERM, then waits for both to stop (the engine finishes the step it is taking).
+/// Runs `engine` and the HTTP API on `listener` (with the `more` routes, e.g. flags, and the
+/// Host and Origin checks of `hosts` in front of every route) until Ctrl-C or SIGTERM, then
+/// waits for both to stop (the engine finishes the step it is taking).
 pub(crate) async fn run_until_stopped<S: weir_store::Store>(
     listener: tokio::net::TcpListener,
     store: S,
     handle: EngineHandle,
     engine: Engine<S>,
     more: Option<MoreRoutes>,
+    hosts: Option<HostPolicy>,
 ) -> Result<ExitCode> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let signal = move || {
@@ -105,6 +154,9 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
     let mut app = weir_api::router_with_shutdown(store, handle, signal());
     if let Some(more) = more {
         app = app.merge(more(Box::pin(signal())));
+    }
+    if let Some(hosts) = hosts {
+        app = hosts.apply(app);
     }
     let engine = tokio::spawn(engine.run(signal()));
     tokio::spawn(async move {

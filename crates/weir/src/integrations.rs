@@ -1,7 +1,8 @@
-//! The flags that connect weir to the world beyond its targets, shared by `weir serve` and
-//! `weir run`: the default Prometheus and the files of metric templates, alert providers and
-//! secrets that rollouts refer to by name. Also where the adapters are wired into one set of
-//! providers for the engine.
+//! The flags that connect weir to the world beyond its targets, shared by `weir serve`,
+//! `weir run` and `weir operator`: the default Prometheus, the files of metric templates, alert
+//! providers and secrets that rollouts refer to by name, and the outbound policy (where rollouts
+//! may make weir connect). Also where the adapters are wired into one set of providers for the
+//! engine, every one of them connecting under that policy.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,6 +12,8 @@ use clap::Args;
 use weir_core::catalog::{Catalog, SharedCatalog};
 use weir_core::document::{self, Document};
 use weir_engine::Providers;
+use weir_http::HttpClient;
+use weir_http::policy::{ListenPolicy, OutboundPolicy, Rule};
 use weir_local::LocalTargets;
 use weir_prometheus::PrometheusSource;
 use weir_webhooks::{AlertNotifier, HttpHookRunner};
@@ -25,9 +28,20 @@ pub struct Integrations {
     /// The Prometheus for builtin checks and inline queries (Flagger's `-metrics-server`);
     /// `None`: local rollouts read their router's counters directly.
     pub metrics_server: Option<String>,
+    /// Where rollouts may make weir connect (webhooks, notifications, Prometheus, versions'
+    /// URLs); the process adds its own listening addresses once bound
+    /// ([`OutboundPolicy::add_own`]).
+    pub outbound: Arc<OutboundPolicy>,
 }
 
 impl Integrations {
+    /// Local targets connecting under the outbound policy and listening where `listen` allows.
+    pub fn local_targets(&self, listen: ListenPolicy) -> LocalTargets {
+        LocalTargets::new(weir_router::RouterConfig::default())
+            .with_outbound(Arc::clone(&self.outbound))
+            .with_listen_policy(listen)
+    }
+
     /// The providers of a process that runs local rollouts: `targets`, Prometheus (for
     /// templates, inline queries, and builtin checks when a metrics server is set), the
     /// targets' own router counters for builtin checks otherwise, HTTP webhooks (signed with
@@ -40,16 +54,21 @@ impl Integrations {
     /// target: the caller adds its own.
     pub fn shared_providers(&self) -> Providers {
         let catalog = &self.catalog;
+        // One pool for hooks, notifications and queries, under the outbound policy.
+        let client = HttpClient::with_policy(Arc::clone(&self.outbound));
         Providers::new(
             catalog.clone(),
-            Arc::new(HttpHookRunner::new(catalog.clone())),
-            Arc::new(AlertNotifier::new(catalog.clone())),
+            Arc::new(HttpHookRunner::new(catalog.clone()).with_client(client.clone())),
+            Arc::new(AlertNotifier::with_options(
+                catalog.clone(),
+                client.clone(),
+                weir_webhooks::notify::RetryPolicy::default(),
+            )),
         )
         // Asked first, so a metrics server takes the builtins over from the router's counters.
-        .with_metrics(Arc::new(PrometheusSource::new(
-            catalog.clone(),
-            self.metrics_server.clone(),
-        )))
+        .with_metrics(Arc::new(
+            PrometheusSource::new(catalog.clone(), self.metrics_server.clone()).with_client(client),
+        ))
     }
 }
 
@@ -68,6 +87,21 @@ pub struct IntegrationArgs {
     /// ops/weir/`. Repeatable.
     #[arg(long = "catalog", value_name = "PATH")]
     pub catalog: Vec<PathBuf>,
+    /// Let rollouts make weir connect to these addresses: a CIDR block, an IP address or a host
+    /// name, e.g. `--allow-connect 169.254.169.254` for a metadata service, or, with
+    /// `--deny-connect 0.0.0.0/0`, `--allow-connect 10.0.0.0/8` to allow a network only.
+    /// Applies to versions' URLs (the router's upstreams), webhooks, notifications and
+    /// Prometheus servers. By default link-local (169.254.0.0/16, fe80::/10) and unspecified
+    /// (0.0.0.0, ::) addresses are refused and weir's own listeners always are; the most
+    /// specific rule wins, a host name above any CIDR, deny on a tie (docs/SECURITY.md).
+    /// Repeatable.
+    #[arg(long = "allow-connect", value_name = "CIDR|HOST")]
+    pub allow_connect: Vec<Rule>,
+    /// Refuse connections to these addresses (CIDR block, IP address or host name), checked on
+    /// the address written in a rollout when it is applied and on every address a name
+    /// resolves to when connecting, e.g. `--deny-connect 10.0.0.0/8`. Repeatable.
+    #[arg(long = "deny-connect", value_name = "CIDR|HOST")]
+    pub deny_connect: Vec<Rule>,
 }
 
 impl IntegrationArgs {
@@ -98,6 +132,10 @@ impl IntegrationArgs {
         Ok(Integrations {
             catalog: catalog.into(),
             metrics_server: self.prometheus.clone(),
+            outbound: Arc::new(OutboundPolicy::new(
+                self.allow_connect.clone(),
+                self.deny_connect.clone(),
+            )),
         })
     }
 }
@@ -168,6 +206,8 @@ mod tests {
         let integrations = IntegrationArgs {
             prometheus: None,
             catalog: Vec::new(),
+            allow_connect: Vec::new(),
+            deny_connect: Vec::new(),
         }
         .integrations(Vec::new())
         .unwrap();
