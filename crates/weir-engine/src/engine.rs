@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 use weir_core::FieldError;
 use weir_core::machine::{self, Command, CommandInput, Effect, Input, Observations, Transition};
@@ -89,6 +89,32 @@ pub struct EngineStats {
     pub commit_batches: AtomicU64,
 }
 
+/// What the engine is doing, as its loop last saw it (see [`Engine::activity`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    /// Jobs are running or requests are waiting, or a timer is due.
+    Busy,
+    /// Nothing runs and nothing is due: the engine waits for a request or for its clock to
+    /// reach `next_wake` (`None`: no rollout wants a tick).
+    Idle {
+        /// The earliest wake-up in the timer queue.
+        next_wake: Option<Timestamp>,
+    },
+}
+
+impl Activity {
+    /// Whether the engine has done everything due at `now`: idle, with its next wake-up
+    /// later than `now`. A report from before the clock moved past its `next_wake` is not
+    /// idle at the new time, so a test that moves a manual clock and waits for this waits for
+    /// the work the move made due.
+    pub fn is_idle_at(&self, now: Timestamp) -> bool {
+        match self {
+            Activity::Busy => false,
+            Activity::Idle { next_wake } => next_wake.is_none_or(|at| at > now),
+        }
+    }
+}
+
 /// A sink for tick lateness samples (the scale benchmark collects them).
 pub type LatenessSink = Arc<dyn Fn(Duration) + Send + Sync>;
 
@@ -112,6 +138,8 @@ pub struct Engine<S: Store> {
     watched: crate::judging::Watched,
     telemetry: Telemetry,
     failed_deliveries: FailedDeliveries,
+    /// Reports of what the engine is doing, once someone asked for them.
+    activity: Option<watch::Sender<Activity>>,
 }
 
 /// When each one-shot effect that could not be delivered last failed (by rollout and delivery
@@ -251,6 +279,7 @@ impl<S: Store> Engine<S> {
             watched: crate::judging::Watched::default(),
             telemetry,
             failed_deliveries: FailedDeliveries::default(),
+            activity: None,
         };
         (engine, handle)
     }
@@ -263,6 +292,16 @@ impl<S: Store> Engine<S> {
     /// The engine's own metrics.
     pub fn telemetry(&self) -> &Telemetry {
         &self.telemetry
+    }
+
+    /// Reports of what the engine is doing, updated every time its loop goes round: for tests
+    /// that move a [`crate::clock::ManualClock`] and must know when the engine has done
+    /// everything the move made due ([`Activity::is_idle_at`]). Nothing is reported (and
+    /// nothing spent on it) unless this is called before [`Engine::run`].
+    pub fn activity(&mut self) -> watch::Receiver<Activity> {
+        self.activity
+            .get_or_insert_with(|| watch::Sender::new(Activity::Busy))
+            .subscribe()
     }
 
     /// Reports every tick's lateness to `sink`.
@@ -303,6 +342,7 @@ impl<S: Store> Engine<S> {
         loop {
             self.start_ready_jobs();
             let next_wake = self.timers.peek().map(|Reverse((at, _))| *at);
+            self.report_activity(next_wake);
             let sleep = sleep_until(&self.options.clock, next_wake);
             tokio::select! {
                 _ = &mut shutdown => break,
@@ -388,6 +428,25 @@ impl<S: Store> Engine<S> {
         }
     }
 
+    /// Tells whoever watches the activity whether anything runs or is due. `next_wake` is the
+    /// wake-up the loop is about to sleep until, so a report of `Idle` stays true until a
+    /// request comes or the clock reaches it - and then the loop goes round and reports again.
+    fn report_activity(&self, next_wake: Option<Timestamp>) {
+        let Some(activity) = &self.activity else {
+            return;
+        };
+        let idle = self.jobs.is_empty()
+            && self.ready.is_empty()
+            && self.requests.is_empty()
+            && next_wake.is_none_or(|at| at > self.options.clock.now());
+        let now = if idle {
+            Activity::Idle { next_wake }
+        } else {
+            Activity::Busy
+        };
+        activity.send_if_modified(|seen| std::mem::replace(seen, now) != now);
+    }
+
     fn fire_timers(&mut self) {
         let now = self.options.clock.now();
         while let Some(Reverse((at, _))) = self.timers.peek() {
@@ -452,6 +511,12 @@ impl<S: Store> Engine<S> {
                 stored: entry.stored.clone(),
                 needs_reconcile,
             };
+            // Before the job can answer anyone: whoever it answers sees the engine busy.
+            if let Some(activity) = &self.activity {
+                activity.send_if_modified(|seen| {
+                    std::mem::replace(seen, Activity::Busy) != Activity::Busy
+                });
+            }
             self.jobs.spawn(context.run(job));
         }
     }
@@ -671,16 +736,10 @@ impl<S: Store> JobContext<S> {
             self.needs_reconcile = true;
         }
         self.deliver(&stored, &stored.pending_effects).await;
-        // Resume one interval after the last progress, never earlier than now: a step is never
-        // taken early, nor twice.
-        let interval = SignedDuration::try_from(stored.rollout.spec.analysis.interval.get())
-            .unwrap_or(SignedDuration::MAX);
-        let now = self.clock.now();
-        let wake = stored
-            .status
-            .last_progress_at
-            .and_then(|at| at.checked_add(interval).ok())
-            .map_or(now, |at| at.max(now));
+        // Resume one interval after the last progress (a step is never taken early, nor
+        // twice) or at the next schedule entry if that comes first (overdue ones at once),
+        // never earlier than now.
+        let wake = machine::resume_at(&stored.rollout.spec, &stored.status, self.clock.now());
         JobDone {
             key: self.key.clone(),
             stored: Some(stored),

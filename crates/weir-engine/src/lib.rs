@@ -17,7 +17,7 @@ pub mod providers;
 pub mod synthetic;
 pub mod telemetry;
 
-pub use engine::{Engine, EngineOptions, EngineStats, LatenessSink};
+pub use engine::{Activity, Engine, EngineOptions, EngineStats, LatenessSink};
 pub use handle::{Applied, EngineError, EngineHandle, StatusChange};
 pub use providers::{
     BoxFuture, ErrorKind, HookRunner, MetricSource, Notifier, ProviderError, Providers,

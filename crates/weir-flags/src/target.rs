@@ -482,6 +482,14 @@ impl<S: FlagStore> TargetProvider for FlagTargets<S> {
                     };
                     self.set_route(rollout, status, &everyone).await
                 }
+                // The step that ends a promoted run carries no route of its own, only the
+                // canary's scale-down: the run's final strategy is written now, not at the
+                // next tick (an interval later, with the overlay still over any edit made
+                // meanwhile).
+                Effect::ScaleCanary(_) if !moving(status) => {
+                    self.set_route(rollout, status, &Route::of(&rollout.spec, status))
+                        .await
+                }
                 // Nothing runs or scales for a flag.
                 Effect::ScaleCanary(_)
                 | Effect::Finalize

@@ -1,11 +1,13 @@
-//! An engine running in the background of a test, on the test's runtime, until stopped; and
-//! load through the router of one of its local rollouts; the providers of local rollouts.
+//! An engine running in the background of a test, on the test's runtime, until stopped;
+//! waiting until it has done everything due at its manual clock's time; load through the router
+//! of one of its local rollouts; the providers of local rollouts.
 
 use std::sync::Arc;
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use weir_core::catalog::SharedCatalog;
-use weir_engine::{Engine, Providers};
+use weir_engine::clock::Clock;
+use weir_engine::{Activity, Engine, Providers};
 use weir_local::LocalTargets;
 use weir_store::{RolloutKey, Store};
 use weir_tools::load::{LoadConfig, LoadGenerator, LoadSummary};
@@ -49,6 +51,28 @@ impl Background {
             .await
             .expect("the engine task panicked")
             .expect("the engine failed");
+    }
+}
+
+/// Waits until the engine that `activity` watches (`Engine::activity`, asked for before it
+/// started) has done everything due at `clock`'s time: no job running, no request waiting, no
+/// timer due. Move the clock, then call this: it returns once the work the move made due is
+/// committed and applied. Panics after [`crate::wait::DEADLINE`], with what the engine last
+/// reported.
+pub async fn until_idle(activity: &mut watch::Receiver<Activity>, clock: &dyn Clock) {
+    let now = clock.now();
+    let waited = tokio::time::timeout(crate::wait::DEADLINE, async {
+        activity.wait_for(|seen| seen.is_idle_at(now)).await.is_ok()
+    })
+    .await;
+    match waited {
+        Ok(true) => {}
+        Ok(false) => panic!("the engine stopped before it was idle at {now}"),
+        Err(_) => panic!(
+            "gave up after {:?} waiting for the engine to be idle at {now}; last: {:?}",
+            crate::wait::DEADLINE,
+            *activity.borrow()
+        ),
     }
 }
 

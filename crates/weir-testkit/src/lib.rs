@@ -16,6 +16,8 @@
 //! - [`metrics`]: samples of an OpenMetrics / Prometheus text body.
 //! - [`process`]: children killed when the test ends however it ends; `weir` commands started
 //!   with their bound addresses read back.
+//! - [`flags`]: boolean flags, rollouts of them on a manual schedule, and an engine with the
+//!   real `flag` target over a real SQLite store (the schedule replay and its benchmark).
 //! - [`fixtures`]: sample apps on port 0, an address that refuses connections, temporary
 //!   databases, documents loaded into a catalog.
 //! - [`kube_server`]: a strict in-memory Kubernetes API server on port 0 for kubectl and kube-rs.
@@ -32,6 +34,7 @@
 pub mod client;
 pub mod engine;
 pub mod fixtures;
+pub mod flags;
 pub mod http;
 pub mod istio;
 pub mod kube_cluster;

@@ -460,7 +460,25 @@ fn person_decision<'s>(
         .or_else(|| of_type().find(|decision| decision.hook.is_none()))
 }
 
-/// Whether seeing `revision` while idle starts a run.
+/// When a rollout restored after a restart wants its first tick: one interval after its last
+/// progress (a step is never taken early, nor twice), but no later than its next schedule
+/// entry - an entry's own time guards it, and the ones missed while nothing ran are due at
+/// once - and never before `now`.
+pub fn resume_at(spec: &RolloutSpec, status: &RolloutStatus, now: Timestamp) -> Timestamp {
+    let interval =
+        SignedDuration::try_from(spec.analysis.interval.get()).unwrap_or(SignedDuration::MAX);
+    let mut at = status
+        .last_progress_at
+        .and_then(|at| at.checked_add(interval).ok())
+        .unwrap_or(now);
+    if status.phase == Phase::Progressing
+        && let Some(next) = steps::next_unapplied_entry_time(spec, status)
+    {
+        at = at.min(next);
+    }
+    at.max(now)
+}
+
 /// Where a schedule stands in seed 004's words, from weir's phase and the entries fired.
 pub fn schedule_state(spec: &RolloutSpec, status: &RolloutStatus) -> Option<ScheduleState> {
     if !matches!(spec.plan, Plan::Schedule(_)) {
@@ -479,6 +497,7 @@ pub fn schedule_state(spec: &RolloutSpec, status: &RolloutStatus) -> Option<Sche
     })
 }
 
+/// Whether seeing `revision` while idle starts a run.
 fn starts_run(status: &RolloutStatus, revision: &str) -> bool {
     let is_primary = status.primary_revision.as_deref() == Some(revision);
     // A revision whose run failed or was stopped runs again only when asked (`weir retry`).

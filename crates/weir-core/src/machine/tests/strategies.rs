@@ -306,3 +306,33 @@ fn other_plans_have_no_schedule_state() {
     harness.healthy();
     assert_eq!(harness.status.schedule_state, None);
 }
+
+#[test]
+fn a_restored_schedule_resumes_at_its_next_entry_not_an_interval_after_its_last_step() {
+    // The first entry fired at 08:10; the interval is an hour.
+    let (mut harness, observations) = schedule_at("2027-01-15T08:00:00Z");
+    set_now(&mut harness, "2027-01-15T08:10:00Z");
+    harness.input(Input::Tick(observations));
+    let (spec, status) = (&harness.spec, &harness.status);
+    let time = |text: &str| text.parse::<Timestamp>().unwrap_or(Timestamp::UNIX_EPOCH);
+    // Restarted before the next entry: resume at its time, not at 09:10.
+    assert_eq!(
+        resume_at(spec, status, time("2027-01-15T08:12:00Z")),
+        time("2027-01-15T08:20:00Z")
+    );
+    // Restarted after two entries passed: at once (both apply in that tick).
+    assert_eq!(
+        resume_at(spec, status, time("2027-01-15T08:33:00Z")),
+        time("2027-01-15T08:33:00Z")
+    );
+    // Other plans: one interval after the last progress, never before now.
+    let mut canary = Harness::running(CANARY);
+    canary.healthy();
+    let last = canary.status.last_progress_at.unwrap_or(canary.now);
+    assert_eq!(
+        resume_at(&canary.spec, &canary.status, last),
+        last + SignedDuration::from_mins(1)
+    );
+    let later = last + SignedDuration::from_mins(5);
+    assert_eq!(resume_at(&canary.spec, &canary.status, later), later);
+}
