@@ -252,7 +252,11 @@ spec:
     wait_until("promoted", || {
         (rollout_status(&server)["phase"] == "Succeeded").then_some(())
     });
-    assert_eq!(strategy(&server), json!({"variation": "green"}));
+    // The final strategy is written by the effects applied after the step that ends the run
+    // is committed: wait for it rather than read it at the moment the phase changes.
+    wait_until("everyone on green", || {
+        (strategy(&server) == json!({"variation": "green"})).then_some(())
+    });
     assert_eq!(evaluate(&server, "user-1")["value"], "green");
     // The run is over: the flag is free again (once the target has seen the end of the run,
     // which it does with the effects applied after the final commit).
