@@ -20,6 +20,7 @@ use tokio::net::TcpStream;
 use tower_service::Service;
 
 use crate::policy::{OutboundPolicy, Refusal};
+use crate::tls::Roots;
 
 /// A cloneable client with a connection pool.
 #[derive(Clone)]
@@ -31,7 +32,7 @@ pub struct HttpClient {
 impl Default for HttpClient {
     /// A client that connects anywhere (the command line's, and tests').
     fn default() -> Self {
-        HttpClient::build(None)
+        HttpClient::build(None, &Roots::Mozilla)
     }
 }
 
@@ -40,7 +41,13 @@ impl HttpClient {
     /// each address it resolved to is checked, then the connection goes to an allowed address
     /// itself, so what was checked is what is reached.
     pub fn with_policy(policy: Arc<OutboundPolicy>) -> Self {
-        HttpClient::build(Some(policy))
+        HttpClient::build(Some(policy), &Roots::Mozilla)
+    }
+
+    /// A client that connects anywhere and verifies https servers against `roots` (the
+    /// command line's: the host's trust store, or only the CA given with `--ca`).
+    pub fn trusting(roots: &Roots) -> Self {
+        HttpClient::build(None, roots)
     }
 
     /// The policy this client connects under, if any (adapters check URLs with it when a
@@ -49,14 +56,14 @@ impl HttpClient {
         self.policy.as_ref()
     }
 
-    fn build(policy: Option<Arc<OutboundPolicy>>) -> Self {
+    fn build(policy: Option<Arc<OutboundPolicy>>, roots: &Roots) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(Duration::from_secs(2)));
         connector.set_nodelay(true);
         // The HTTP connector refuses https:// unless told otherwise; rustls wraps it.
         connector.enforce_http(false);
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config())
+            .with_tls_config(tls_config(roots))
             .https_or_http()
             .enable_http1()
             .wrap_connector(GuardedConnector {
@@ -136,19 +143,17 @@ impl Service<Uri> for GuardedConnector {
     }
 }
 
-/// TLS with ring and the Mozilla roots, chosen explicitly so no process-wide crypto provider has
-/// to be installed first.
+/// TLS with weir's one crypto provider ([`crate::tls::provider`]) and `roots`; the server's
+/// name (or IP address) is verified against its certificate.
 #[expect(
     clippy::expect_used,
     reason = "ring supports rustls's default protocol versions; this cannot fail"
 )]
-fn tls_config() -> rustls::ClientConfig {
-    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+fn tls_config(roots: &Roots) -> rustls::ClientConfig {
+    rustls::ClientConfig::builder_with_provider(crate::tls::provider())
         .with_safe_default_protocol_versions()
         .expect("ring supports the default protocol versions")
-        .with_root_certificates(rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        })
+        .with_root_certificates(roots.store())
         .with_no_client_auth()
 }
 
@@ -232,6 +237,7 @@ impl HttpClient {
 pub struct HttpError {
     message: String,
     refused: bool,
+    certificate: bool,
 }
 
 impl HttpError {
@@ -239,6 +245,7 @@ impl HttpError {
         HttpError {
             message,
             refused: false,
+            certificate: false,
         }
     }
 
@@ -253,10 +260,18 @@ impl HttpError {
                 return HttpError {
                     message: format!("{url}: not sent: {refusal}"),
                     refused: true,
+                    certificate: false,
                 };
             }
             causes.push(cause.to_string());
             next = cause.source();
+        }
+        if let Some(problem) = crate::tls::certificate_problem(error) {
+            return HttpError {
+                message: format!("{url}: the server's TLS certificate was not accepted: {problem}"),
+                refused: false,
+                certificate: true,
+            };
         }
         HttpError::other(format!("{url}: {}", causes.join(": ")))
     }
@@ -264,6 +279,12 @@ impl HttpError {
     /// Whether the outbound policy refused the destination: trying again cannot help.
     pub fn is_refused(&self) -> bool {
         self.refused
+    }
+
+    /// Whether the server's TLS certificate was not accepted (an unknown issuer, another name,
+    /// expired): trusting its CA (`--ca`) may help, trying again cannot.
+    pub fn is_certificate(&self) -> bool {
+        self.certificate
     }
 }
 

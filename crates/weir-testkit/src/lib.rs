@@ -24,6 +24,8 @@
 //! - [`prometheus`]: the real `prometheus` binary, on a port it picks, scraping given targets.
 //! - [`istio`]: Istio's request counters for the kube_cluster's `podinfo`, split as its
 //!   VirtualService says, at `/metrics` for Prometheus to scrape.
+//! - [`tls`]: a private CA and server certificates made with `openssl` (as docs/SECURITY.md
+//!   shows), and a TLS client over loopback that trusts only that CA.
 //! - [`operator_scale`]: the operator scale benchmark's harness (N rollouts in one `weir
 //!   operator` against the in-memory API server), shared by its example and its smoke test.
 
@@ -45,5 +47,6 @@ pub mod process;
 pub mod prometheus;
 pub mod receiver;
 pub mod router;
+pub mod tls;
 pub mod upstream;
 pub mod wait;

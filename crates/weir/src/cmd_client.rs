@@ -32,6 +32,8 @@ pub struct ServerArgs {
         default_value = "http://127.0.0.1:7979"
     )]
     pub(crate) server: String,
+    #[command(flatten)]
+    pub(crate) tls: crate::tls::ClientTlsArgs,
 }
 
 /// A rollout by name: `NAME` (in `--namespace`) or `NAMESPACE/NAME`.
@@ -185,6 +187,7 @@ struct GateTarget {
 pub(crate) struct Client {
     base: String,
     http: HttpClient,
+    tls: crate::tls::ClientTlsArgs,
 }
 
 /// A refusal: the HTTP status and, from a weir server, the error it reported.
@@ -196,11 +199,14 @@ pub(crate) struct Refused {
 }
 
 impl Client {
-    pub(crate) fn new(server: &ServerArgs) -> Client {
-        Client {
+    /// A client of the server `server` names, trusting the roots its `--ca` says (an error
+    /// when that file cannot be used).
+    pub(crate) fn new(server: &ServerArgs) -> Result<Client> {
+        Ok(Client {
             base: server.server.trim_end_matches('/').to_string(),
-            http: HttpClient::default(),
-        }
+            http: HttpClient::trusting(&server.tls.roots()?),
+            tls: server.tls.clone(),
+        })
     }
 
     /// Sends a request and decodes the answer into the type the server encodes for it.
@@ -222,7 +228,13 @@ impl Client {
             .http
             .request(method, &url, headers, bytes.into(), Duration::from_secs(30))
             .await
-            .map_err(|error| anyhow::anyhow!("cannot reach the weir server: {error} (is `weir serve` running? --server sets its URL)"))?;
+            .map_err(|error| {
+                if error.is_certificate() {
+                    anyhow::anyhow!("cannot verify the weir server: {error}; {}", self.tls.hint())
+                } else {
+                    anyhow::anyhow!("cannot reach the weir server: {error} (is `weir serve` running? --server sets its URL)")
+                }
+            })?;
         if !answer.status.is_success() {
             return Ok(Err(Refused {
                 status: answer.status.as_u16(),
@@ -312,7 +324,7 @@ pub fn apply(args: &ApplyArgs) -> Result<ExitCode> {
     if documents.is_empty() {
         bail!("{} holds no document", args.file.display());
     }
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     runtime()?.block_on(async {
         let mut refused = 0;
         for document in documents {
@@ -358,7 +370,7 @@ pub fn apply(args: &ApplyArgs) -> Result<ExitCode> {
 
 /// `weir get [NAME]`.
 pub fn get(args: &GetArgs) -> Result<ExitCode> {
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     runtime()?.block_on(async {
         let mut rollouts = Vec::new();
         if let Some(name) = &args.name {
@@ -448,7 +460,7 @@ fn event_line(stored: &StoredEvent) -> String {
 
 /// `weir history NAME`.
 pub fn history(args: &HistoryArgs) -> Result<ExitCode> {
-    let client = Client::new(&args.name.server);
+    let client = Client::new(&args.name.server)?;
     runtime()?.block_on(async {
         let events = match events(&client, &args.name).await? {
             Ok(events) => events,
@@ -472,7 +484,7 @@ pub fn history(args: &HistoryArgs) -> Result<ExitCode> {
 
 /// `weir status NAME`: a readable summary and the last events.
 pub fn status(args: &NameArgs) -> Result<ExitCode> {
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     runtime()?.block_on(async {
         let rollout = match client
             .call::<RolloutView>(Method::GET, &args.path(), None)
@@ -614,7 +626,7 @@ pub fn gate(args: &GateArgs) -> Result<ExitCode> {
 
 /// Posts a command and prints where the rollout stands after it.
 fn send_command(args: &CommandArgs, request: &CommandRequest) -> Result<ExitCode> {
-    let client = Client::new(&args.name.server);
+    let client = Client::new(&args.name.server)?;
     runtime()?.block_on(async {
         match client
             .call(
@@ -639,7 +651,7 @@ fn send_command(args: &CommandArgs, request: &CommandRequest) -> Result<ExitCode
 
 /// `weir delete NAME`.
 pub fn delete(args: &NameArgs) -> Result<ExitCode> {
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     runtime()?.block_on(async {
         match client
             .call::<IgnoredAny>(Method::DELETE, &args.path(), None)

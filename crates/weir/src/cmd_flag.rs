@@ -202,7 +202,7 @@ fn create(args: &CreateArgs) -> Result<ExitCode> {
     if documents.is_empty() {
         bail!("{} holds no document", args.file.display());
     }
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     let path = if args.update {
         "/api/v1/flags".to_string()
     } else {
@@ -232,7 +232,7 @@ fn create(args: &CreateArgs) -> Result<ExitCode> {
 }
 
 fn get(args: &KeyArgs) -> Result<ExitCode> {
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     runtime()?.block_on(async {
         match client
             .call::<Value>(Method::GET, &args.path(), None)
@@ -269,7 +269,7 @@ fn default_strategy(flag: &Value) -> String {
 }
 
 fn list(args: &ListArgs) -> Result<ExitCode> {
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     let mut query = vec![format!("order={}", args.order), "limit=1000".to_string()];
     if let Some(namespace) = &args.namespace {
         query.push(format!("namespace={namespace}"));
@@ -331,7 +331,7 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
 }
 
 fn set(args: &SetArgs) -> Result<ExitCode> {
-    let client = Client::new(&args.flag.server);
+    let client = Client::new(&args.flag.server)?;
     let path = args.flag.path();
     runtime()?.block_on(async {
         let mut flag = match client.call::<Value>(Method::GET, &path, None).await? {
@@ -388,7 +388,7 @@ fn set(args: &SetArgs) -> Result<ExitCode> {
 }
 
 fn delete(args: &KeyArgs) -> Result<ExitCode> {
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     runtime()?.block_on(async {
         match client
             .call::<Value>(Method::DELETE, &args.path(), None)
@@ -415,7 +415,7 @@ fn typed(value: &str) -> Value {
 }
 
 fn eval(args: &EvalArgs) -> Result<ExitCode> {
-    let client = Client::new(&args.flag.server);
+    let client = Client::new(&args.flag.server)?;
     let (namespace, key) = args.flag.parts();
     let mut context = Map::new();
     if let Some(targeting_key) = &args.targeting_key {
@@ -465,7 +465,7 @@ fn eval(args: &EvalArgs) -> Result<ExitCode> {
 
 /// `weir flag rollouts`: every page of `GET /api/v1/flag-rollouts`, as a table.
 fn rollouts(args: &RolloutsArgs) -> Result<ExitCode> {
-    let client = Client::new(&args.server);
+    let client = Client::new(&args.server)?;
     let mut query = form_urlencoded::Serializer::new(String::new());
     query.append_pair("order", &args.order);
     query.append_pair("limit", "500");

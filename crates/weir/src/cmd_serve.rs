@@ -59,6 +59,8 @@ pub struct ServeArgs {
     allow_listen: Vec<Cidr>,
     #[command(flatten)]
     integrations: crate::integrations::IntegrationArgs,
+    #[command(flatten)]
+    tls: crate::tls::ServeTlsArgs,
 }
 
 /// `weir serve`.
@@ -70,6 +72,8 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    // Read before anything starts, so a missing or mismatched file stops weir at once.
+    let tls = args.tls.load()?;
     runtime.block_on(async {
         let store = SqliteStore::open(&db)
             .await
@@ -84,6 +88,9 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let bound = listener.local_addr().unwrap_or(args.listen);
+        let listener = crate::tls::ApiListener::new(listener, tls);
+        crate::tls::warn_if_plain_on_network(&listener);
+        let scheme = listener.scheme();
         integrations.outbound.add_own(bound);
         let hosts = host_policy(bound, &args.public_name, "weir serve")?;
         let listen_policy = args
@@ -101,7 +108,7 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         crate::listening::announce(args.output, &[("api", bound)]);
         eprintln!(
-            "weir serve: API at http://{bound} (database {}); OFREP at http://{bound}/ofrep/v1 (namespace default; http://{bound}/ns/NAMESPACE for others); Ctrl-C stops",
+            "weir serve: API at {scheme}://{bound} (database {}); OFREP at {scheme}://{bound}/ofrep/v1 (namespace default; {scheme}://{bound}/ns/NAMESPACE for others); Ctrl-C stops",
             db.display()
         );
         let flags: MoreRoutes =
@@ -133,11 +140,11 @@ pub(crate) type MoreRoutes = Box<
         + Send,
 >;
 
-/// Runs `engine` and the HTTP API on `listener` (with the `more` routes, e.g. flags, and the
+/// Runs `engine` and the HTTP API on `listener` (plain HTTP or HTTPS: `listener.is_tls()`; with the `more` routes, e.g. flags, and the
 /// Host and Origin checks of `hosts` in front of every route) until Ctrl-C or SIGTERM, then
 /// waits for both to stop (the engine finishes the step it is taking).
 pub(crate) async fn run_until_stopped<S: weir_store::Store>(
-    listener: tokio::net::TcpListener,
+    listener: crate::tls::ApiListener,
     store: S,
     handle: EngineHandle,
     engine: Engine<S>,

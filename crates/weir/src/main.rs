@@ -16,6 +16,7 @@ mod integrations;
 mod listening;
 mod progress;
 mod schedule_text;
+mod tls;
 
 use std::process::ExitCode;
 
