@@ -37,6 +37,10 @@ pub struct TlsFiles {
     pub other_key: PathBuf,
     /// Another CA that signed none of these.
     pub other_ca: PathBuf,
+    /// A self-signed certificate for `localhost` and `127.0.0.1` (its own CA for clients).
+    pub self_signed: PathBuf,
+    /// Its key.
+    pub self_signed_key: PathBuf,
 }
 
 /// Runs `openssl` with `args` in `dir`; panics with its output when it fails.
@@ -132,7 +136,7 @@ fn make_server_cert(dir: &Path, name: &str, ca: &str, san: &str) {
 
 impl TlsFiles {
     /// Makes a CA, a server certificate for `localhost` and `127.0.0.1`, one for `other.test`,
-    /// and an unrelated CA.
+    /// an unrelated CA and a self-signed certificate.
     pub fn generate() -> TlsFiles {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path();
@@ -140,6 +144,30 @@ impl TlsFiles {
         make_server_cert(path, "server", "ca", "DNS:localhost,IP:127.0.0.1");
         make_server_cert(path, "other", "ca", "DNS:other.test");
         make_ca(path, "stranger", "/CN=another CA");
+        openssl(
+            path,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-days",
+                "365",
+                "-subj",
+                "/CN=weir",
+                "-addext",
+                "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                "-addext",
+                "basicConstraints=critical,CA:FALSE",
+                "-keyout",
+                "self-signed.key",
+                "-out",
+                "self-signed.pem",
+            ],
+        );
         TlsFiles {
             ca: path.join("ca.pem"),
             cert: path.join("server.pem"),
@@ -147,6 +175,8 @@ impl TlsFiles {
             other_name_cert: path.join("other.pem"),
             other_key: path.join("other.key"),
             other_ca: path.join("stranger.pem"),
+            self_signed: path.join("self-signed.pem"),
+            self_signed_key: path.join("self-signed.key"),
             dir,
         }
     }

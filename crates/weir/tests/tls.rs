@@ -99,7 +99,7 @@ fn https_serves_clients_that_trust_its_ca_and_refuses_those_that_do_not() {
     let untrusted = weir(&["get", "--server", &by_ip]);
     let stderr = text(&untrusted.stderr);
     println!("weir get --server {by_ip} (no --ca): {}", stderr.trim());
-    assert!(!untrusted.status.success());
+    assert_eq!(untrusted.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("certificate was not accepted")
             && stderr.contains("UnknownIssuer")
@@ -146,6 +146,17 @@ fn the_server_name_is_verified() {
             && stderr.contains("other.test"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_self_signed_certificate_is_its_own_ca() {
+    let tls = TlsFiles::generate();
+    let db = TempDb::new();
+    let server = serve_tls(&db, &tls.self_signed, &tls.self_signed_key);
+    let url = format!("https://localhost:{}", server.address("api").port());
+    let got = weir(&["get", "--server", &url, "--ca", &path(&tls.self_signed)]);
+    assert!(got.status.success(), "{}", text(&got.stderr));
+    assert_eq!(text(&got.stdout).trim(), "no rollouts");
 }
 
 #[test]
