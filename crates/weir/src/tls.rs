@@ -109,7 +109,8 @@ impl ClientTlsArgs {
 /// Where `weir serve` (and `weir run --listen`, `weir operator`) accept connections: plain TCP,
 /// or TLS over it. axum serves over it through its `Listener` trait.
 pub struct ApiListener {
-    local: SocketAddr,
+    /// The bound address (none if the system would not say, which axum only logs).
+    local: Option<SocketAddr>,
     kind: Kind,
 }
 
@@ -133,9 +134,7 @@ impl From<TcpListener> for ApiListener {
 impl ApiListener {
     /// Plain HTTP on `listener`.
     pub fn plain(listener: TcpListener) -> ApiListener {
-        let local = listener
-            .local_addr()
-            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let local = listener.local_addr().ok();
         ApiListener {
             local,
             kind: Kind::Plain(listener),
@@ -145,9 +144,7 @@ impl ApiListener {
     /// HTTPS on `listener` with `config` (must be called inside a tokio runtime: it starts the
     /// accepting task).
     pub fn tls(listener: TcpListener, config: Arc<rustls::ServerConfig>) -> ApiListener {
-        let local = listener
-            .local_addr()
-            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let local = listener.local_addr().ok();
         // A small queue: handshakes wait here only until axum takes them, which it does in a
         // loop.
         let (sender, ready) = mpsc::channel(64);
@@ -206,7 +203,8 @@ impl axum::serve::Listener for ApiListener {
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
-        Ok(self.local)
+        self.local
+            .ok_or_else(|| io::Error::other("the listener's address is unknown"))
     }
 }
 
@@ -413,12 +411,14 @@ impl AsyncWrite for ApiStream {
 
 /// Says on stderr when the API is served in plain HTTP on an address other machines can reach.
 pub fn warn_if_plain_on_network(listener: &ApiListener) {
-    if !listener.is_tls() && !listener.local.ip().is_loopback() {
+    let Some(local) = listener.local else {
+        return;
+    };
+    if !listener.is_tls() && !local.ip().is_loopback() {
         eprintln!(
-            "warning: serving plain HTTP on {}: requests and answers (tokens included) cross the \
+            "warning: serving plain HTTP on {local}: requests and answers (tokens included) cross the \
              network unencrypted; give --tls-cert and --tls-key, or put a TLS proxy in front \
-             (docs/SECURITY.md, \"TLS\")",
-            listener.local
+             (docs/SECURITY.md, \"TLS\")"
         );
     }
 }
