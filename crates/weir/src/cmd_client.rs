@@ -204,7 +204,7 @@ impl Client {
     pub(crate) fn new(server: &ServerArgs) -> Result<Client> {
         Ok(Client {
             base: server.server.trim_end_matches('/').to_string(),
-            http: HttpClient::trusting(&server.tls.roots()?),
+            http: HttpClient::trusting(&server.tls.roots(&server.server)?),
             tls: server.tls.clone(),
         })
     }

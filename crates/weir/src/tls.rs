@@ -80,10 +80,17 @@ pub struct ClientTlsArgs {
 
 impl ClientTlsArgs {
     /// The roots an https:// server's certificate is verified against: the `--ca` file's
-    /// certificates only, or the host's trust store.
-    pub fn roots(&self) -> Result<Roots> {
+    /// certificates only, or the host's trust store (read only when `server` is https://: a
+    /// plain-HTTP server needs none, and reading the store takes a moment).
+    pub fn roots(&self, server: &str) -> Result<Roots> {
         match &self.ca {
-            None => Ok(Roots::System),
+            None if server
+                .get(..8)
+                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://")) =>
+            {
+                Ok(Roots::System)
+            }
+            None => Ok(Roots::Mozilla),
             Some(path) => weir_http::tls::read_certificates(path)
                 .map(Roots::Only)
                 .map_err(|error| anyhow::anyhow!("--ca: {error}")),
@@ -425,7 +432,52 @@ pub fn warn_if_plain_on_network(listener: &ApiListener) {
 
 #[cfg(test)]
 mod tests {
-    use super::host_of;
+    #![allow(clippy::unwrap_used)]
+
+    use std::net::SocketAddr;
+
+    use axum::extract::ConnectInfo;
+    use axum::serve::ListenerExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use weir_testkit::tls::{TlsFiles, connect};
+
+    use super::{ApiListener, host_of};
+
+    /// Handlers can read the client's address over TLS as over plain TCP (rate limits per
+    /// client address need it): axum's `ConnectInfo<SocketAddr>` through `tap_io`, which axum
+    /// implements `Connected` for whatever the listener's address type is.
+    #[tokio::test]
+    async fn handlers_see_the_client_address_over_tls() {
+        let files = TlsFiles::generate();
+        let config = weir_http::tls::server_config(&files.cert, &files.key).unwrap();
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = tcp.local_addr().unwrap();
+        let listener = ApiListener::tls(tcp, std::sync::Arc::new(config));
+        assert!(listener.is_tls());
+        let app = axum::Router::new().route(
+            "/peer",
+            axum::routing::get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move {
+                peer.to_string()
+            }),
+        );
+        tokio::spawn(async move {
+            axum::serve(
+                listener.tap_io(|_| {}),
+                app.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .await
+        });
+        let mut stream = connect(address, &files.ca, "localhost").await;
+        let local = stream.get_ref().0.local_addr().unwrap();
+        stream
+            .write_all(b"GET /peer HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with(&local.to_string()), "{answer}");
+    }
 
     #[test]
     fn the_host_of_a_plain_request_is_echoed_only_when_plausible() {
