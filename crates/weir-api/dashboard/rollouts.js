@@ -288,7 +288,7 @@ export async function rolloutPage(main, ns, name) {
   }
 
   function renderChart() {
-    const points = events.map((e) => ({ t: new Date(e.event.at).getTime(), w: Number(e.event.canaryWeight || 0) }));
+    const points = events.map((e) => ({ t: new Date(e.at).getTime(), w: Number(e.canaryWeight || 0) }));
     fill(chart, h("h2", { id: "chart-title" }, "Weight over time"),
       points.length ? lineChart(points, { label: "canary weight (%) over time", max: 100, step: true }) : h("p", { class: "muted" }, "No history yet."));
   }
@@ -296,21 +296,21 @@ export async function rolloutPage(main, ns, name) {
   function renderChecks() {
     const metrics = (rollout.spec.analysis && rollout.spec.analysis.metrics) || [];
     const ranges = new Map(metrics.map((m) => [m.name, m.thresholdRange]));
-    const rowsOf = events.filter((e) => e.event.evidence && Array.isArray(e.event.evidence.checks) && e.event.evidence.checks.length).slice(-50).reverse();
+    const rowsOf = events.filter((e) => e.evidence && Array.isArray(e.evidence.checks) && e.evidence.checks.length).slice(-50).reverse();
     const range = (r) => (r ? `${r.min ?? "−∞"} … ${r.max ?? "∞"}` : "–");
     fill(checks, h("h2", { id: "checks-title" }, "Checks"),
       rowsOf.length ? h("div", { class: "table-wrap" }, h("table", {},
         h("thead", {}, h("tr", {}, ["Time", "Check", "Outcome", "Value", "Range", "Details"].map((c) => h("th", { scope: "col" }, c)))),
-        h("tbody", {}, rowsOf.flatMap((e) => e.event.evidence.checks.map((c) => h("tr", {},
-          h("td", {}, time(e.event.at)), h("td", {}, c.name), h("td", {}, h("span", { class: `outcome outcome-${c.outcome}` }, c.outcome)),
+        h("tbody", {}, rowsOf.flatMap((e) => e.evidence.checks.map((c) => h("tr", {},
+          h("td", {}, time(e.at)), h("td", {}, c.name), h("td", {}, h("span", { class: `outcome outcome-${c.outcome}` }, c.outcome)),
           h("td", { class: "num" }, c.value === undefined ? "–" : String(Number(c.value.toPrecision(6)))), h("td", {}, range(ranges.get(c.name))), h("td", {}, c.message || "")))))))
         : h("p", { class: "muted" }, metrics.length ? "No checks yet." : "This rollout has no metric checks."));
   }
 
   function renderJudge() {
     const points = events
-      .filter((e) => e.event.evidence && e.event.evidence.verdict && e.event.evidence.verdict.evidence && typeof e.event.evidence.verdict.evidence.eValue === "number")
-      .map((e) => ({ t: new Date(e.event.at).getTime(), v: e.event.evidence.verdict.evidence.eValue, threshold: e.event.evidence.verdict.evidence.threshold, outcome: e.event.evidence.verdict.outcome }));
+      .filter((e) => e.evidence && e.evidence.verdict && e.evidence.verdict.evidence && typeof e.evidence.verdict.evidence.eValue === "number")
+      .map((e) => ({ t: new Date(e.at).getTime(), v: e.evidence.verdict.evidence.eValue, threshold: e.evidence.verdict.evidence.threshold, outcome: e.evidence.verdict.outcome }));
     if (!points.length) {
       fill(judge, h("h2", { id: "judge-title" }, "Judge"), h("p", { class: "muted" }, "No judge's evidence in the history."));
       return;
@@ -327,9 +327,9 @@ export async function rolloutPage(main, ns, name) {
   function renderHistory() {
     fill(historySection, h("h2", { id: "history-title" }, "History (newest first)"),
       h("ol", { class: "history", reversed: true }, events.slice().reverse().slice(0, 500).map((e) => h("li", {},
-        h("div", { class: "history-head" }, time(e.event.at), " ", h("strong", {}, e.event.reason), " ", phase(e.event.phase), " ", pct(e.event.canaryWeight), h("span", { class: "muted" }, ` run ${e.event.run}`)),
-        h("p", {}, e.event.message),
-        e.event.evidence && Object.keys(e.event.evidence).length ? h("details", {}, h("summary", {}, "Evidence"), h("pre", {}, JSON.stringify(e.event.evidence, null, 2))) : null))));
+        h("div", { class: "history-head" }, time(e.at), " ", h("strong", {}, e.reason), " ", phase(e.phase), " ", pct(e.canaryWeight), h("span", { class: "muted" }, ` run ${e.run}`)),
+        h("p", {}, e.message),
+        e.evidence && Object.keys(e.evidence).length ? h("details", {}, h("summary", {}, "Evidence"), h("pre", {}, JSON.stringify(e.evidence, null, 2))) : null))));
   }
 
   renderAll();

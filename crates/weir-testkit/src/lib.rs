@@ -24,6 +24,8 @@
 //! - [`prometheus`]: the real `prometheus` binary, on a port it picks, scraping given targets.
 //! - [`istio`]: Istio's request counters for the kube_cluster's `podinfo`, split as its
 //!   VirtualService says, at `/metrics` for Prometheus to scrape.
+//! - [`webdriver`]: a headless Chromium driven over WebDriver (`chromedriver`), for the
+//!   dashboard's end-to-end test.
 //! - [`operator_scale`]: the operator scale benchmark's harness (N rollouts in one `weir
 //!   operator` against the in-memory API server), shared by its example and its smoke test.
 
@@ -47,3 +49,4 @@ pub mod receiver;
 pub mod router;
 pub mod upstream;
 pub mod wait;
+pub mod webdriver;
