@@ -233,8 +233,9 @@ export async function rolloutPage(main, ns, name) {
       type: "button", id, class: cmd === "abort" || cmd === "stop" ? "danger" : "", disabled: !(allowedScope && allowedState),
       title: reason || text, "data-command": cmd,
       onclick: async (event) => {
-        if (!(await confirmAction(`${text} (${ns}/${name})`, label))) return;
+        // Taken before the first await: currentTarget is only set while the event is dispatched.
         const target = event.currentTarget;
+        if (!(await confirmAction(`${text} (${ns}/${name})`, label))) return;
         target.disabled = true;
         try {
           await command(ns, name, { command: cmd, ...payload });

@@ -8,16 +8,16 @@
 //! start (no `chromium` or `chromedriver` installed) so the test decides whether that is a skip or
 //! a failure (docs/TESTING.md, "The dashboard in a browser").
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
+use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::http;
 use crate::process::Guard;
 use crate::wait::DEADLINE;
 
@@ -51,7 +51,9 @@ fn binary(variable: &str, names: &[&str]) -> Option<PathBuf> {
 impl Browser {
     /// Starts `chromedriver` on a port the OS picks and opens a headless Chromium session with a
     /// `width` x `height` window. `Err` says what is missing when Chromium or chromedriver is
-    /// not installed (`WEIR_CHROMIUM` and `WEIR_CHROMEDRIVER` name other binaries).
+    /// not installed (`WEIR_CHROMIUM` and `WEIR_CHROMEDRIVER` name other binaries); any other
+    /// failure (installed but not starting) panics, since that is a broken test machine, not a
+    /// missing tool.
     pub fn start(width: u32, height: u32) -> Result<Browser, String> {
         let driver_binary = binary("WEIR_CHROMEDRIVER", &["chromedriver"]).ok_or(
             "chromedriver is not installed (Debian: apt-get install chromium-driver; or set WEIR_CHROMEDRIVER)",
@@ -65,7 +67,7 @@ impl Browser {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|error| format!("cannot start {}: {error}", driver_binary.display()))?;
+            .unwrap_or_else(|error| panic!("cannot start {}: {error}", driver_binary.display()));
         let stdout = child.stdout.take().expect("stdout is piped");
         let process = Guard(child);
         let (port_tx, port_rx) = mpsc::channel::<u16>();
@@ -80,14 +82,14 @@ impl Browser {
                 }
             }
         });
-        let port = port_rx.recv_timeout(DEADLINE).map_err(|_| {
-            format!(
+        let port = port_rx.recv_timeout(DEADLINE).unwrap_or_else(|_| {
+            panic!(
                 "{} printed no \"started successfully on port N\" line",
                 driver_binary.display()
             )
-        })?;
+        });
         let driver = SocketAddr::from(([127, 0, 0, 1], port));
-        let profile = tempfile::tempdir().map_err(|error| error.to_string())?;
+        let profile = tempfile::tempdir().unwrap();
         let mut args = vec![
             "--headless=new".to_string(),
             "--disable-gpu".to_string(),
@@ -105,10 +107,11 @@ impl Browser {
             "browserName": "chrome",
             "goog:chromeOptions": {"binary": browser_binary.display().to_string(), "args": args},
         }}});
-        let created = send(driver, "POST", "/session", Some(&capabilities))?;
+        let created = send(driver, "POST", "/session", Some(&capabilities))
+            .unwrap_or_else(|error| panic!("chromedriver cannot start {}: {error}", browser_binary.display()));
         let session = created["sessionId"]
             .as_str()
-            .ok_or_else(|| format!("no sessionId in {created}"))?
+            .unwrap_or_else(|| panic!("no sessionId in {created}"))
             .to_string();
         Ok(Browser {
             driver,
@@ -249,31 +252,89 @@ fn is_root() -> bool {
 /// One WebDriver call: the `value` of its JSON answer, or the error WebDriver gave.
 fn send(driver: SocketAddr, method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
     let text = body.map(Value::to_string).unwrap_or_default();
-    let headers: &[(&str, &str)] = if body.is_some() {
-        &[("Content-Type", "application/json; charset=utf-8")]
-    } else {
-        &[]
-    };
-    // Creating a session starts the browser, which can take a while on a loaded machine.
-    let answer = http::request_with_timeout(driver, method, path, headers, &text, DEADLINE)
-        .ok_or_else(|| format!("no answer from chromedriver at {driver}"))?;
-    let body = if answer
-        .header("transfer-encoding")
-        .is_some_and(|value| value.eq_ignore_ascii_case("chunked"))
-    {
-        http::dechunk(&answer.body)
-    } else {
-        answer.body.clone()
-    };
-    let value: Value = serde_json::from_str(&body)
-        .map_err(|error| format!("not JSON ({error}): {body}"))?;
-    if answer.status >= 400 {
+    let (status, answer) = exchange(driver, method, path, &text)
+        .map_err(|error| format!("chromedriver at {driver}: {error}"))?;
+    let value: Value = serde_json::from_slice(&answer).map_err(|error| {
+        format!(
+            "not JSON ({error}): {}",
+            String::from_utf8_lossy(&answer)
+        )
+    })?;
+    if status >= 400 {
         return Err(format!(
-            "{} {}: {}",
-            answer.status, value["value"]["error"], value["value"]["message"]
+            "{status} {}: {}",
+            value["value"]["error"], value["value"]["message"]
         ));
     }
     Ok(value["value"].clone())
+}
+
+/// One HTTP/1.1 request and its answer's status and body. chromedriver keeps connections open
+/// whatever the request says, so the body is read by its `Content-Length` (or its chunks), not
+/// to the end of the stream.
+fn exchange(
+    driver: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> std::io::Result<(u16, Vec<u8>)> {
+    let mut stream = TcpStream::connect_timeout(&driver, Duration::from_secs(5))?;
+    // Creating a session starts the browser, which takes a while on a loaded machine.
+    stream.set_read_timeout(Some(DEADLINE))?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {driver}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes())?;
+    let mut reader = BufReader::new(stream);
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line)?;
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP answer: {status_line:?}")))?;
+    let mut length = None;
+    let mut chunked = false;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            break;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            let value = value.trim();
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.parse::<usize>().ok();
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = value.eq_ignore_ascii_case("chunked");
+            }
+        }
+    }
+    let mut answer = Vec::new();
+    if chunked {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size)?;
+            let size = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16)
+                .map_err(std::io::Error::other)?;
+            let mut chunk = vec![0; size + 2];
+            reader.read_exact(&mut chunk)?;
+            if size == 0 {
+                break;
+            }
+            answer.extend_from_slice(&chunk[..size]);
+        }
+    } else if let Some(length) = length {
+        answer.resize(length, 0);
+        reader.read_exact(&mut answer)?;
+    } else {
+        reader.read_to_end(&mut answer)?;
+    }
+    Ok((status, answer))
 }
 
 #[cfg(test)]
