@@ -66,15 +66,20 @@ export async function rolloutsPage(main) {
     const status = rollout.status || {};
     const tr = h("tr", { "data-rollout": keyOf(namespace, name), "data-phase": status.phase || "", "data-kind": kindOf(rollout), "data-namespace": namespace },
       h("th", { scope: "row", class: "col-name" }, h("a", { href: `/rollouts/${enc(namespace)}/${enc(name)}` }, h("span", { class: "ns" }, `${namespace}/`), name)),
-      h("td", { class: "col-kind" }, kindOf(rollout)),
-      h("td", { class: "col-phase" }, phase(status.phase), status.paused ? h("span", { class: "tag" }, "paused") : null),
-      h("td", { class: "col-progress" }, bar(rollout), h("small", { class: "muted step-text" }, stepText(rollout))),
-      h("td", { class: "col-run" }, String(status.run || 0)),
-      h("td", { class: "col-age" }, age(rollout.createdAt)),
+      h("td", { class: "col-kind", "data-label": "Kind" }, kindOf(rollout)),
+      h("td", { class: "col-phase", "data-label": "Phase" }, phase(status.phase), status.paused ? h("span", { class: "tag" }, "paused") : null),
+      h("td", { class: "col-progress", "data-label": "Progress" }, bar(rollout), h("small", { class: "muted step-text" }, stepText(rollout))),
+      h("td", { class: "col-run", "data-label": "Run" }, String(status.run || 0)),
+      h("td", { class: "col-age", "data-label": "Age" }, age(rollout.createdAt)),
       h("td", { class: "col-last-message", title: status.message || "" }, status.message || ""));
     const old = rows.get(keyOf(namespace, name));
     rows.set(keyOf(namespace, name), { rollout, tr });
-    if (old) old.tr.replaceWith(tr);
+    if (old) {
+      // A live update must not take the keyboard focus away from the row's link.
+      const hadFocus = old.tr.contains(document.activeElement);
+      old.tr.replaceWith(tr);
+      if (hadFocus) tr.querySelector("a").focus();
+    }
     return tr;
   }
 
@@ -198,6 +203,8 @@ export async function rolloutPage(main, ns, name) {
     head, actions, timeline, chart, checks, judge, historySection);
 
   function renderAll() {
+    // Live updates re-render the page; the focused control (by id) keeps the focus.
+    const focused = document.activeElement && document.activeElement.id;
     renderHead();
     renderActions();
     renderTimeline();
@@ -205,6 +212,8 @@ export async function rolloutPage(main, ns, name) {
     renderChecks();
     renderJudge();
     renderHistory();
+    const again = focused && document.getElementById(focused);
+    if (again && again !== document.activeElement && !document.getElementById("confirm").open) again.focus();
   }
 
   function renderHead() {

@@ -168,6 +168,44 @@ impl Browser {
         );
     }
 
+    /// Clicks the element matching `selector` once it is there and enabled. A page that
+    /// re-renders live may replace the element between finding and clicking it (a stale
+    /// reference): then it is found again.
+    pub fn click_on(&self, selector: &str) {
+        crate::wait::wait_until(&format!("{selector:?} to take a click"), || {
+            let element = self.find(selector)?;
+            if self.enabled_of(selector) != Some(true) {
+                return None;
+            }
+            let path = format!("/session/{}/element/{}/click", self.session, element.0);
+            match send(self.driver, "POST", &path, Some(&json!({}))) {
+                Ok(_) => Some(()),
+                Err(error) if error.contains("stale element") => None,
+                Err(error) => panic!("WebDriver click on {selector:?}: {error}"),
+            }
+        });
+    }
+
+    /// The rendered text of the first element matching `selector` (read in the page, so a live
+    /// re-render cannot make it stale); `None` when there is none.
+    pub fn text_of(&self, selector: &str) -> Option<String> {
+        self.execute(
+            "const e = document.querySelector(arguments[0]); return e ? e.innerText : null;",
+            &[json!(selector)],
+        )
+        .as_str()
+        .map(str::to_string)
+    }
+
+    /// Whether the first element matching `selector` is enabled; `None` when there is none.
+    pub fn enabled_of(&self, selector: &str) -> Option<bool> {
+        self.execute(
+            "const e = document.querySelector(arguments[0]); return e ? !e.disabled : null;",
+            &[json!(selector)],
+        )
+        .as_bool()
+    }
+
     /// Clears a text field and types `text` into it.
     pub fn type_into(&self, element: &Element, text: &str) {
         self.call(

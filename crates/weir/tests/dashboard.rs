@@ -40,6 +40,12 @@ fn screenshots() -> Option<PathBuf> {
     std::env::var_os("WEIR_SCREENSHOTS").map(PathBuf::from)
 }
 
+/// Saves the window as `dir/name` (without the passing notice of the last action).
+fn screenshot(browser: &Browser, dir: &std::path::Path, name: &str) {
+    browser.execute("document.getElementById('toast').className = 'toast'", &[]);
+    browser.save_screenshot(&dir.join(name));
+}
+
 fn post(server: &Weir, path: &str, content_type: &str, body: &str) -> http::Response {
     http::request(
         server.address("api"),
@@ -88,7 +94,7 @@ fn open_dashboard(browser: &Browser, base: &str, path: &str, token: Option<&str>
     if let Some(token) = token {
         let field = browser.wait_for("#login-token");
         browser.type_into(&field, token);
-        browser.click(&browser.wait_for("#login-submit"));
+        browser.click_on("#login-submit");
     }
     wait_ready(browser);
 }
@@ -102,13 +108,8 @@ fn wait_ready(browser: &Browser) {
 
 /// Clicks the element matching `selector` and confirms the dialog that asks first.
 fn click_and_confirm(browser: &Browser, selector: &str) {
-    let button = browser.wait_for(selector);
-    wait_until(&format!("{selector} to be enabled"), || {
-        browser.enabled(&button).then_some(())
-    });
-    browser.click(&button);
-    let ok = browser.wait_for("dialog[open] #confirm-ok");
-    browser.click(&ok);
+    browser.click_on(selector);
+    browser.click_on("dialog[open] #confirm-ok");
 }
 
 #[test]
@@ -214,10 +215,10 @@ spec:
     assert_eq!(ticks.as_array().unwrap().len(), 3, "{ticks}");
     assert!(ticks.to_string().contains("tick-gate"), "{ticks}");
     if let Some(dir) = screenshots() {
-        browser.save_screenshot(&dir.join("dashboard-rollouts.png"));
+        screenshot(&browser, &dir, "dashboard-rollouts.png");
         browser.resize(390, 844);
         wait_ready(&browser);
-        browser.save_screenshot(&dir.join("dashboard-rollouts-phone.png"));
+        screenshot(&browser, &dir, "dashboard-rollouts-phone.png");
         browser.resize(1280, 1000);
     }
     // No page is wider than a phone's screen: wide tables scroll inside their box.
@@ -230,23 +231,22 @@ spec:
     browser.resize(1280, 1000);
 
     // The rollout's page, reached as a user does: by its link.
-    let link = browser.wait_for("tr[data-rollout='shop/gated'] a");
-    browser.click(&link);
+    browser.click_on("tr[data-rollout='shop/gated'] a");
     wait_ready(&browser);
     browser.wait_for("#cmd-promote");
-    let history = browser.text(&browser.wait_for("ol.history"));
+    let history = browser.text_of("ol.history").unwrap_or_default();
     assert!(history.contains("waiting for confirm-promotion"), "{history}");
     if let Some(dir) = screenshots() {
-        browser.save_screenshot(&dir.join("dashboard-rollout.png"));
+        screenshot(&browser, &dir, "dashboard-rollout.png");
     }
     // Retry is not possible while the run waits: its button is disabled.
-    assert!(!browser.enabled(&browser.wait_for("#cmd-retry")));
+    assert_eq!(browser.enabled_of("#cmd-retry"), Some(false));
     click_and_confirm(&browser, "#cmd-promote");
     wait_until("the promotion to finish", || {
         (status_of(&server, "gated")["phase"] == "Succeeded").then_some(())
     });
     let phase = wait_until("the page to show the promotion", || {
-        let text = browser.text(&browser.wait_for("#rollout-phase"));
+        let text = browser.text_of("#rollout-phase")?;
         text.contains("Succeeded").then_some(text)
     });
     println!("after promote the page shows phase {phase}");
@@ -257,20 +257,20 @@ spec:
     );
     // Promote is not possible any more.
     wait_until("promote to be disabled after the run", || {
-        (!browser.enabled(&browser.wait_for("#cmd-promote"))).then_some(())
+        (browser.enabled_of("#cmd-promote") == Some(false)).then_some(())
     });
 
     // A progressive rollout of flag `checkout`, the template setting, with increments 0.
-    browser.click(&browser.wait_for("a[data-nav='flags']"));
+    browser.click_on("a[data-nav='flags']");
     wait_ready(&browser);
-    browser.click(&browser.wait_for("tr[data-flag='shop/checkout'] a"));
+    browser.click_on("tr[data-flag='shop/checkout'] a");
     wait_ready(&browser);
-    browser.click(&browser.wait_for("#mode-template"));
+    browser.click_on("#mode-template");
     let increments = browser.wait_for("#tpl-increments");
     browser.type_into(&increments, "0");
-    let preview = browser.text(&browser.wait_for("#preview-count"));
+    let preview = browser.text_of("#preview-count").unwrap_or_default();
     assert!(preview.starts_with("0 entries"), "{preview}");
-    browser.click(&browser.wait_for("#create-save"));
+    browser.click_on("#create-save");
     let error = wait_until("the error next to the increments field", || {
         let found = browser.execute(
             "const note = document.querySelector(\"[data-error-path='spec.plan.schedule.template.increments']\");
@@ -296,13 +296,13 @@ spec:
             "document.getElementById('create-rollout').scrollIntoView()",
             &[],
         );
-        browser.save_screenshot(&dir.join("dashboard-flag-rollout.png"));
+        screenshot(&browser, &dir, "dashboard-flag-rollout.png");
     }
     // Corrected, the preview shows the entries the server will run, and the rollout is created.
     browser.type_into(&increments, "25");
-    let preview = browser.text(&browser.wait_for("#preview-count"));
+    let preview = browser.text_of("#preview-count").unwrap_or_default();
     assert!(preview.starts_with("4 entries, ending at 100%"), "{preview}");
-    browser.click(&browser.wait_for("#create-save"));
+    browser.click_on("#create-save");
     wait_until("the new rollout's page", || {
         (browser.execute("return location.pathname", &[]) == "/rollouts/shop/checkout-rollout")
             .then_some(())
@@ -316,7 +316,7 @@ spec:
     );
     wait_ready(&browser);
     if let Some(dir) = screenshots() {
-        browser.save_screenshot(&dir.join("dashboard-flag-rollout-created.png"));
+        screenshot(&browser, &dir, "dashboard-flag-rollout-created.png");
     }
 }
 
