@@ -141,7 +141,10 @@ fn asset_named(file: &str, headers: &HeaderMap) -> Response {
     // binary's page is never mixed with an old one's modules.
     let common = [
         (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        (header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP)),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CSP),
+        ),
         (
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),
@@ -154,7 +157,12 @@ fn asset_named(file: &str, headers: &HeaderMap) -> Response {
     ];
     let etag_value = HeaderValue::from_str(etag).unwrap_or(HeaderValue::from_static("\"0\""));
     if fresh {
-        return (StatusCode::NOT_MODIFIED, common, [(header::ETAG, etag_value)]).into_response();
+        return (
+            StatusCode::NOT_MODIFIED,
+            common,
+            [(header::ETAG, etag_value)],
+        )
+            .into_response();
     }
     (
         common,

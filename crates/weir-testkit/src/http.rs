@@ -42,7 +42,14 @@ pub fn request(
     headers: &[(&str, &str)],
     body: &str,
 ) -> Option<Response> {
-    request_with_timeout(address, method, path, headers, body, Duration::from_secs(30))
+    request_with_timeout(
+        address,
+        method,
+        path,
+        headers,
+        body,
+        Duration::from_secs(30),
+    )
 }
 
 /// [`request`], waiting up to `timeout` for the answer (a WebDriver call that starts a browser
@@ -129,7 +136,10 @@ mod tests {
 
     #[test]
     fn a_chunked_body_is_joined() {
-        assert_eq!(dechunk("5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n"), "hello, world");
+        assert_eq!(
+            dechunk("5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n"),
+            "hello, world"
+        );
         assert_eq!(dechunk("not chunked"), "not chunked");
     }
 }

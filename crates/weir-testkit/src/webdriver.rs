@@ -107,8 +107,13 @@ impl Browser {
             "browserName": "chrome",
             "goog:chromeOptions": {"binary": browser_binary.display().to_string(), "args": args},
         }}});
-        let created = send(driver, "POST", "/session", Some(&capabilities))
-            .unwrap_or_else(|error| panic!("chromedriver cannot start {}: {error}", browser_binary.display()));
+        let created =
+            send(driver, "POST", "/session", Some(&capabilities)).unwrap_or_else(|error| {
+                panic!(
+                    "chromedriver cannot start {}: {error}",
+                    browser_binary.display()
+                )
+            });
         let session = created["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("no sessionId in {created}"))
@@ -288,16 +293,17 @@ fn is_root() -> bool {
 }
 
 /// One WebDriver call: the `value` of its JSON answer, or the error WebDriver gave.
-fn send(driver: SocketAddr, method: &str, path: &str, body: Option<&Value>) -> Result<Value, String> {
+fn send(
+    driver: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> Result<Value, String> {
     let text = body.map(Value::to_string).unwrap_or_default();
     let (status, answer) = exchange(driver, method, path, &text)
         .map_err(|error| format!("chromedriver at {driver}: {error}"))?;
-    let value: Value = serde_json::from_slice(&answer).map_err(|error| {
-        format!(
-            "not JSON ({error}): {}",
-            String::from_utf8_lossy(&answer)
-        )
-    })?;
+    let value: Value = serde_json::from_slice(&answer)
+        .map_err(|error| format!("not JSON ({error}): {}", String::from_utf8_lossy(&answer)))?;
     if status >= 400 {
         return Err(format!(
             "{status} {}: {}",

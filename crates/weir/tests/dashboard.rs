@@ -42,8 +42,9 @@ fn screenshots() -> Option<PathBuf> {
 
 /// Saves the window as `dir/name` (without the passing notice of the last action).
 fn screenshot(browser: &Browser, dir: &std::path::Path, name: &str) {
-    browser.execute("document.getElementById('toast').className = 'toast'", &[]);
+    browser.execute("document.getElementById('toast').hidden = true", &[]);
     browser.save_screenshot(&dir.join(name));
+    browser.execute("document.getElementById('toast').hidden = false", &[]);
 }
 
 fn post(server: &Weir, path: &str, content_type: &str, body: &str) -> http::Response {
@@ -199,7 +200,11 @@ spec:
     });
     let seen = browser.execute("return window.weightsSeen", &[]);
     println!("weights the bar showed: {seen}; now {shown}, the API says {api_weight}");
-    assert_eq!(shown, format!("{api_weight}%"), "the page and the API disagree");
+    assert_eq!(
+        shown,
+        format!("{api_weight}%"),
+        "the page and the API disagree"
+    );
     let seen: Vec<String> = serde_json::from_value(seen).unwrap();
     assert_eq!(seen.last().map(String::as_str), Some("50"), "{seen:?}");
     assert!(
@@ -235,7 +240,10 @@ spec:
     wait_ready(&browser);
     browser.wait_for("#cmd-promote");
     let history = browser.text_of("ol.history").unwrap_or_default();
-    assert!(history.contains("waiting for confirm-promotion"), "{history}");
+    assert!(
+        history.contains("waiting for confirm-promotion"),
+        "{history}"
+    );
     if let Some(dir) = screenshots() {
         screenshot(&browser, &dir, "dashboard-rollout.png");
     }
@@ -301,7 +309,10 @@ spec:
     // Corrected, the preview shows the entries the server will run, and the rollout is created.
     browser.type_into(&increments, "25");
     let preview = browser.text_of("#preview-count").unwrap_or_default();
-    assert!(preview.starts_with("4 entries, ending at 100%"), "{preview}");
+    assert!(
+        preview.starts_with("4 entries, ending at 100%"),
+        "{preview}"
+    );
     browser.click_on("#create-save");
     wait_until("the new rollout's page", || {
         (browser.execute("return location.pathname", &[]) == "/rollouts/shop/checkout-rollout")
@@ -310,8 +321,7 @@ spec:
     let (found, created) = get_json(&server, "/api/v1/rollouts/shop/checkout-rollout");
     assert_eq!(found, 200, "{created}");
     assert_eq!(
-        created["spec"]["plan"]["schedule"]["template"]["increments"],
-        25,
+        created["spec"]["plan"]["schedule"]["template"]["increments"], 25,
         "{created}"
     );
     wait_ready(&browser);
@@ -349,7 +359,12 @@ fn the_dashboard_is_served_with_a_strict_policy_and_the_api_keeps_its_404() {
         let again = http::request(address, "GET", path, &[("If-None-Match", &etag)], "").unwrap();
         assert_eq!(again.status, 304, "{path}");
     }
-    for path in ["/api/v1/nothing", "/ui/missing.js", "/ofrep/v1/nothing", "/nowhere"] {
+    for path in [
+        "/api/v1/nothing",
+        "/ui/missing.js",
+        "/ofrep/v1/nothing",
+        "/nowhere",
+    ] {
         let answer = http::get(address, path).unwrap();
         assert_eq!(answer.status, 404, "{path}");
         let body: Value = serde_json::from_str(&answer.body).unwrap();
