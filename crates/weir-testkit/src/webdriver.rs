@@ -40,7 +40,8 @@ pub struct Element(String);
 /// Finds `name` on `PATH` (or takes `variable` from the environment when set).
 fn binary(variable: &str, names: &[&str]) -> Option<PathBuf> {
     if let Some(path) = std::env::var_os(variable) {
-        return Some(PathBuf::from(path));
+        let path = PathBuf::from(path);
+        return path.is_file().then_some(path);
     }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
