@@ -113,6 +113,25 @@ fn wait_ready(browser: &Browser) {
     });
 }
 
+/// Every control of the page has a name a screen reader reads (a label, an `aria-label`, or a
+/// button's text), and every time shows its UTC value on hover.
+fn assert_accessible(browser: &Browser, page: &str) {
+    let unlabelled = browser.execute(
+        "return [...document.querySelectorAll('main input, main select, main button, main textarea')]
+           .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label')
+                        && !(e.tagName === 'BUTTON' && e.textContent.trim()))
+           .map(e => e.outerHTML.slice(0, 120));",
+        &[],
+    );
+    assert_eq!(unlabelled, json!([]), "{page}: controls without a label");
+    let untitled = browser.execute(
+        "return [...document.querySelectorAll('main time')]
+           .filter(t => !(t.title || '').includes('UTC')).map(t => t.outerHTML);",
+        &[],
+    );
+    assert_eq!(untitled, json!([]), "{page}: times without their UTC value");
+}
+
 /// Clicks the element matching `selector` and confirms the dialog that asks first.
 fn click_and_confirm(browser: &Browser, selector: &str) {
     browser.click_on(selector);
@@ -244,6 +263,7 @@ spec:
     assert_eq!(ticks.as_array().unwrap().len(), 3, "{ticks}");
     assert!(ticks.to_string().contains("tick-gate"), "{ticks}");
     assert!(ticks.to_string().contains("tick-pause"), "{ticks}");
+    assert_accessible(&browser, "the rollouts");
     if let Some(dir) = screenshots() {
         screenshot(&browser, &dir, "dashboard-rollouts.png");
         browser.resize(390, 844);
@@ -269,6 +289,7 @@ spec:
         history.contains("waiting for confirm-promotion"),
         "{history}"
     );
+    assert_accessible(&browser, "a rollout");
     if let Some(dir) = screenshots() {
         screenshot(&browser, &dir, "dashboard-rollout.png");
     }
@@ -299,6 +320,7 @@ spec:
     browser.click_on("tr[data-flag='shop/checkout'] a");
     wait_ready(&browser);
     browser.click_on("#mode-template");
+    assert_accessible(&browser, "a flag");
     let increments = browser.wait_for("#tpl-increments");
     browser.type_into(&increments, "0");
     let preview = browser.text_of("#preview-count").unwrap_or_default();
