@@ -10,6 +10,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -30,7 +31,8 @@ pub struct Browser {
     driver: SocketAddr,
     session: String,
     _profile: tempfile::TempDir,
-    _process: Guard,
+    /// The driver, leader of its process group.
+    process: Guard,
 }
 
 /// An element of the page, by WebDriver's reference.
@@ -62,8 +64,11 @@ impl Browser {
         let browser_binary = binary("WEIR_CHROMIUM", &["chromium", "chromium-browser"]).ok_or(
             "chromium is not installed (Debian: apt-get install chromium; or set WEIR_CHROMIUM)",
         )?;
+        // Its own process group, which takes Chromium's processes along: killing the group
+        // leaves no browser behind even when a failed test could not close its session.
         let mut child = Command::new(&driver_binary)
             .arg("--port=0")
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -108,13 +113,17 @@ impl Browser {
             "browserName": "chrome",
             "goog:chromeOptions": {"binary": browser_binary.display().to_string(), "args": args},
         }}});
-        let created =
-            send(driver, "POST", "/session", Some(&capabilities)).unwrap_or_else(|error| {
+        let created = match send(driver, "POST", "/session", Some(&capabilities)) {
+            Ok(created) => created,
+            Err(error) => {
+                // A browser half started must not outlive the test.
+                kill_group(process.0.id());
                 panic!(
                     "chromedriver cannot start {}: {error}",
                     browser_binary.display()
                 )
-            });
+            }
+        };
         let session = created["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("no sessionId in {created}"))
@@ -123,7 +132,7 @@ impl Browser {
             driver,
             session,
             _profile: profile,
-            _process: process,
+            process,
         })
     }
 
@@ -268,14 +277,25 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        // Closes the browser; the driver is killed by its guard right after.
+        // Closes the browser; then the driver's process group goes (anything the browser left),
+        // and the guard reaps the driver.
         let _ = send(
             self.driver,
             "DELETE",
             &format!("/session/{}", self.session),
             None,
         );
+        kill_group(self.process.0.id());
     }
+}
+
+/// Kills process group `leader` with SIGKILL (`kill` the command: no unsafe code for libc).
+fn kill_group(leader: u32) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{leader}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
 }
 
 /// The port in chromedriver's "ChromeDriver was started successfully on port N." line.
