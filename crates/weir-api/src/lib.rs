@@ -20,6 +20,7 @@
 //! | `GET /api/v1/watch?namespace=&name=` | Server-Sent Events of status changes |
 //! | `GET /api/v1/flag-rollouts?namespace=&flag=&status=&type=&search=&order=&limit=&cursor=` | a page of the rollouts of flags, each with where its schedule stands |
 //! | `/api/v1/flags...`, `/ofrep/v1/...` | feature flags and their evaluation ([`flags_router`]; `weir serve` only) |
+//! | `GET /`, `/ui/{file}`, `/rollouts/...`, `/flags/...`, `/tokens`, `/login` | the web dashboard (`dashboard.rs`, docs/DASHBOARD.md) |
 //!
 //! Every error is JSON, `{"error": {"code", "message", "errors": [{"path", "value", "message"}]}}`
 //! (see [`ApiError`]); no input makes a handler panic.
@@ -31,6 +32,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod dashboard;
 mod error;
 mod flag_rollouts;
 mod flags;
@@ -136,7 +138,11 @@ fn build<S: Store>(state: ApiState<S>) -> Router {
         )
         .route("/api/v1/watch", get(watch::watch::<S>))
         .route("/api/v1/flag-rollouts", get(flag_rollouts::list::<S>))
-        .fallback(error::no_route)
+        // The dashboard: its page, its assets, and its own routes in the fallback (which keeps
+        // the JSON 404 for everything else).
+        .route("/", get(dashboard::index))
+        .route("/ui/{file}", get(dashboard::asset))
+        .fallback(dashboard::fallback)
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)

@@ -26,6 +26,8 @@
 //!   VirtualService says, at `/metrics` for Prometheus to scrape.
 //! - [`tls`]: a private CA and server certificates made with `openssl` (as docs/SECURITY.md
 //!   shows), and a TLS client over loopback that trusts only that CA.
+//! - [`webdriver`]: a headless Chromium driven over WebDriver (`chromedriver`), for the
+//!   dashboard's end-to-end test.
 //! - [`operator_scale`]: the operator scale benchmark's harness (N rollouts in one `weir
 //!   operator` against the in-memory API server), shared by its example and its smoke test.
 
@@ -50,3 +52,4 @@ pub mod router;
 pub mod tls;
 pub mod upstream;
 pub mod wait;
+pub mod webdriver;
