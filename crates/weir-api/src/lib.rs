@@ -31,6 +31,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod auth;
 mod error;
 mod flag_rollouts;
 mod flags;
@@ -54,6 +55,7 @@ use weir_engine::EngineHandle;
 use weir_flags::Flags;
 use weir_store::{FlagStore, Store};
 
+pub use auth::{Auth, AuthConfig};
 pub use error::{ApiError, ErrorCode};
 pub use host::HostPolicy;
 pub use metrics::{OPENMETRICS_CONTENT_TYPE, metrics_router};
