@@ -73,6 +73,7 @@ pub struct ServeArgs {
 
 /// `weir serve`.
 pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
+    log_to_stderr();
     let db = args
         .db
         .clone()
@@ -120,6 +121,21 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
         let auth: Guard = Box::new(move |router| auth.apply(router));
         run_until_stopped(listener, store, handle, engine, Some(flags), Some(hosts), Some(auth)).await
     })
+}
+
+/// Log lines on stderr at the level `RUST_LOG` names (`error`, `warn`, `info`, `debug`,
+/// `trace`; default `warn`): with `info`, every change made with a token names the token
+/// (never its secret).
+fn log_to_stderr() {
+    let level = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|level| level.trim().parse::<tracing::Level>().ok())
+        .unwrap_or(tracing::Level::WARN);
+    // A second subscriber (in tests that call this twice) is refused; the first stays.
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 /// Access control over the tokens of `store`; refuses a non-loopback `--listen` while there is
