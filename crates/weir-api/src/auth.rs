@@ -600,7 +600,7 @@ impl<T: TokenStore> Auth<T> {
         let routes = Router::new()
             .route(
                 "/api/v1/session",
-                get(session_get::<T>)
+                get(session_get)
                     .post(session_post::<T>)
                     .delete(session_delete::<T>),
             )
@@ -1089,7 +1089,7 @@ fn session_view(principal: &Principal) -> SessionView {
 }
 
 /// `GET /api/v1/session`
-async fn session_get<T: TokenStore>(caller: Caller) -> Response {
+async fn session_get(caller: Caller) -> Response {
     match caller.0 {
         Some(principal) => Json(session_view(&principal)).into_response(),
         // The checks let this through without a principal only when the server is open.

@@ -1,6 +1,8 @@
 //! Tokens in a real SQLite file: created, found by hash and id, revoked, names unique, the
 //! server key kept across opens.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use jiff::Timestamp;
 use weir_store::{NewToken, SqliteStore, TokenScope, TokenStore, TokenStoreError};
 
