@@ -119,3 +119,48 @@ fn secrets_are_random_prefixed_and_only_their_hash_is_kept() {
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     );
 }
+
+#[tokio::test]
+async fn cookies_are_signed_and_secure_when_asked() {
+    let store = weir_store::SqliteStore::open_in_memory().await.unwrap();
+    let config = AuthConfig {
+        secure_cookies: true,
+        ..AuthConfig::default()
+    };
+    let auth = Auth::open(store.clone(), config).await.unwrap();
+    let now = Timestamp::from_second(1_800_000_000).unwrap();
+    let issued = issue_token(
+        &store,
+        &TokenRequest {
+            name: "web".into(),
+            scope: "read".into(),
+            namespaces: None,
+            expires: Some("1h".into()),
+        },
+        now,
+    )
+    .await
+    .unwrap();
+    let token = store.list_tokens().await.unwrap().remove(0);
+    assert_eq!(token.name, issued.token.name);
+    let inner = &auth.inner;
+    let (cookie, session) = inner.new_session(&token, now);
+    // The token's expiry (1 h) comes before the session's 12 h.
+    assert_eq!(session.expires, token.expires_at.unwrap());
+    assert!(!cookie.contains(&issued.secret));
+    let (id, read) = inner.read_cookie(&cookie).unwrap();
+    assert_eq!((id, &read), (token.id, &session));
+    let (payload, tag) = cookie.rsplit_once('.').unwrap();
+    let other_id = payload.replacen(&format!("v1:{}:", token.id), "v1:999:", 1);
+    assert!(inner.read_cookie(&format!("{other_id}.{tag}")).is_none());
+    assert!(inner.read_cookie(payload).is_none());
+    let header = inner.cookie_header(&cookie, 60).unwrap();
+    let header = header.to_str().unwrap();
+    assert!(
+        header.ends_with("; HttpOnly; SameSite=Strict; Path=/; Max-Age=60; Secure"),
+        "{header}"
+    );
+    // Another server on the same file signs with the same key: sessions survive a restart.
+    let again = Auth::open(store, AuthConfig::default()).await.unwrap();
+    assert!(again.inner.read_cookie(&cookie).is_some());
+}
