@@ -90,6 +90,9 @@ fn migrator() -> Migrator {
 ///   stored contiguously: `at`, `run` and `reason` as columns for inspection, `event` the whole
 ///   `Event` as JSON. A foreign key to `rollouts` with `ON DELETE CASCADE` (delete also removes
 ///   the events explicitly, so a connection without `foreign_keys` cannot leave orphans).
+/// - `flags` (migration 2, `sqlite/flags.rs`); `tokens` and `server_keys` (migration 3,
+///   `sqlite/tokens.rs`): API tokens, of which only the SHA-256 of the secret is stored, and the
+///   keys a server creates on its first start (the session cookie's signing key).
 ///
 /// Timestamps are RFC 3339 text in UTC as jiff prints them, with full precision, so a timestamp
 /// reads back equal to the one written. JSON is serde_json text of weir-core's types.
