@@ -69,6 +69,11 @@ fn the_limiter_blocks_after_the_limit_until_the_window_ends() {
         limiter.strike(one, start);
     }
     assert_eq!(limiter.retry_after(one, start), Some(60));
+    // Per address: another client is not affected.
+    assert_eq!(
+        limiter.retry_after("10.0.0.9".parse().unwrap(), start),
+        None
+    );
     assert_eq!(
         limiter.retry_after(one, start + Duration::from_millis(30_500)),
         Some(30)
