@@ -210,4 +210,23 @@ mod tests {
         assert!(!index.contains("style="), "inline style in index.html");
         assert!(!index.contains("<style"), "inline style in index.html");
     }
+
+    /// A reload of any of the page's own routes must reach the page (and its login form) with no
+    /// token: the access table has to agree with PAGES.
+    #[test]
+    fn the_page_and_its_routes_need_no_token() {
+        let mut paths = vec!["/".to_string(), "/ui/app.js".to_string()];
+        for page in PAGES {
+            paths.push(format!("/{page}"));
+        }
+        paths.push("/rollouts/shop/checkout".into());
+        paths.push("/flags/shop/banner".into());
+        for path in paths {
+            assert_eq!(
+                crate::auth::access_of(&Method::GET, &path),
+                crate::auth::Access::Public,
+                "{path}"
+            );
+        }
+    }
 }

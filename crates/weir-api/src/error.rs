@@ -39,8 +39,15 @@ pub enum ErrorCode {
     /// 421: the request's `Host` is not a name this server answers to (DNS rebinding defence;
     /// docs/SECURITY.md).
     Misdirected,
-    /// 403: a change sent from a web page of another origin (CSRF defence; docs/SECURITY.md).
+    /// 403: a change sent from a web page of another origin (CSRF defence; docs/SECURITY.md),
+    /// or a token without the scope a route needs.
     Forbidden,
+    /// 401: no valid token (missing, unknown, expired, revoked); `WWW-Authenticate: Bearer`.
+    Unauthorized,
+    /// 403: a change made with the session cookie without the session's `X-CSRF-Token`.
+    Csrf,
+    /// 429: too many bad tokens from this client address; `Retry-After` says when to retry.
+    TooManyRequests,
 }
 
 /// Why a request failed.
@@ -92,6 +99,15 @@ pub enum ApiError {
     /// A change from a page of another origin.
     #[error("{0}")]
     Forbidden(String),
+    /// No valid credentials: missing, unknown, expired or revoked (never echoes them).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// A change made with a session cookie lacks the session's `X-CSRF-Token`.
+    #[error("{0}")]
+    Csrf(String),
+    /// Too many bad credentials from this client address; retry after this many seconds.
+    #[error("too many bad credentials from this address; try again in {0} s")]
+    TooManyRequests(u64),
 }
 
 impl ApiError {
@@ -124,6 +140,9 @@ impl ApiError {
             ApiError::Unavailable => ErrorCode::Unavailable,
             ApiError::Misdirected(_) => ErrorCode::Misdirected,
             ApiError::Forbidden(_) => ErrorCode::Forbidden,
+            ApiError::Unauthorized(_) => ErrorCode::Unauthorized,
+            ApiError::Csrf(_) => ErrorCode::Csrf,
+            ApiError::TooManyRequests(_) => ErrorCode::TooManyRequests,
         }
     }
 
@@ -140,7 +159,9 @@ impl ApiError {
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Misdirected => StatusCode::MISDIRECTED_REQUEST,
-            ErrorCode::Forbidden => StatusCode::FORBIDDEN,
+            ErrorCode::Forbidden | ErrorCode::Csrf => StatusCode::FORBIDDEN,
+            ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorCode::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 }
@@ -163,7 +184,23 @@ impl IntoResponse for ApiError {
                 errors,
             },
         };
-        (self.status(), Json(body)).into_response()
+        let mut response = (self.status(), Json(body)).into_response();
+        match &self {
+            ApiError::Unauthorized(_) => {
+                response.headers_mut().insert(
+                    axum::http::header::WWW_AUTHENTICATE,
+                    axum::http::HeaderValue::from_static("Bearer"),
+                );
+            }
+            ApiError::TooManyRequests(seconds) => {
+                response.headers_mut().insert(
+                    axum::http::header::RETRY_AFTER,
+                    axum::http::HeaderValue::from(*seconds),
+                );
+            }
+            _ => {}
+        }
+        response
     }
 }
 

@@ -18,6 +18,7 @@ use weir_core::units::Weight;
 use weir_store::{ListQuery, MAX_PAGE, Store, StoredRollout};
 
 use crate::ApiState;
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::input::Params;
 use crate::rollouts::page_size;
@@ -215,6 +216,7 @@ fn names<const N: usize>(names: [&str; N]) -> String {
 /// `GET /api/v1/flag-rollouts?namespace=&flag=&status=&type=&search=&order=&limit=&cursor=`
 pub(crate) async fn list<S: Store>(
     State(state): State<ApiState<S>>,
+    caller: Caller,
     query: QueryPairs,
 ) -> Result<Response, ApiError> {
     let params = Params::parse_with_lists(query, &KNOWN, &LISTS)?;
@@ -222,6 +224,7 @@ pub(crate) async fn list<S: Store>(
     let mut items: Vec<FlagRolloutView> = all_rollouts(&state.store, request.namespace.clone())
         .await?
         .into_iter()
+        .filter(|stored| caller.sees(&stored.key.namespace))
         .filter_map(view)
         .filter(|item| request.admits(item))
         .collect();

@@ -26,6 +26,7 @@ use weir_core::model::Flag;
 use weir_flags::{FlagError, Flags};
 use weir_store::{ApplyOutcome, FlagKey, FlagStore, FlagStoreError, StoredFlag};
 
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::input::{self, Params, Precondition};
 
@@ -45,6 +46,7 @@ impl<F: FlagStore> axum::extract::FromRef<FlagsState<F>> for Flags<F> {
 /// `GET /api/v1/flags/watch?namespace=`
 pub(crate) async fn watch<F: FlagStore>(
     State(state): State<FlagsState<F>>,
+    caller: Caller,
     query: QueryPairs,
 ) -> Result<impl IntoResponse, ApiError> {
     use axum::response::sse::{Event, KeepAlive, Sse};
@@ -65,14 +67,15 @@ pub(crate) async fn watch<F: FlagStore>(
         Ok::<_, std::convert::Infallible>(Event::default().comment("watching flags"))
     });
     let updates = stream::unfold(
-        (changes, namespace),
-        |(mut changes, namespace)| async move {
+        (changes, namespace, caller),
+        |(mut changes, namespace, caller)| async move {
             loop {
                 match changes.recv().await {
                     Ok(change)
-                        if namespace
-                            .as_ref()
-                            .is_none_or(|namespace| *namespace == change.key.namespace) =>
+                        if caller.sees(&change.key.namespace)
+                            && namespace
+                                .as_ref()
+                                .is_none_or(|namespace| *namespace == change.key.namespace) =>
                     {
                         let data = serde_json::json!({
                             "namespace": change.key.namespace,
@@ -80,7 +83,7 @@ pub(crate) async fn watch<F: FlagStore>(
                             "version": change.version,
                         });
                         let event = Event::default().event("flag").data(data.to_string());
-                        return Some((Ok(event), (changes, namespace)));
+                        return Some((Ok(event), (changes, namespace, caller)));
                     }
                     Ok(_) => {}
                     Err(RecvError::Lagged(missed)) => {
@@ -89,7 +92,7 @@ pub(crate) async fn watch<F: FlagStore>(
                             "message": format!("this watcher missed {missed} flag changes; fetch the flags again"),
                         });
                         let event = Event::default().event("lagged").data(data.to_string());
-                        return Some((Ok(event), (changes, namespace)));
+                        return Some((Ok(event), (changes, namespace, caller)));
                     }
                     Err(RecvError::Closed) => return None,
                 }
@@ -235,6 +238,7 @@ const ORDERS: &str = "key, created, -created, updated, -updated";
 /// for descending); `cursor` is the `nextCursor` of the previous page.
 pub(crate) async fn list<F: FlagStore>(
     State(flags): State<Flags<F>>,
+    caller: Caller,
     query: QueryPairs,
 ) -> Result<Response, ApiError> {
     let params = Params::parse(query, &["namespace", "search", "order", "limit", "cursor"])?;
@@ -267,6 +271,7 @@ pub(crate) async fn list<F: FlagStore>(
     let mut found: Vec<StoredFlag> = snapshot
         .all()
         .map(|entry| entry.stored.clone())
+        .filter(|stored| caller.sees(&stored.key.namespace))
         .filter(|stored| {
             namespace
                 .as_ref()
@@ -325,16 +330,18 @@ pub(crate) async fn get_one<F: FlagStore>(
 /// `POST /api/v1/flags`
 pub(crate) async fn create<F: FlagStore>(
     State(flags): State<Flags<F>>,
+    caller: Caller,
     query: QueryPairs,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    apply(flags, None, query, headers, body).await
+    apply(flags, &caller, None, query, headers, body).await
 }
 
 /// `PUT /api/v1/flags/{namespace}/{key}`
 pub(crate) async fn put<F: FlagStore>(
     State(flags): State<Flags<F>>,
+    caller: Caller,
     Path((namespace, key)): Path<(String, String)>,
     query: QueryPairs,
     headers: HeaderMap,
@@ -342,6 +349,7 @@ pub(crate) async fn put<F: FlagStore>(
 ) -> Result<Response, ApiError> {
     apply(
         flags,
+        &caller,
         Some(FlagKey::new(namespace, key)),
         query,
         headers,
@@ -352,6 +360,7 @@ pub(crate) async fn put<F: FlagStore>(
 
 async fn apply<F: FlagStore>(
     flags: Flags<F>,
+    caller: &Caller,
     path: Option<FlagKey>,
     query: QueryPairs,
     headers: HeaderMap,
@@ -367,6 +376,7 @@ async fn apply<F: FlagStore>(
         input::match_path(&mut flag.metadata, &key.namespace, &key.key, "flag")?;
     }
     let key = FlagKey::of(&flag);
+    caller.may_write(&key.namespace)?;
     let expected_version = match precondition {
         Precondition::None => None,
         Precondition::Version(version) => Some(version),

@@ -32,6 +32,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod auth;
 mod dashboard;
 mod error;
 mod flag_rollouts;
@@ -56,6 +57,7 @@ use weir_engine::EngineHandle;
 use weir_flags::Flags;
 use weir_store::{FlagStore, Store};
 
+pub use auth::{Auth, AuthConfig};
 pub use error::{ApiError, ErrorCode};
 pub use host::HostPolicy;
 pub use metrics::{OPENMETRICS_CONTENT_TYPE, metrics_router};

@@ -25,44 +25,84 @@ use weir_core::flag::{EvaluationContext, EvaluationError};
 use weir_flags::{Flags, Snapshot};
 use weir_store::FlagStore;
 
+use crate::auth::Caller;
+
 /// The namespace of the routes without `/ns/{namespace}`.
 pub const DEFAULT_NAMESPACE: &str = "default";
 
 /// `POST /ofrep/v1/evaluate/flags/{key}`
 pub(crate) async fn evaluate_default<F: FlagStore>(
     State(flags): State<Flags<F>>,
+    caller: Caller,
     Path(key): Path<String>,
     body: Bytes,
 ) -> Response {
-    evaluate_one(&flags.snapshot(), DEFAULT_NAMESPACE, &key, &body)
+    evaluate_one(
+        &visible(&flags, &caller, DEFAULT_NAMESPACE),
+        DEFAULT_NAMESPACE,
+        &key,
+        &body,
+    )
 }
 
 /// `POST /ns/{namespace}/ofrep/v1/evaluate/flags/{key}`
 pub(crate) async fn evaluate_in<F: FlagStore>(
     State(flags): State<Flags<F>>,
+    caller: Caller,
     Path((namespace, key)): Path<(String, String)>,
     body: Bytes,
 ) -> Response {
-    evaluate_one(&flags.snapshot(), &namespace, &key, &body)
+    evaluate_one(
+        &visible(&flags, &caller, &namespace),
+        &namespace,
+        &key,
+        &body,
+    )
 }
 
 /// `POST /ofrep/v1/evaluate/flags`
 pub(crate) async fn bulk_default<F: FlagStore>(
     State(flags): State<Flags<F>>,
+    caller: Caller,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    evaluate_all(&flags.snapshot(), DEFAULT_NAMESPACE, &headers, &body)
+    evaluate_all(
+        &visible(&flags, &caller, DEFAULT_NAMESPACE),
+        DEFAULT_NAMESPACE,
+        &headers,
+        &body,
+    )
 }
 
 /// `POST /ns/{namespace}/ofrep/v1/evaluate/flags`
 pub(crate) async fn bulk_in<F: FlagStore>(
     State(flags): State<Flags<F>>,
+    caller: Caller,
     Path(namespace): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    evaluate_all(&flags.snapshot(), &namespace, &headers, &body)
+    evaluate_all(
+        &visible(&flags, &caller, &namespace),
+        &namespace,
+        &headers,
+        &body,
+    )
+}
+
+/// The flags `caller` may evaluate in `namespace`: none outside its namespaces (as if the
+/// namespace were empty, so an OFREP client learns nothing of it).
+fn visible<F: FlagStore>(
+    flags: &Flags<F>,
+    caller: &Caller,
+    namespace: &str,
+) -> std::sync::Arc<Snapshot> {
+    if caller.sees(namespace) {
+        flags.snapshot()
+    } else {
+        std::sync::Arc::new(Snapshot::default())
+    }
 }
 
 fn evaluate_one(snapshot: &Snapshot, namespace: &str, key: &str, body: &[u8]) -> Response {

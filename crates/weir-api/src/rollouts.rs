@@ -15,6 +15,7 @@ use weir_core::{FieldError, Warning};
 use weir_store::{ApplyOutcome, DEFAULT_PAGE, ListQuery, MAX_PAGE, RolloutKey, Store};
 
 use crate::ApiState;
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::input::{self, Format, Params, Precondition, RolloutPath};
 use crate::types::{Applied, EventPage, RolloutPage, RolloutView};
@@ -56,6 +57,7 @@ fn not_found(key: &RolloutKey) -> ApiError {
 /// `GET /api/v1/rollouts?namespace=&phase=&limit=&cursor=`
 pub(crate) async fn list<S: Store>(
     State(state): State<ApiState<S>>,
+    caller: Caller,
     query: QueryPairs,
 ) -> Result<Response, ApiError> {
     let params = Params::parse(query, &["namespace", "phase", "limit", "cursor"])?;
@@ -72,12 +74,48 @@ pub(crate) async fn list<S: Store>(
         cursor: params.text("cursor"),
         limit: page_size(limit),
     };
-    let page = state.store.list(&query).await?;
+    let page = match caller.namespaces() {
+        None => state.store.list(&query).await?,
+        Some(_) => visible_page(&state.store, &caller, query).await?,
+    };
     Ok(Json(RolloutPage {
         items: page.items.into_iter().map(RolloutView::from).collect(),
         next_cursor: page.next_cursor,
     })
     .into_response())
+}
+
+/// A page of the rollouts a caller limited to namespaces sees: the store's pages, filtered,
+/// until one holds something (or the list ends), so a page may be shorter than the limit but is
+/// empty only at the end; the cursor stays the store's.
+async fn visible_page<S: Store>(
+    store: &S,
+    caller: &Caller,
+    mut query: ListQuery,
+) -> Result<weir_store::Page<weir_store::StoredRollout>, ApiError> {
+    if let Some(namespace) = &query.namespace
+        && !caller.sees(namespace)
+    {
+        return Ok(weir_store::Page {
+            items: Vec::new(),
+            next_cursor: None,
+        });
+    }
+    if let Some([only]) = caller.namespaces() {
+        query.namespace = Some(only.clone());
+        return Ok(store.list(&query).await?);
+    }
+    loop {
+        let mut page = store.list(&query).await?;
+        page.items
+            .retain(|stored| caller.sees(&stored.key.namespace));
+        match &page.next_cursor {
+            Some(next) if page.items.is_empty() && query.cursor.as_ref() != Some(next) => {
+                query.cursor = Some(next.clone());
+            }
+            _ => return Ok(page),
+        }
+    }
 }
 
 /// A requested page size as the store takes it (0: the default; capped at the maximum).
@@ -112,26 +150,29 @@ pub(crate) async fn get_one<S: Store>(
 /// `POST /api/v1/rollouts`
 pub(crate) async fn create<S: Store>(
     State(state): State<ApiState<S>>,
+    caller: Caller,
     query: QueryPairs,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    apply(state, None, query, headers, body).await
+    apply(state, &caller, None, query, headers, body).await
 }
 
 /// `PUT /api/v1/rollouts/{namespace}/{name}`
 pub(crate) async fn put<S: Store>(
     State(state): State<ApiState<S>>,
+    caller: Caller,
     RolloutPath(key): RolloutPath,
     query: QueryPairs,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    apply(state, Some(key), query, headers, body).await
+    apply(state, &caller, Some(key), query, headers, body).await
 }
 
 async fn apply<S: Store>(
     state: ApiState<S>,
+    caller: &Caller,
     path: Option<RolloutKey>,
     query: QueryPairs,
     headers: HeaderMap,
@@ -149,6 +190,7 @@ async fn apply<S: Store>(
     }
 
     let key = RolloutKey::of(&rollout);
+    caller.may_write(&key.namespace)?;
     let expected_version = match precondition {
         Precondition::None => None,
         Precondition::Version(version) => Some(version),
@@ -270,6 +312,7 @@ pub(crate) async fn delete<S: Store>(
 /// or `{"command": "stop", "rollback": true}`).
 pub(crate) async fn command<S: Store>(
     State(state): State<ApiState<S>>,
+    caller: Caller,
     RolloutPath(key): RolloutPath,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -277,7 +320,7 @@ pub(crate) async fn command<S: Store>(
     input::format(&headers, false, Some(Format::Json))?;
     let bytes = input::body(body)?;
     let (command, actor) = command_of(&bytes)?;
-    let actor = input::actor(&headers, actor)?;
+    let actor = caller.actor(input::actor(&headers, actor)?);
     let after = state.engine.command(key, command, actor).await?;
     Ok(with_etag(
         StatusCode::OK,

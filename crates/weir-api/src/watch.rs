@@ -23,6 +23,7 @@ use weir_engine::StatusChange;
 use weir_store::{Store, StoredEvent};
 
 use crate::ApiState;
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::input::Params;
 
@@ -45,13 +46,17 @@ struct StatusData<'a> {
 struct Filter {
     namespace: Option<String>,
     name: Option<String>,
+    /// Who is watching: changes of namespaces it does not see are left out.
+    caller: Caller,
 }
 
 impl Filter {
     fn admits(&self, change: &StatusChange) -> bool {
-        self.namespace
-            .as_ref()
-            .is_none_or(|namespace| *namespace == change.key.namespace)
+        self.caller.sees(&change.key.namespace)
+            && self
+                .namespace
+                .as_ref()
+                .is_none_or(|namespace| *namespace == change.key.namespace)
             && self
                 .name
                 .as_ref()
@@ -62,12 +67,14 @@ impl Filter {
 /// `GET /api/v1/watch?namespace=&name=`
 pub(crate) async fn watch<S: Store>(
     State(state): State<ApiState<S>>,
+    caller: Caller,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<impl IntoResponse, ApiError> {
     let params = Params::parse(query, &["namespace", "name"])?;
     let filter = Filter {
         namespace: params.text("namespace"),
         name: params.text("name"),
+        caller,
     };
     // Subscribed before the response starts, so a client that has the response headers misses
     // no change committed after that.

@@ -124,7 +124,9 @@ fn metadata(metadata: &ObjectMeta, errors: &mut Errors) {
     }
 }
 
-fn is_dns_label(text: &str) -> bool {
+/// Whether `text` is a DNS label (a namespace): at most 63 lowercase letters, digits and '-',
+/// starting and ending with a letter or digit.
+pub fn is_dns_label(text: &str) -> bool {
     !text.is_empty()
         && text.len() <= 63
         && text
@@ -134,7 +136,8 @@ fn is_dns_label(text: &str) -> bool {
         && !text.ends_with('-')
 }
 
-fn is_dns_subdomain(text: &str) -> bool {
+/// Whether `text` is a DNS subdomain (a name): dot-separated DNS labels, at most 253 bytes.
+pub fn is_dns_subdomain(text: &str) -> bool {
     text.len() <= 253 && text.split('.').all(is_dns_label)
 }
 

@@ -22,8 +22,10 @@ use weir_core::machine::Effect;
 use weir_core::model::{Event, Flag, Phase, Rollout, RolloutStatus};
 
 mod sqlite;
+mod tokens;
 
 pub use sqlite::SqliteStore;
+pub use tokens::{NewToken, StoredToken, TokenScope, TokenStore, TokenStoreError};
 
 /// Namespace and name: a rollout's identity.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -34,6 +34,8 @@ const READ_CONNECTIONS: u32 = 4;
 const MIGRATION_0001: &str = include_str!("../migrations/sqlite/0001_rollouts_and_events.sql");
 /// Version 2: feature flags.
 const MIGRATION_0002: &str = include_str!("../migrations/sqlite/0002_flags.sql");
+/// Version 3: API tokens and the server's keys.
+const MIGRATION_0003: &str = include_str!("../migrations/sqlite/0003_tokens.sql");
 
 /// The columns `decode_rollout` reads, in any `SELECT` of a whole rollout.
 const ROLLOUT_COLUMNS: &str = "namespace, name, document, status, version, generation, \
@@ -55,6 +57,13 @@ fn migrator() -> Migrator {
             Cow::Borrowed("flags"),
             MigrationType::Simple,
             MIGRATION_0002.into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            3,
+            Cow::Borrowed("tokens"),
+            MigrationType::Simple,
+            MIGRATION_0003.into_sql_str(),
             false,
         ),
     ])
@@ -81,6 +90,9 @@ fn migrator() -> Migrator {
 ///   stored contiguously: `at`, `run` and `reason` as columns for inspection, `event` the whole
 ///   `Event` as JSON. A foreign key to `rollouts` with `ON DELETE CASCADE` (delete also removes
 ///   the events explicitly, so a connection without `foreign_keys` cannot leave orphans).
+/// - `flags` (migration 2, `sqlite/flags.rs`); `tokens` and `server_keys` (migration 3,
+///   `sqlite/tokens.rs`): API tokens, of which only the SHA-256 of the secret is stored, and the
+///   keys a server creates on its first start (the session cookie's signing key).
 ///
 /// Timestamps are RFC 3339 text in UTC as jiff prints them, with full precision, so a timestamp
 /// reads back equal to the one written. JSON is serde_json text of weir-core's types.
@@ -228,6 +240,7 @@ impl SqliteStore {
 }
 
 mod flags;
+mod tokens;
 
 async fn migrate(pool: &SqlitePool, path: &Path) -> Result<(), StoreError> {
     migrator().run(pool).await.map_err(|error| {

@@ -933,8 +933,8 @@ async fn everything_is_there_after_reopening_the_file() {
         .await
         .unwrap()
         .get(0);
-    // 1: rollouts and events; 2: flags.
-    assert_eq!(migrations, 2);
+    // 1: rollouts and events; 2: flags; 3: tokens and server keys.
+    assert_eq!(migrations, 3);
 }
 
 #[tokio::test]

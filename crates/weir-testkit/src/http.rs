@@ -79,3 +79,84 @@ pub fn raw(address: SocketAddr, text: &str) -> Option<Response> {
         body: body.to_string(),
     })
 }
+
+/// A response whose body is still arriving (Server-Sent Events): the head, and the body read so
+/// far (in its transfer encoding: chunk sizes appear among the text).
+#[derive(Debug)]
+pub struct Stream {
+    /// The status code.
+    pub status: u16,
+    /// The status line and the headers.
+    pub head: String,
+    /// The body received so far.
+    pub received: String,
+    stream: TcpStream,
+}
+
+/// Sends a GET of `path` with `headers` and returns once the answer's head has arrived; `None`
+/// when nothing answers.
+pub fn open_stream(address: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Option<Stream> {
+    let mut text = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        text.push_str(&format!("{name}: {value}\r\n"));
+    }
+    text.push_str("\r\n");
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .ok()?;
+    stream.write_all(text.as_bytes()).ok()?;
+    let mut open = Stream {
+        status: 0,
+        head: String::new(),
+        received: String::new(),
+        stream,
+    };
+    if !open.read_until("\r\n\r\n") {
+        return None;
+    }
+    let (head, body) = open.received.split_once("\r\n\r\n")?;
+    open.status = head.split_whitespace().nth(1)?.parse().ok()?;
+    open.head = head.to_string();
+    open.received = body.to_string();
+    Some(open)
+}
+
+impl Stream {
+    /// Reads until the body holds `text` (true), the server closes it or [`DEADLINE`] passes
+    /// (false).
+    ///
+    /// [`DEADLINE`]: crate::wait::DEADLINE
+    pub fn read_until(&mut self, text: &str) -> bool {
+        let deadline = std::time::Instant::now() + crate::wait::DEADLINE;
+        let mut buffer = [0u8; 4096];
+        while !self.received.contains(text) {
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            match self.stream.read(&mut buffer) {
+                Ok(0) => return false,
+                Ok(count) => self
+                    .received
+                    .push_str(&String::from_utf8_lossy(&buffer[..count])),
+                Err(error)
+                    if matches!(
+                        error.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// A header's value (the first of that name).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().skip(1).find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.trim()
+                .eq_ignore_ascii_case(name)
+                .then_some(value.trim())
+        })
+    }
+}

@@ -71,6 +71,8 @@ pub struct Weir {
     listening: BTreeMap<String, SocketAddr>,
     lines: Arc<Mutex<Vec<String>>>,
     ended: mpsc::Receiver<()>,
+    /// Its standard error, line by line, when started with [`Weir::start_capturing_stderr`].
+    stderr: Option<Arc<Mutex<Vec<String>>>>,
 }
 
 impl Weir {
@@ -99,14 +101,48 @@ impl Weir {
 
     /// [`Weir::start`] with environment variables set for the command (e.g. `KUBECONFIG`).
     pub fn start_with_env(binary: &str, args: &[&str], env: &[(&str, &str)]) -> Weir {
+        Weir::launch(binary, args, env, false)
+    }
+
+    /// [`Weir::start_with_env`], and its standard error is collected ([`Weir::stderr_lines`])
+    /// instead of going to the test's (for tests of what a server logs).
+    pub fn start_capturing_stderr(binary: &str, args: &[&str], env: &[(&str, &str)]) -> Weir {
+        Weir::launch(binary, args, env, true)
+    }
+
+    /// The lines printed on standard error so far (empty unless started with
+    /// [`Weir::start_capturing_stderr`]).
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.stderr
+            .as_ref()
+            .map(|lines| lines.lock().unwrap().clone())
+            .unwrap_or_default()
+    }
+
+    fn launch(binary: &str, args: &[&str], env: &[(&str, &str)], capture_stderr: bool) -> Weir {
         let mut child = Command::new(binary)
             .args(args)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(if capture_stderr {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            })
             .spawn()
             .unwrap_or_else(|error| panic!("cannot start {binary} {args:?}: {error}"));
+        let stderr = child.stderr.take().map(|pipe| {
+            let lines = Arc::new(Mutex::new(Vec::new()));
+            let collected = Arc::clone(&lines);
+            // Reads to the end, so the pipe never fills however much the command logs.
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    collected.lock().unwrap().push(line);
+                }
+            });
+            lines
+        });
         let stdout = child.stdout.take().expect("stdout is piped");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let (first_tx, first_rx) = mpsc::channel::<String>();
@@ -140,6 +176,7 @@ impl Weir {
             listening,
             lines,
             ended,
+            stderr,
         }
     }
 

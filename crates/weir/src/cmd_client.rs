@@ -34,6 +34,17 @@ pub struct ServerArgs {
     pub(crate) server: String,
     #[command(flatten)]
     pub(crate) tls: crate::tls::ClientTlsArgs,
+    /// The API token to send (`Authorization: Bearer`), from `weir token create`; needed when
+    /// the server has tokens (docs/SECURITY.md). Prefer WEIR_TOKEN to the flag, which other
+    /// users of the machine can see in the process list.
+    #[arg(
+        long,
+        global = true,
+        value_name = "TOKEN",
+        env = "WEIR_TOKEN",
+        hide_env_values = true
+    )]
+    pub(crate) token: Option<String>,
 }
 
 /// A rollout by name: `NAME` (in `--namespace`) or `NAMESPACE/NAME`.
@@ -188,6 +199,8 @@ pub(crate) struct Client {
     base: String,
     http: HttpClient,
     tls: crate::tls::ClientTlsArgs,
+    /// `Authorization: Bearer ...`, when a token was given.
+    authorization: Option<String>,
 }
 
 /// A refusal: the HTTP status and, from a weir server, the error it reported.
@@ -206,6 +219,12 @@ impl Client {
             base: server.server.trim_end_matches('/').to_string(),
             http: HttpClient::trusting(&server.tls.roots(&server.server)?),
             tls: server.tls.clone(),
+            authorization: server
+                .token
+                .as_deref()
+                .map(str::trim)
+                .filter(|token| !token.is_empty())
+                .map(|token| format!("Bearer {token}")),
         })
     }
 
@@ -217,13 +236,16 @@ impl Client {
         body: Option<Value>,
     ) -> Result<std::result::Result<T, Refused>> {
         let url = format!("{}{path}", self.base);
-        let (headers, bytes) = match body {
+        let (mut headers, bytes) = match body {
             Some(body) => (
                 vec![("content-type", "application/json".to_string())],
                 body.to_string().into_bytes(),
             ),
             None => (Vec::new(), Vec::new()),
         };
+        if let Some(authorization) = &self.authorization {
+            headers.push(("authorization", authorization.clone()));
+        }
         let answer: Answer = self
             .http
             .request(method, &url, headers, bytes.into(), Duration::from_secs(30))

@@ -57,6 +57,16 @@ pub struct ServeArgs {
     /// Repeatable; docs/SECURITY.md.
     #[arg(long = "allow-listen", value_name = "CIDR")]
     allow_listen: Vec<Cidr>,
+    /// Serve without tokens on a non-loopback address. Without it, `weir serve` refuses to
+    /// listen beyond loopback while its database holds no token: anyone who can reach the
+    /// address could otherwise apply, promote, abort and delete. Create one first with `weir
+    /// token create --name NAME --scope admin`; docs/SECURITY.md.
+    #[arg(long, env = "WEIR_INSECURE_NO_AUTH")]
+    insecure_no_auth: bool,
+    /// Who may read /metrics once tokens exist: `open` (anyone, for scrapers; the default) or
+    /// `read` (a token with scope read or higher).
+    #[arg(long, value_name = "WHO", default_value = "open", value_parser = ["open", "read"], env = "WEIR_METRICS_AUTH")]
+    metrics_auth: String,
     #[command(flatten)]
     integrations: crate::integrations::IntegrationArgs,
     #[command(flatten)]
@@ -65,6 +75,7 @@ pub struct ServeArgs {
 
 /// `weir serve`.
 pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
+    log_to_stderr();
     let db = args
         .db
         .clone()
@@ -79,6 +90,7 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
             .await
             .with_context(|| format!("cannot open {}", db.display()))?;
         let integrations = args.integrations.integrations(Vec::new())?;
+        let auth = access_control(&store, args, tls.is_some()).await?;
         let flags = weir_flags::Flags::open(store.clone())
             .await
             .with_context(|| format!("cannot read the flags of {}", db.display()))?;
@@ -113,9 +125,65 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
         );
         let flags: MoreRoutes =
             Box::new(move |stopped| weir_api::flags_router_with_shutdown(flags, stopped));
-        run_until_stopped(listener, store, handle, engine, Some(flags), Some(hosts)).await
+        let auth: Guard = Box::new(move |router| auth.apply(router));
+        run_until_stopped(listener, store, handle, engine, Some(flags), Some(hosts), Some(auth)).await
     })
 }
+
+/// Log lines on stderr at the level `RUST_LOG` names (`error`, `warn`, `info`, `debug`,
+/// `trace`; default `warn`): with `info`, every change made with a token names the token
+/// (never its secret).
+fn log_to_stderr() {
+    let level = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|level| level.trim().parse::<tracing::Level>().ok())
+        .unwrap_or(tracing::Level::WARN);
+    // A second subscriber (in tests that call this twice) is refused; the first stays.
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Access control over the tokens of `store`; refuses a non-loopback `--listen` while there is
+/// no token (unless `--insecure-no-auth`), saying why and what to do. `https`: the API is
+/// served over TLS (the session cookie is then `Secure`).
+async fn access_control(
+    store: &SqliteStore,
+    args: &ServeArgs,
+    https: bool,
+) -> Result<weir_api::Auth<SqliteStore>> {
+    use weir_store::TokenStore;
+    let has_tokens = store
+        .has_tokens()
+        .await
+        .context("cannot read the tokens of the database")?;
+    if !has_tokens && !args.listen.ip().to_canonical().is_loopback() {
+        if !args.insecure_no_auth {
+            anyhow::bail!(
+                "refusing to listen on {}: this server has no API token, so anyone who can reach that address could apply, promote, abort and delete rollouts and flags. Create a token first (`weir token create --name admin --scope admin`, with the same --db), then give it to clients (WEIR_TOKEN); or listen on loopback (127.0.0.1); or, if something else guards the address, pass --insecure-no-auth (docs/SECURITY.md)",
+                args.listen
+            );
+        }
+        eprintln!(
+            "warning: weir serve --insecure-no-auth: listening on {} without tokens; anyone who can reach it can change rollouts and flags (docs/SECURITY.md)",
+            args.listen
+        );
+    }
+    let config = weir_api::AuthConfig {
+        metrics_need_token: args.metrics_auth == "read",
+        // A browser sends a `Secure` cookie over HTTPS only: right when weir serves HTTPS, and
+        // a cookie it would never send back over plain HTTP.
+        secure_cookies: https,
+        ..weir_api::AuthConfig::default()
+    };
+    weir_api::Auth::open(store.clone(), config)
+        .await
+        .context("cannot set up access control")
+}
+
+/// A layer put around every route of the API (access control).
+pub(crate) type Guard = Box<dyn FnOnce(axum::Router) -> axum::Router + Send>;
 
 /// The Host and Origin checks of an API bound to `bound`, with the `--public-name` values of
 /// `command`; says so on stderr when they admit any Host.
@@ -150,6 +218,7 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
     engine: Engine<S>,
     more: Option<MoreRoutes>,
     hosts: Option<HostPolicy>,
+    guard: Option<Guard>,
 ) -> Result<ExitCode> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let signal = move || {
@@ -162,6 +231,9 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
     if let Some(more) = more {
         app = app.merge(more(Box::pin(signal())));
     }
+    if let Some(guard) = guard {
+        app = guard(app);
+    }
     if let Some(hosts) = hosts {
         app = hosts.apply(app);
     }
@@ -170,10 +242,15 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
         shutdown_requested().await;
         let _ = stop.send(true);
     });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(signal())
-        .await
-        .context("the API server failed")?;
+    // With each client's address, for the rate limit of bad tokens: `tap_io` makes the
+    // listener one axum gives `ConnectInfo<SocketAddr>` for, plain or TLS alike.
+    axum::serve(
+        axum::serve::ListenerExt::tap_io(listener, |_| {}),
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(signal())
+    .await
+    .context("the API server failed")?;
     match engine.await {
         Ok(Ok(())) => Ok(ExitCode::SUCCESS),
         Ok(Err(error)) => Err(anyhow::anyhow!("the engine failed: {error}")),

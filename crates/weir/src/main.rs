@@ -11,6 +11,7 @@ mod cmd_operator;
 mod cmd_router;
 mod cmd_run;
 mod cmd_serve;
+mod cmd_token;
 mod cmd_tools;
 mod integrations;
 mod listening;
@@ -212,6 +213,12 @@ enum Command {
     /// Exit status: 0 on success, 1 when the server refused (the reason is printed; for `eval`,
     /// an evaluation error), 2 when the server cannot be reached.
     Flag(cmd_flag::FlagArgs),
+    /// API tokens of a server's database: create (the secret is printed once), list, revoke.
+    ///
+    /// Works on the SQLite file directly (`--db`, like `weir serve`), so the first admin token
+    /// can be created before a server runs. Once a database holds a token, `weir serve` answers
+    /// only requests that carry one (docs/SECURITY.md).
+    Token(cmd_token::TokenArgs),
     /// Benchmarks that need no network: `weir bench blast-radius` simulates faulty and healthy
     /// canaries under weir and a Flagger-style controller.
     Bench(cmd_bench::BenchArgs),
@@ -249,6 +256,7 @@ fn main() -> ExitCode {
         Command::Gate(args) => cmd_client::gate(&args),
         Command::Delete(args) => cmd_client::delete(&args),
         Command::Flag(args) => cmd_flag::flag(&args),
+        Command::Token(args) => cmd_token::token(&args),
         Command::Bench(args) => cmd_bench::bench(&args),
     };
     match result {
