@@ -12,7 +12,7 @@ use weir_core::document::{Document, load_value};
 use weir_core::machine::{Command, GateRef};
 use weir_core::model::{HookType, Rollout};
 use weir_core::{FieldError, Warning};
-use weir_store::{ApplyOutcome, DEFAULT_PAGE, ListQuery, MAX_PAGE, RolloutKey, Store};
+use weir_store::{ApplyOutcome, ListQuery, RolloutKey, Store};
 
 use crate::ApiState;
 use crate::error::ApiError;
@@ -59,7 +59,7 @@ pub(crate) async fn list<S: Store>(
     query: QueryPairs,
 ) -> Result<Response, ApiError> {
     let params = Params::parse(query, &["namespace", "phase", "limit", "cursor"])?;
-    let (phase, limit) = match (params.phase("phase"), params.number("limit")) {
+    let (phase, limit) = match (params.phase("phase"), params.limit("limit")) {
         (Ok(phase), Ok(limit)) => (phase, limit),
         (phase, limit) => {
             let errors = [phase.err(), limit.err()].into_iter().flatten().collect();
@@ -70,7 +70,7 @@ pub(crate) async fn list<S: Store>(
         namespace: params.text("namespace"),
         phase,
         cursor: params.text("cursor"),
-        limit: page_size(limit),
+        limit,
     };
     let page = state.store.list(&query).await?;
     Ok(Json(RolloutPage {
@@ -78,14 +78,6 @@ pub(crate) async fn list<S: Store>(
         next_cursor: page.next_cursor,
     })
     .into_response())
-}
-
-/// A requested page size as the store takes it (0: the default; capped at the maximum).
-pub(crate) fn page_size(limit: Option<u64>) -> usize {
-    match limit {
-        None | Some(0) => DEFAULT_PAGE,
-        Some(limit) => usize::try_from(limit).unwrap_or(MAX_PAGE).min(MAX_PAGE),
-    }
 }
 
 // === get ===
@@ -503,10 +495,12 @@ pub(crate) async fn events<S: Store>(
     query: QueryPairs,
 ) -> Result<Response, ApiError> {
     let params = Params::parse(query, &["after", "limit"])?;
-    let numbers = input::all_or_invalid([params.number("after"), params.number("limit")])?;
-    let (after, limit) = match numbers.as_slice() {
-        [after, limit] => (after.unwrap_or(0), page_size(*limit)),
-        _ => (0, DEFAULT_PAGE),
+    let (after, limit) = match (params.number("after"), params.limit("limit")) {
+        (Ok(after), Ok(limit)) => (after.unwrap_or(0), limit),
+        (after, limit) => {
+            let errors = [after.err(), limit.err()].into_iter().flatten().collect();
+            return Err(ApiError::invalid(errors));
+        }
     };
     if state.store.get(&key).await?.is_none() {
         return Err(not_found(&key));

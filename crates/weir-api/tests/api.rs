@@ -1237,6 +1237,7 @@ async fn openapi_lists_every_route() {
     // Every route the router serves is documented ...
     let served = [
         ("get", "/healthz"),
+        ("get", "/readyz"),
         ("get", "/api/v1/openapi.json"),
         ("get", "/metrics"),
         ("get", "/api/v1/rollouts"),
@@ -1307,6 +1308,33 @@ async fn openapi_lists_every_route() {
         }
     }
     assert_eq!(operations, served.len());
+    // ... and a documented path answers no method it does not document (405).
+    for (path, item) in paths {
+        let concrete = path
+            .replace("{namespace}", "probe")
+            .replace("{name}", "probe")
+            .replace("{key}", "probe");
+        for method in ["get", "post", "put", "delete", "patch"] {
+            if item.get(method).is_some() {
+                continue;
+            }
+            let request = Request::builder()
+                .method(method.to_uppercase().as_str())
+                .uri(format!("{}{concrete}", server.base))
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from_static(b"{}")))
+                .unwrap();
+            let response = tokio::time::timeout(DEADLINE, server.client.request(request))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                response.status(),
+                StatusCode::METHOD_NOT_ALLOWED,
+                "{method} {path} is answered but not documented"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
