@@ -124,7 +124,7 @@ impl ListRequest {
                 )),
             }
         }
-        let schedule_type = params.text("type").and_then(|value| {
+        let schedule_type = params.typed("type").and_then(|value| {
             let found = ScheduleType::ALL
                 .into_iter()
                 .find(|schedule_type| schedule_type.as_str().eq_ignore_ascii_case(&value));
@@ -140,7 +140,7 @@ impl ListRequest {
             }
             found
         });
-        let order = params.text("order").map_or(Some(Order::Name), |value| {
+        let order = params.typed("order").map_or(Some(Order::Name), |value| {
             let order = Order::parse(&value);
             if order.is_none() {
                 errors.push(FieldError::with_value(

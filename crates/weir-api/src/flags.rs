@@ -259,7 +259,7 @@ pub(crate) async fn list<F: FlagStore>(
             return Err(ApiError::invalid(errors));
         }
     };
-    let order = params.text("order").unwrap_or_else(|| "key".into());
+    let order = params.typed("order").unwrap_or_else(|| "key".into());
     if !ORDERS.split(", ").any(|known| known == order) {
         return Err(ApiError::field(FieldError::with_value(
             "order",
@@ -453,6 +453,7 @@ pub(crate) async fn delete<F: FlagStore>(
     let params = Params::parse(query, &["expectedVersion"])?;
     let expected_version = params.number("expectedVersion").map_err(ApiError::field)?;
     let expected = match input::precondition(&headers, expected_version)? {
+        Precondition::Version(0) => return Err(crate::rollouts::delete_of_nothing("flag")),
         Precondition::Version(version) => Some(version),
         Precondition::None | Precondition::Exists => None,
     };

@@ -95,7 +95,14 @@ impl Params {
         }
     }
 
-    /// A text parameter; empty counts as absent.
+    /// A parameter of a type, as given: an empty value is a value (and an error for a number,
+    /// a name from a list or a cursor), so that what the OpenAPI document says is exactly what
+    /// is accepted.
+    pub(crate) fn typed(&self, name: &str) -> Option<String> {
+        self.0.get(name).and_then(|values| values.first()).cloned()
+    }
+
+    /// A text parameter (a filter); empty counts as absent.
     pub(crate) fn text(&self, name: &str) -> Option<String> {
         self.0
             .get(name)
@@ -120,7 +127,7 @@ impl Params {
 
     /// A non-negative whole number: digits only (`u64::from_str` alone would take "+5").
     pub(crate) fn number(&self, name: &str) -> Result<Option<u64>, FieldError> {
-        match self.text(name) {
+        match self.typed(name) {
             None => Ok(None),
             Some(value) => value
                 .bytes()
@@ -158,7 +165,7 @@ impl Params {
 
     /// An offset cursor (the flags' and flag rollouts' lists): the digits of a `nextCursor`.
     pub(crate) fn offset(&self, name: &str) -> Result<usize, FieldError> {
-        match self.text(name) {
+        match self.typed(name) {
             None => Ok(0),
             Some(cursor) => cursor
                 .bytes()
@@ -177,7 +184,7 @@ impl Params {
 
     /// A phase, by name (any case).
     pub(crate) fn phase(&self, name: &str) -> Result<Option<Phase>, FieldError> {
-        let Some(value) = self.text(name) else {
+        let Some(value) = self.typed(name) else {
             return Ok(None);
         };
         PHASES

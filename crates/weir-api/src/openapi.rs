@@ -400,8 +400,8 @@ fn hand_written() -> Vec<(&'static str, Value)> {
             "additionalProperties": false,
             "properties": {
                 "requests": {"type": "integer", "minimum": 0, "maximum": weir_flags::MAX_REQUESTS_PER_REPORT, "description": "Requests (or operations) served with this variant"},
-                "errors": {"type": "integer", "minimum": 0, "default": 0, "description": "How many of them failed; at most requests"},
-                "slow": {"type": "integer", "minimum": 0, "default": 0, "description": "How many were slower than the rollout's latency bound (its request-duration max); at most requests; not with latencyMs"},
+                "errors": {"type": "integer", "minimum": 0, "maximum": weir_flags::MAX_REQUESTS_PER_REPORT, "default": 0, "description": "How many of them failed; at most requests"},
+                "slow": {"type": "integer", "minimum": 0, "maximum": weir_flags::MAX_REQUESTS_PER_REPORT, "default": 0, "description": "How many were slower than the rollout's latency bound (its request-duration max); at most requests; not with latencyMs"},
                 "latencyMs": {
                     "type": "array",
                     "items": {"type": "number", "minimum": 0},

@@ -69,7 +69,7 @@ pub(crate) async fn list<S: Store>(
     let query = ListQuery {
         namespace: params.text("namespace"),
         phase,
-        cursor: params.text("cursor"),
+        cursor: params.typed("cursor"),
         limit,
     };
     let page = state.store.list(&query).await?;
@@ -243,16 +243,24 @@ pub(crate) async fn delete<S: Store>(
     let expected_version = params.number("expectedVersion").map_err(ApiError::field)?;
     let expected_version = match input::precondition(&headers, expected_version)? {
         Precondition::None | Precondition::Exists => None,
-        Precondition::Version(0) => {
-            return Err(ApiError::field(FieldError::new(
-                "If-None-Match",
-                "asks that the rollout not exist, which a delete cannot honour",
-            )));
-        }
+        Precondition::Version(0) => return Err(delete_of_nothing("rollout")),
         Precondition::Version(version) => Some(version),
     };
     state.engine.delete(key, expected_version).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// `expectedVersion=0` (or `If-None-Match: *`) on a delete: "only if it does not exist" cannot be
+/// honoured by a delete; versions start at 1.
+pub(crate) fn delete_of_nothing(what: &str) -> ApiError {
+    ApiError::field(FieldError::with_value(
+        "expectedVersion",
+        "0",
+        format!(
+            "asks that the {what} not exist, which a delete cannot honour: give the version to \
+             delete (1 or more, the ETag of a GET)"
+        ),
+    ))
 }
 
 // === commands ===

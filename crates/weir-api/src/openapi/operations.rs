@@ -278,9 +278,13 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
         operation
             .params(vec![reference("parameters", "ifNoneMatchTag")])
             .body(json_body(reference("schemas", "OfrepRequest"), false))
-            .answer(200, with_etag(json_answer("Every flag's evaluation; ETag covers the flags and the context", reference("schemas", "OfrepBulk"))))
-            .answer(304, json!({"description": "Nothing changed since the If-None-Match tag"}))
-            .answer(400, json_answer("PARSE_ERROR or INVALID_CONTEXT", reference("schemas", "OfrepError")))
+            .answer(200, {
+                let mut answer = json_answer("Every flag's evaluation; ETag covers the flags and the context", reference("schemas", "OfrepBulk"));
+                answer["headers"] = json!({"ETag": {"description": "A tag of the flags and the context; send it back in If-None-Match", "schema": {"type": "string"}}});
+                answer
+            })
+            .answer(304, json!({"description": "Nothing changed since the If-None-Match tag", "headers": {"ETag": {"schema": {"type": "string"}}}}))
+            .answer(400, json_answer("PARSE_ERROR or INVALID_CONTEXT; GENERAL for a namespace that is not a namespace's name", reference("schemas", "OfrepError")))
     };
     vec![
         op("get", "/healthz", "health", META, Scope::Public, "Liveness")
@@ -324,7 +328,7 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
             .errors(&[400, 409, 413, 415, 422, 500, 503]),
         op("delete", "/api/v1/rollouts/{namespace}/{name}", "deleteRollout", ROLLOUTS, Scope::Admin, "Delete a rollout and its history")
             .describe("With If-Match (an ETag of a GET) or expectedVersion, only that version is deleted; a rollout changed since is left as it is (409).")
-            .params(vec![reference("parameters", "expectedVersion"), reference("parameters", "ifMatch")])
+            .params(vec![reference("parameters", "deleteVersion"), reference("parameters", "ifMatch")])
             .answer(204, json!({"description": "Deleted"}))
             .errors(&[400, 404, 409, 500, 503]),
         op("post", "/api/v1/rollouts/{namespace}/{name}/commands", "commandRollout", ROLLOUTS, Scope::Operate, "Give a rollout a command")
@@ -420,7 +424,7 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
             .answer(201, created(applied_flag, "The flag's URL"))
             .errors(&[400, 409, 413, 415, 500]),
         op("delete", "/api/v1/flags/{namespace}/{key}", "deleteFlag", FLAGS, Scope::Admin, "Delete a flag")
-            .params(vec![reference("parameters", "expectedVersion"), reference("parameters", "ifMatch")])
+            .params(vec![reference("parameters", "deleteVersion"), reference("parameters", "ifMatch")])
             .answer(204, json!({"description": "Deleted"}))
             .errors(&[400, 404, 409, 500]),
         op("post", "/api/v1/flags/{namespace}/{key}/outcomes", "reportFlagOutcomes", FLAGS, Scope::Operate, "Report what each variant of a flag served (requests, errors, slow requests or latencies) for the judges of a guarded flag rollout")
@@ -478,6 +482,11 @@ pub(crate) fn parameters() -> Value {
             "name": "expectedVersion", "in": "query", "required": false,
             "description": "Apply only if the stored version is this one (0: only if it does not exist); 409 otherwise. Must agree with If-Match and If-None-Match when those are given (409 when they cannot all hold)",
             "schema": {"type": "integer", "minimum": 0, "maximum": MAX_WHOLE}
+        },
+        "deleteVersion": {
+            "name": "expectedVersion", "in": "query", "required": false,
+            "description": "Delete only if the stored version is this one; 409 otherwise. Must agree with If-Match when both are given",
+            "schema": {"type": "integer", "minimum": 1, "maximum": MAX_WHOLE}
         },
         "ifMatch": {
             "name": "If-Match", "in": "header", "required": false,
