@@ -119,7 +119,10 @@ fn build() -> Value {
         components.insert(name.to_string(), schema);
     }
     let responses = operations::responses();
-    prune(&mut components, &[&Value::Object(paths.clone()), &responses]);
+    prune(
+        &mut components,
+        &[&Value::Object(paths.clone()), &responses],
+    );
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -171,7 +174,11 @@ fn build() -> Value {
 /// schema is one component; one that differs (defaults, closed objects) is added as
 /// `NAMEInput`, and every reference to it from request bodies (in `paths`) and from other
 /// input schemas is rewritten.
-fn merge(out: Map<String, Value>, input: Map<String, Value>, paths: &mut Map<String, Value>) -> Map<String, Value> {
+fn merge(
+    out: Map<String, Value>,
+    input: Map<String, Value>,
+    paths: &mut Map<String, Value>,
+) -> Map<String, Value> {
     let mut renamed = Vec::new();
     for (name, schema) in &input {
         if out.get(name) != Some(schema) && out.contains_key(name) {
@@ -214,9 +221,12 @@ fn rewrite_refs(node: &mut Value, renamed: &[(String, String)]) {
             {
                 *target = to.clone();
             }
-            map.values_mut().for_each(|child| rewrite_refs(child, renamed));
+            map.values_mut()
+                .for_each(|child| rewrite_refs(child, renamed));
         }
-        Value::Array(items) => items.iter_mut().for_each(|child| rewrite_refs(child, renamed)),
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|child| rewrite_refs(child, renamed)),
         _ => {}
     }
 }
@@ -323,7 +333,9 @@ fn prune(components: &mut Map<String, Value>, roots: &[&Value]) {
     loop {
         let mut used = std::collections::BTreeSet::new();
         roots.iter().for_each(|root| walk(root, &mut used));
-        components.values().for_each(|schema| walk(schema, &mut used));
+        components
+            .values()
+            .for_each(|schema| walk(schema, &mut used));
         let before = components.len();
         components.retain(|name, _| used.contains(name));
         if components.len() == before {
@@ -335,128 +347,158 @@ fn prune(components: &mut Map<String, Value>, roots: &[&Value]) {
 /// The schemas no Rust type describes.
 fn hand_written() -> Vec<(&'static str, Value)> {
     vec![
-        ("Health", json!({
-            "type": "object",
-            "required": ["status"],
-            "properties": {"status": {"type": "string", "const": "ok"}}
-        })),
-        ("FlaggerCanary", json!({
-            "type": "object",
-            "description": "A Flagger Canary (flagger.app/v1beta1), converted to a Rollout on apply with Flagger's defaults; fields weir does not map are kept in an annotation and returned as warnings (docs/ROLLOUT.md, Flagger import).",
-            "required": ["apiVersion", "kind", "metadata", "spec"],
-            "properties": {
-                "apiVersion": {"type": "string", "const": "flagger.app/v1beta1"},
-                "kind": {"type": "string", "const": "Canary"},
-                "metadata": {"$ref": "#/components/schemas/RolloutMetadata"},
-                "spec": {
-                    "type": "object",
-                    "required": ["targetRef"],
-                    "description": "targetRef, service, analysis, ... as Flagger reads them"
+        (
+            "Health",
+            json!({
+                "type": "object",
+                "required": ["status"],
+                "properties": {"status": {"type": "string", "const": "ok"}}
+            }),
+        ),
+        (
+            "FlaggerCanary",
+            json!({
+                "type": "object",
+                "description": "A Flagger Canary (flagger.app/v1beta1), converted to a Rollout on apply with Flagger's defaults; fields weir does not map are kept in an annotation and returned as warnings (docs/ROLLOUT.md, Flagger import).",
+                "required": ["apiVersion", "kind", "metadata", "spec"],
+                "properties": {
+                    "apiVersion": {"type": "string", "const": "flagger.app/v1beta1"},
+                    "kind": {"type": "string", "const": "Canary"},
+                    "metadata": {"$ref": "#/components/schemas/RolloutMetadata"},
+                    "spec": {
+                        "type": "object",
+                        "required": ["targetRef"],
+                        "description": "targetRef, service, analysis, ... as Flagger reads them"
+                    }
                 }
-            }
-        })),
-        ("Lagged", json!({
-            "type": "object",
-            "description": "The data of an `event: lagged`: the watcher fell behind; list again",
-            "required": ["missed", "message"],
-            "properties": {
-                "missed": {"type": "integer", "minimum": 0},
-                "message": {"type": "string"}
-            }
-        })),
-        ("FlagChange", json!({
-            "type": "object",
-            "description": "The data of an `event: flag`",
-            "required": ["namespace", "key", "version"],
-            "properties": {
-                "namespace": {"type": "string"},
-                "key": {"type": "string"},
-                "version": {"type": ["integer", "null"], "description": "null: deleted"}
-            }
-        })),
-        ("OutcomeReport", json!({
-            "type": "object",
-            "description": "What each variant of a flag served since the reporter's previous report (docs/FLAGS.md, Guarded flags). Nothing is counted unless everything is right.",
-            "required": ["variants"],
-            "additionalProperties": false,
-            "properties": {
-                "variants": {
-                    "type": "object",
-                    "minProperties": 1,
-                    "description": "Variant name -> its outcome; every name must be a variation of the flag (else 422)",
-                    "additionalProperties": {"$ref": "#/components/schemas/Outcome"}
+            }),
+        ),
+        (
+            "Lagged",
+            json!({
+                "type": "object",
+                "description": "The data of an `event: lagged`: the watcher fell behind; list again",
+                "required": ["missed", "message"],
+                "properties": {
+                    "missed": {"type": "integer", "minimum": 0},
+                    "message": {"type": "string"}
                 }
-            },
-            "examples": [{
-                "variants": {
-                    "on": {"requests": 3, "errors": 1, "latencyMs": [12.5, 40, 8]},
-                    "off": {"requests": 480, "errors": 5, "slow": 2}
+            }),
+        ),
+        (
+            "FlagChange",
+            json!({
+                "type": "object",
+                "description": "The data of an `event: flag`",
+                "required": ["namespace", "key", "version"],
+                "properties": {
+                    "namespace": {"type": "string"},
+                    "key": {"type": "string"},
+                    "version": {"type": ["integer", "null"], "description": "null: deleted"}
                 }
-            }]
-        })),
-        ("Outcome", json!({
-            "type": "object",
-            "required": ["requests"],
-            "additionalProperties": false,
-            "properties": {
-                "requests": {"type": "integer", "minimum": 0, "maximum": weir_flags::MAX_REQUESTS_PER_REPORT, "description": "Requests (or operations) served with this variant"},
-                "errors": {"type": "integer", "minimum": 0, "maximum": weir_flags::MAX_REQUESTS_PER_REPORT, "default": 0, "description": "How many of them failed; at most requests"},
-                "slow": {"type": "integer", "minimum": 0, "maximum": weir_flags::MAX_REQUESTS_PER_REPORT, "default": 0, "description": "How many were slower than the rollout's latency bound (its request-duration max); at most requests; not with latencyMs"},
-                "latencyMs": {
-                    "type": "array",
-                    "items": {"type": "number", "minimum": 0},
-                    "description": "Every one of these requests' durations in milliseconds (exactly requests entries); weir counts the slow ones against the judging rollout's bound. Not with slow"
+            }),
+        ),
+        (
+            "OutcomeReport",
+            json!({
+                "type": "object",
+                "description": "What each variant of a flag served since the reporter's previous report (docs/FLAGS.md, Guarded flags). Nothing is counted unless everything is right.",
+                "required": ["variants"],
+                "additionalProperties": false,
+                "properties": {
+                    "variants": {
+                        "type": "object",
+                        "minProperties": 1,
+                        "description": "Variant name -> its outcome; every name must be a variation of the flag (else 422)",
+                        "additionalProperties": {"$ref": "#/components/schemas/Outcome"}
+                    }
+                },
+                "examples": [{
+                    "variants": {
+                        "on": {"requests": 3, "errors": 1, "latencyMs": [12.5, 40, 8]},
+                        "off": {"requests": 480, "errors": 5, "slow": 2}
+                    }
+                }]
+            }),
+        ),
+        (
+            "Outcome",
+            json!({
+                "type": "object",
+                "required": ["requests"],
+                "additionalProperties": false,
+                "properties": {
+                    "requests": {"type": "integer", "minimum": 0, "maximum": weir_flags::MAX_REQUESTS_PER_REPORT, "description": "Requests (or operations) served with this variant"},
+                    "errors": {"type": "integer", "minimum": 0, "maximum": weir_flags::MAX_REQUESTS_PER_REPORT, "default": 0, "description": "How many of them failed; at most requests"},
+                    "slow": {"type": "integer", "minimum": 0, "maximum": weir_flags::MAX_REQUESTS_PER_REPORT, "default": 0, "description": "How many were slower than the rollout's latency bound (its request-duration max); at most requests; not with latencyMs"},
+                    "latencyMs": {
+                        "type": "array",
+                        "items": {"type": "number", "minimum": 0},
+                        "description": "Every one of these requests' durations in milliseconds (exactly requests entries); weir counts the slow ones against the judging rollout's bound. Not with slow"
+                    }
                 }
-            }
-        })),
-        ("OfrepRequest", json!({
-            "type": "object",
-            "description": "The whole body may be absent, and so may the context",
-            "properties": {
-                "context": {
-                    "type": ["object", "null"],
-                    "description": "targetingKey and any attributes",
-                    "properties": {
-                        "targetingKey": {"type": ["string", "null"], "description": "null counts as absent"}
-                    },
-                    "additionalProperties": true
+            }),
+        ),
+        (
+            "OfrepRequest",
+            json!({
+                "type": "object",
+                "description": "The whole body may be absent, and so may the context",
+                "properties": {
+                    "context": {
+                        "type": ["object", "null"],
+                        "description": "targetingKey and any attributes",
+                        "properties": {
+                            "targetingKey": {"type": ["string", "null"], "description": "null counts as absent"}
+                        },
+                        "additionalProperties": true
+                    }
+                },
+                "additionalProperties": true
+            }),
+        ),
+        (
+            "OfrepEvaluation",
+            json!({
+                "type": "object",
+                "required": ["key", "reason", "variant", "value", "metadata"],
+                "properties": {
+                    "key": {"type": "string"},
+                    "reason": {"type": "string", "enum": ["STATIC", "TARGETING_MATCH", "SPLIT", "DISABLED", "DEFAULT"]},
+                    "variant": {"type": "string"},
+                    "value": {},
+                    "metadata": {"type": "object"}
                 }
-            },
-            "additionalProperties": true
-        })),
-        ("OfrepEvaluation", json!({
-            "type": "object",
-            "required": ["key", "reason", "variant", "value", "metadata"],
-            "properties": {
-                "key": {"type": "string"},
-                "reason": {"type": "string", "enum": ["STATIC", "TARGETING_MATCH", "SPLIT", "DISABLED", "DEFAULT"]},
-                "variant": {"type": "string"},
-                "value": {},
-                "metadata": {"type": "object"}
-            }
-        })),
-        ("OfrepError", json!({
-            "type": "object",
-            "required": ["errorCode", "errorDetails"],
-            "properties": {
-                "key": {"type": "string"},
-                "errorCode": {"type": "string", "enum": ["FLAG_NOT_FOUND", "PARSE_ERROR", "TARGETING_KEY_MISSING", "INVALID_CONTEXT", "GENERAL"]},
-                "errorDetails": {"type": "string"}
-            }
-        })),
-        ("OfrepBulk", json!({
-            "type": "object",
-            "required": ["flags"],
-            "properties": {
-                "flags": {
-                    "type": "array",
-                    "items": {"anyOf": [
-                        {"$ref": "#/components/schemas/OfrepEvaluation"},
-                        {"$ref": "#/components/schemas/OfrepError"}
-                    ]}
+            }),
+        ),
+        (
+            "OfrepError",
+            json!({
+                "type": "object",
+                "required": ["errorCode", "errorDetails"],
+                "properties": {
+                    "key": {"type": "string"},
+                    "errorCode": {"type": "string", "enum": ["FLAG_NOT_FOUND", "PARSE_ERROR", "TARGETING_KEY_MISSING", "INVALID_CONTEXT", "GENERAL"]},
+                    "errorDetails": {"type": "string"}
                 }
-            }
-        })),
+            }),
+        ),
+        (
+            "OfrepBulk",
+            json!({
+                "type": "object",
+                "required": ["flags"],
+                "properties": {
+                    "flags": {
+                        "type": "array",
+                        "items": {"anyOf": [
+                            {"$ref": "#/components/schemas/OfrepEvaluation"},
+                            {"$ref": "#/components/schemas/OfrepError"}
+                        ]}
+                    }
+                }
+            }),
+        ),
     ]
 }
 

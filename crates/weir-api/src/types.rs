@@ -31,9 +31,7 @@ macro_rules! utf8_hex {
 /// The shape of a cursor of `GET /api/v1/rollouts`: the last key of the previous page,
 /// `hex(namespace) "." hex(name)` of UTF-8 text (weir-store's `encode_cursor`); any such value
 /// is a place to continue from.
-pub const ROLLOUT_CURSOR_PATTERN: &str = concat!(
-    "^(", utf8_hex!(), ")*\\.(", utf8_hex!(), ")*$"
-);
+pub const ROLLOUT_CURSOR_PATTERN: &str = concat!("^(", utf8_hex!(), ")*\\.(", utf8_hex!(), ")*$");
 
 /// The shape of a cursor of the flags' and flag rollouts' lists: how many items came before.
 pub const OFFSET_CURSOR_PATTERN: &str = "^[0-9]{1,18}$";

@@ -1704,7 +1704,12 @@ async fn the_constraints_the_openapi_document_declares_are_enforced() {
         "/api/v1/rollouts/team/web/events",
     ] {
         let reply = server.get(&format!("{list}?limit=501")).await;
-        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{list}: {:#}", reply.body);
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{list}: {:#}",
+            reply.body
+        );
         assert_eq!(reply.error_paths(), ["limit"], "{list}");
         let message = reply.body["error"]["message"].as_str().unwrap();
         assert!(message.contains("at most 500"), "{list}: {message}");
@@ -1726,7 +1731,12 @@ async fn the_constraints_the_openapi_document_declares_are_enforced() {
         ("/api/v1/rollouts/team/web/events?after=-1", "after"),
     ] {
         let reply = server.get(path).await;
-        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{path}: {:#}", reply.body);
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{path}: {:#}",
+            reply.body
+        );
         assert_eq!(reply.error_paths(), [field], "{path}");
     }
     // A free-text filter left empty filters nothing.
@@ -1744,16 +1754,36 @@ async fn the_constraints_the_openapi_document_declares_are_enforced() {
         ],
     ] {
         let reply = server
-            .send(Method::PUT, &format!("{path}?expectedVersion=4"), &headers, "{}")
+            .send(
+                Method::PUT,
+                &format!("{path}?expectedVersion=4"),
+                &headers,
+                "{}",
+            )
             .await;
-        assert_eq!(reply.status, StatusCode::CONFLICT, "{headers:?}: {:#}", reply.body);
+        assert_eq!(
+            reply.status,
+            StatusCode::CONFLICT,
+            "{headers:?}: {:#}",
+            reply.body
+        );
         assert_eq!(reply.body["error"]["code"], "conflict");
     }
     for delete in [path.clone(), "/api/v1/flags/team/web".to_string()] {
         let reply = server
-            .send(Method::DELETE, &format!("{delete}?expectedVersion=0"), &[], Bytes::new())
+            .send(
+                Method::DELETE,
+                &format!("{delete}?expectedVersion=0"),
+                &[],
+                Bytes::new(),
+            )
             .await;
-        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{delete}: {:#}", reply.body);
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{delete}: {:#}",
+            reply.body
+        );
         assert_eq!(reply.error_paths(), ["expectedVersion"], "{delete}");
     }
 
@@ -1789,11 +1819,21 @@ spec:
     let outcomes = "/api/v1/flags/shop/checkout/outcomes";
     let json = [("content-type", "application/json")];
     let reply = server
-        .send(Method::POST, outcomes, &json, r#"{"variants": {"on": {"requests": 2.0, "errors": 1.0}}}"#)
+        .send(
+            Method::POST,
+            outcomes,
+            &json,
+            r#"{"variants": {"on": {"requests": 2.0, "errors": 1.0}}}"#,
+        )
         .await;
     assert_eq!(reply.status, StatusCode::NO_CONTENT, "{:#}", reply.body);
     let reply = server
-        .send(Method::POST, outcomes, &json, r#"{"variants": {"on": {"requests": 2.5}}}"#)
+        .send(
+            Method::POST,
+            outcomes,
+            &json,
+            r#"{"variants": {"on": {"requests": 2.5}}}"#,
+        )
         .await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{:#}", reply.body);
     assert_eq!(reply.error_paths(), ["variants.on.requests"]);

@@ -100,7 +100,12 @@ fn schemathesis_finds_no_server_error_and_no_mismatch() {
         .arg(&config)
         .arg("run")
         .args(["--checks", "all", "--exclude-checks", "ignored_auth"])
-        .args(["--exclude-operation-id", "watch", "--exclude-operation-id", "watchFlags"])
+        .args([
+            "--exclude-operation-id",
+            "watch",
+            "--exclude-operation-id",
+            "watchFlags",
+        ])
         // Bounded: a few thousand requests, two minutes or so on two cores. One worker:
         // hypothesis describes strategies with `ast.parse`, which CPython 3.11 can break when
         // two threads parse at once ("AST constructor recursion depth mismatch").

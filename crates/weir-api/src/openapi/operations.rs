@@ -117,7 +117,8 @@ impl Operation {
                 503 => "Unavailable",
                 _ => continue,
             };
-            self.responses.push((status.to_string(), reference("responses", name)));
+            self.responses
+                .push((status.to_string(), reference("responses", name)));
         }
         self
     }
@@ -258,7 +259,10 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
         })
     };
     let phases: Vec<&str> = Phase::ALL.iter().map(|phase| phase.as_str()).collect();
-    let states: Vec<&str> = ScheduleState::ALL.iter().map(|state| state.as_str()).collect();
+    let states: Vec<&str> = ScheduleState::ALL
+        .iter()
+        .map(|state| state.as_str())
+        .collect();
     let types: Vec<&str> = ScheduleType::ALL.iter().map(|kind| kind.as_str()).collect();
     let preconditions = || {
         vec![
@@ -270,9 +274,21 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
     let ofrep_one = |operation: Operation| {
         operation
             .body(json_body(reference("schemas", "OfrepRequest"), false))
-            .answer(200, json_answer("The evaluation", reference("schemas", "OfrepEvaluation")))
-            .answer(400, json_answer("PARSE_ERROR, TARGETING_KEY_MISSING or INVALID_CONTEXT", reference("schemas", "OfrepError")))
-            .answer(404, json_answer("FLAG_NOT_FOUND", reference("schemas", "OfrepError")))
+            .answer(
+                200,
+                json_answer("The evaluation", reference("schemas", "OfrepEvaluation")),
+            )
+            .answer(
+                400,
+                json_answer(
+                    "PARSE_ERROR, TARGETING_KEY_MISSING or INVALID_CONTEXT",
+                    reference("schemas", "OfrepError"),
+                ),
+            )
+            .answer(
+                404,
+                json_answer("FLAG_NOT_FOUND", reference("schemas", "OfrepError")),
+            )
     };
     let ofrep_all = |operation: Operation| {
         operation
@@ -530,7 +546,6 @@ pub(crate) fn responses() -> Value {
     });
     responses["Unauthorized"]["headers"] =
         json!({"WWW-Authenticate": {"schema": {"type": "string"}, "description": "Bearer"}});
-    responses["TooManyRequests"]["headers"] =
-        json!({"Retry-After": {"schema": {"type": "integer", "minimum": 0}, "description": "Seconds"}});
+    responses["TooManyRequests"]["headers"] = json!({"Retry-After": {"schema": {"type": "integer", "minimum": 0}, "description": "Seconds"}});
     responses
 }

@@ -81,7 +81,10 @@ fn operations_are_complete_and_scoped() {
         let id = operation["operationId"].as_str().expect("operationId");
         assert!(ids.insert(id), "{id} is used twice");
         let responses = operation["responses"].as_object().expect("responses");
-        assert!(responses.keys().any(|status| status.starts_with('2')), "{method} {path}");
+        assert!(
+            responses.keys().any(|status| status.starts_with('2')),
+            "{method} {path}"
+        );
         assert!(responses.contains_key("421"), "{method} {path}");
         let security = operation["security"].as_array().expect("security");
         match operation.get("x-weir-scope").and_then(Value::as_str) {
@@ -131,7 +134,10 @@ fn every_route_in_lib_rs_is_documented() {
             .and_then(|rest| rest.split('"').next())
             .expect("a route path literal");
         routes += 1;
-        assert!(paths.contains_key(path), "{path} is served but not documented");
+        assert!(
+            paths.contains_key(path),
+            "{path} is served but not documented"
+        );
     }
     assert_eq!(routes, paths.len(), "as many routes as documented paths");
 }
@@ -146,10 +152,20 @@ fn constraints_are_declared() {
     assert_eq!(parameters["name"]["schema"]["maxLength"], 253);
     assert_eq!(parameters["namespace"]["schema"]["maxLength"], 63);
     let schemas = &doc["components"]["schemas"];
-    assert_eq!(schemas["RolloutMetadata"]["properties"]["name"]["maxLength"], 253);
-    assert_eq!(schemas["FlagMetadata"]["properties"]["name"]["pattern"], super::FLAG_KEY_PATTERN);
+    assert_eq!(
+        schemas["RolloutMetadata"]["properties"]["name"]["maxLength"],
+        253
+    );
+    assert_eq!(
+        schemas["FlagMetadata"]["properties"]["name"]["pattern"],
+        super::FLAG_KEY_PATTERN
+    );
     // The documents refuse unknown fields, as the server does.
-    assert_eq!(schemas["Rollout"]["additionalProperties"], false, "{:#}", schemas["Rollout"]);
+    assert_eq!(
+        schemas["Rollout"]["additionalProperties"], false,
+        "{:#}",
+        schemas["Rollout"]
+    );
     assert_eq!(schemas["Flag"]["additionalProperties"], false);
     let phases = &doc["paths"]["/api/v1/rollouts"]["get"]["parameters"][1]["schema"]["enum"];
     assert_eq!(phases.as_array().map(Vec::len), Some(12), "{phases}");
@@ -195,9 +211,18 @@ fn name_patterns_agree_with_the_validation() {
         ("a_b", false),
         (too_long_label.as_str(), false),
     ] {
-        assert_eq!(pattern(name) && name.len() <= 253, valid, "pattern on {name:?}");
+        assert_eq!(
+            pattern(name) && name.len() <= 253,
+            valid,
+            "pattern on {name:?}"
+        );
         let refused_name = matches!(rollout(name), Err(true));
-        assert_eq!(!refused_name, valid, "validation on {name:?}: {:?}", rollout(name));
+        assert_eq!(
+            !refused_name,
+            valid,
+            "validation on {name:?}: {:?}",
+            rollout(name)
+        );
     }
 }
 
