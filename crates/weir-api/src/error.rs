@@ -12,7 +12,7 @@ use weir_engine::EngineError;
 use weir_store::StoreError;
 
 /// The stable, machine-readable kind of an error (`error.code` in the body).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// 400: the request or the document is invalid; `errors` names every field.

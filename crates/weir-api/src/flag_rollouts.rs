@@ -15,13 +15,12 @@ use weir_core::FieldError;
 use weir_core::machine::{schedule_entries, schedule_state};
 use weir_core::model::{Phase, Plan, RolloutSpec, RolloutStatus, ScheduleState};
 use weir_core::units::Weight;
-use weir_store::{ListQuery, MAX_PAGE, Store, StoredRollout};
+use weir_store::{DEFAULT_PAGE, ListQuery, MAX_PAGE, Store, StoredRollout};
 
 use crate::ApiState;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::input::Params;
-use crate::rollouts::page_size;
 use crate::types::{
     FlagRolloutPage, FlagRolloutView, NextEntry, RolloutView, ScheduleEntryView, ScheduleSummary,
     ScheduleType,
@@ -126,7 +125,7 @@ impl ListRequest {
                 )),
             }
         }
-        let schedule_type = params.text("type").and_then(|value| {
+        let schedule_type = params.typed("type").and_then(|value| {
             let found = ScheduleType::ALL
                 .into_iter()
                 .find(|schedule_type| schedule_type.as_str().eq_ignore_ascii_case(&value));
@@ -142,7 +141,7 @@ impl ListRequest {
             }
             found
         });
-        let order = params.text("order").map_or(Some(Order::Name), |value| {
+        let order = params.typed("order").map_or(Some(Order::Name), |value| {
             let order = Order::parse(&value);
             if order.is_none() {
                 errors.push(FieldError::with_value(
@@ -153,21 +152,17 @@ impl ListRequest {
             }
             order
         });
-        let limit = params.number("limit").unwrap_or_else(|error| {
+        let limit = params.limit("limit").unwrap_or_else(|error| {
             errors.push(error);
-            None
+            DEFAULT_PAGE
         });
-        let start = params.text("cursor").map_or(Some(0), |cursor| {
-            let start = cursor.parse::<usize>().ok();
-            if start.is_none() {
-                errors.push(FieldError::with_value(
-                    "cursor",
-                    format!("{cursor:?}"),
-                    "the nextCursor of a previous page",
-                ));
-            }
-            start
-        });
+        let start = params.offset("cursor").map_or_else(
+            |error| {
+                errors.push(error);
+                None
+            },
+            Some,
+        );
         match (order, start) {
             (Some(order), Some(start)) if errors.is_empty() => Ok(ListRequest {
                 namespace: params.text("namespace"),
@@ -176,7 +171,7 @@ impl ListRequest {
                 schedule_type,
                 search: params.text("search").map(|search| search.to_lowercase()),
                 order,
-                limit: page_size(limit),
+                limit,
                 start,
             }),
             _ => Err(ApiError::invalid(errors)),

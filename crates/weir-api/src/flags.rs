@@ -116,13 +116,20 @@ const SERVER_FIELDS: [&str; 6] = [
 ];
 
 /// A flag as the API shows it: the document with the server's fields.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct FlagView {
+    /// The document as applied.
     #[serde(flatten)]
     flag: Flag,
+    /// Bumped by every change; the `ETag`.
+    #[schemars(range(min = 1))]
     version: u64,
+    /// When the flag was first applied.
+    #[schemars(with = "jiff::Timestamp")]
     created_at: String,
+    /// When it last changed.
+    #[schemars(with = "jiff::Timestamp")]
     updated_at: String,
     /// The rollout moving this flag's audience now (`NAMESPACE/NAME`), if one is.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -134,7 +141,7 @@ pub(crate) struct FlagView {
 }
 
 /// One variant's reported outcomes, added up.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct OutcomeTotals {
     requests: u64,
@@ -191,18 +198,25 @@ impl FlagView {
     }
 }
 
-#[derive(Debug, Serialize)]
+/// `GET /api/v1/flags`: a page of flags.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct FlagPage {
+pub(crate) struct FlagPage {
+    /// The flags, in the order asked for.
     items: Vec<FlagView>,
+    /// Pass as `cursor` for the next page; absent on the last one.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]{1,18}$"))]
     next_cursor: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+/// `POST`/`PUT` of a flag: what the apply did.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct AppliedFlag {
+pub(crate) struct AppliedFlag {
+    /// The flag after the apply.
     flag: FlagView,
+    /// Created, updated or unchanged.
     outcome: ApplyOutcome,
 }
 
@@ -242,22 +256,14 @@ pub(crate) async fn list<F: FlagStore>(
     query: QueryPairs,
 ) -> Result<Response, ApiError> {
     let params = Params::parse(query, &["namespace", "search", "order", "limit", "cursor"])?;
-    let limit = params
-        .number("limit")
-        .map_err(ApiError::field)?
-        .unwrap_or(100)
-        .clamp(1, 1000);
-    let start = match params.text("cursor") {
-        None => 0,
-        Some(cursor) => cursor.parse::<usize>().map_err(|_| {
-            ApiError::field(FieldError::with_value(
-                "cursor",
-                format!("{cursor:?}"),
-                "the nextCursor of a previous page",
-            ))
-        })?,
+    let (limit, start) = match (params.limit("limit"), params.offset("cursor")) {
+        (Ok(limit), Ok(start)) => (limit, start),
+        (limit, start) => {
+            let errors = [limit.err(), start.err()].into_iter().flatten().collect();
+            return Err(ApiError::invalid(errors));
+        }
     };
-    let order = params.text("order").unwrap_or_else(|| "key".into());
+    let order = params.typed("order").unwrap_or_else(|| "key".into());
     if !ORDERS.split(", ").any(|known| known == order) {
         return Err(ApiError::field(FieldError::with_value(
             "order",
@@ -296,7 +302,6 @@ pub(crate) async fn list<F: FlagStore>(
         "-updated" => found.sort_by_key(|flag| std::cmp::Reverse(flag.updated_at)),
         _ => {}
     }
-    let limit = usize::try_from(limit).unwrap_or(1000);
     let end = start.saturating_add(limit).min(found.len());
     let next_cursor = (end < found.len()).then(|| end.to_string());
     let items = found
@@ -458,6 +463,7 @@ pub(crate) async fn delete<F: FlagStore>(
     let params = Params::parse(query, &["expectedVersion"])?;
     let expected_version = params.number("expectedVersion").map_err(ApiError::field)?;
     let expected = match input::precondition(&headers, expected_version)? {
+        Precondition::Version(0) => return Err(crate::rollouts::delete_of_nothing("flag")),
         Precondition::Version(version) => Some(version),
         Precondition::None | Precondition::Exists => None,
     };

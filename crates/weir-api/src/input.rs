@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use serde_json::Value;
 use weir_core::FieldError;
 use weir_core::model::Phase;
-use weir_store::RolloutKey;
+use weir_store::{DEFAULT_PAGE, MAX_PAGE, RolloutKey};
 
 use crate::error::ApiError;
 
@@ -95,7 +95,14 @@ impl Params {
         }
     }
 
-    /// A text parameter; empty counts as absent.
+    /// A parameter of a type, as given: an empty value is a value (and an error for a number,
+    /// a name from a list or a cursor), so that what the OpenAPI document says is exactly what
+    /// is accepted.
+    pub(crate) fn typed(&self, name: &str) -> Option<String> {
+        self.0.get(name).and_then(|values| values.first()).cloned()
+    }
+
+    /// A text parameter (a filter); empty counts as absent.
     pub(crate) fn text(&self, name: &str) -> Option<String> {
         self.0
             .get(name)
@@ -118,19 +125,66 @@ impl Params {
             .collect()
     }
 
-    /// A non-negative whole number.
+    /// A non-negative whole number: digits only (`u64::from_str` alone would take "+5").
     pub(crate) fn number(&self, name: &str) -> Result<Option<u64>, FieldError> {
-        match self.text(name) {
+        match self.typed(name) {
             None => Ok(None),
-            Some(value) => value.parse::<u64>().map(Some).map_err(|_| {
-                FieldError::with_value(name, format!("{value:?}"), "must be a whole number >= 0")
-            }),
+            Some(value) => value
+                .bytes()
+                .all(|byte| byte.is_ascii_digit())
+                .then(|| value.parse::<u64>().ok())
+                .flatten()
+                .map(Some)
+                .ok_or_else(|| {
+                    FieldError::with_value(
+                        name,
+                        format!("{value:?}"),
+                        format!("must be a whole number from 0 to {}", u64::MAX),
+                    )
+                }),
+        }
+    }
+
+    /// A page size: absent or 0 is [`DEFAULT_PAGE`], more than [`MAX_PAGE`] is refused (as the
+    /// OpenAPI document says), so that a client never silently gets fewer than it asked for.
+    pub(crate) fn limit(&self, name: &str) -> Result<usize, FieldError> {
+        match self.number(name)? {
+            None | Some(0) => Ok(DEFAULT_PAGE),
+            Some(limit) => usize::try_from(limit)
+                .ok()
+                .filter(|limit| *limit <= MAX_PAGE)
+                .ok_or_else(|| {
+                    FieldError::with_value(
+                        name,
+                        limit.to_string(),
+                        format!("at most {MAX_PAGE} (0 or absent: {DEFAULT_PAGE})"),
+                    )
+                }),
+        }
+    }
+
+    /// An offset cursor (the flags' and flag rollouts' lists): the digits of a `nextCursor`.
+    pub(crate) fn offset(&self, name: &str) -> Result<usize, FieldError> {
+        match self.typed(name) {
+            None => Ok(0),
+            Some(cursor) => cursor
+                .bytes()
+                .all(|byte| byte.is_ascii_digit())
+                .then(|| cursor.parse::<usize>().ok())
+                .flatten()
+                .ok_or_else(|| {
+                    FieldError::with_value(
+                        name,
+                        format!("{cursor:?}"),
+                        "the nextCursor of a previous page",
+                    )
+                }),
         }
     }
 
     /// A phase, by name (any case).
     pub(crate) fn phase(&self, name: &str) -> Result<Option<Phase>, FieldError> {
-        let Some(value) = self.text(name) else {
+        let Some(value) = self.typed(name) else {
             return Ok(None);
         };
         PHASES
@@ -157,25 +211,6 @@ fn phase_name(phase: Phase) -> String {
     match serde_json::to_value(phase) {
         Ok(Value::String(name)) => name,
         _ => format!("{phase:?}"),
-    }
-}
-
-/// Collects per-field results into one 400.
-pub(crate) fn all_or_invalid<T>(
-    results: impl IntoIterator<Item = Result<T, FieldError>>,
-) -> Result<Vec<T>, ApiError> {
-    let mut values = Vec::new();
-    let mut errors = Vec::new();
-    for result in results {
-        match result {
-            Ok(value) => values.push(value),
-            Err(error) => errors.push(error),
-        }
-    }
-    if errors.is_empty() {
-        Ok(values)
-    } else {
-        Err(ApiError::invalid(errors))
     }
 }
 
@@ -246,9 +281,10 @@ pub(crate) fn precondition(
             (_, Precondition::None) => true,
         };
         if !agrees {
-            return Err(ApiError::field(FieldError::new(
-                from,
-                format!("contradicts {chosen_from}"),
+            // Well formed, but no stored version can satisfy both: a failed precondition,
+            // which this API answers with 409 like any other.
+            return Err(ApiError::Conflict(format!(
+                "{from} contradicts {chosen_from}: no stored version can satisfy both"
             )));
         }
         // A specific version is stronger than "exists".
@@ -297,7 +333,7 @@ pub(crate) fn actor(headers: &HeaderMap, from_body: Option<String>) -> Result<St
     Ok(actor.trim().to_string())
 }
 
-const MAX_ACTOR_CHARS: usize = 200;
+use crate::types::MAX_ACTOR_CHARS;
 
 // === bodies ===
 

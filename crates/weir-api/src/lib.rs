@@ -9,7 +9,7 @@
 //! | `GET /healthz` | liveness |
 //! | `GET /readyz` | readiness (an operator replica that is not the leader answers 503) |
 //! | `GET /metrics` | weir's own metrics, OpenMetrics text (docs/METRICS.md) |
-//! | `GET /api/v1/openapi.json` | the OpenAPI 3 document |
+//! | `GET /api/v1/openapi.json` | the OpenAPI 3.1 document, generated from the route table and the types (`openapi.rs`) |
 //! | `GET /api/v1/rollouts?namespace=&phase=&limit=&cursor=` | a page of rollouts |
 //! | `POST /api/v1/rollouts` | apply (create or update) a Rollout or a Flagger Canary |
 //! | `GET /api/v1/rollouts/{namespace}/{name}` | one rollout (`ETag`: its version) |
@@ -62,7 +62,7 @@ pub use error::{ApiError, ErrorCode};
 pub use host::HostPolicy;
 pub use metrics::{OPENMETRICS_CONTENT_TYPE, metrics_router};
 pub use ofrep::DEFAULT_NAMESPACE as OFREP_DEFAULT_NAMESPACE;
-pub use openapi::OPENAPI_JSON;
+pub use openapi::{document as openapi_document, openapi_json};
 
 /// The largest request body accepted (the size limit of a document); larger bodies get 413.
 pub const MAX_BODY_BYTES: usize = weir_core::document::MAX_DOCUMENT_BYTES;

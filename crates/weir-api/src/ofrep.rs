@@ -136,6 +136,20 @@ fn evaluate_all(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Response {
+    if !is_namespace(namespace) {
+        // Not a name any namespace can have: an answer of "no flags" would hide the mistake.
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({
+                "errorCode": "GENERAL",
+                "errorDetails": format!(
+                    "{namespace:?} is not a namespace: at most 63 lowercase letters, digits and \
+                     '-', starting and ending with a letter or digit"
+                ),
+            })),
+        )
+            .into_response();
+    }
     let context = match context_of(body) {
         Ok(context) => context,
         Err((code, details)) => {
@@ -186,6 +200,17 @@ fn evaluate_all(
         response.headers_mut().insert(header::ETAG, tag);
     }
     response
+}
+
+/// A namespace's name: a DNS label, as weir-core's validation requires of every document's
+/// namespace (and as the OpenAPI document's `namespace` parameter says).
+fn is_namespace(text: &str) -> bool {
+    (1..=63).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !text.starts_with('-')
+        && !text.ends_with('-')
 }
 
 fn success(key: &str, evaluation: &weir_core::flag::Evaluation) -> Value {

@@ -131,6 +131,20 @@ pub(crate) fn report_of(bytes: &[u8]) -> Result<Report, ApiError> {
     }
 }
 
+/// A count: a whole number >= 0. JSON does not tell 2 from 2.0, and neither does JSON Schema's
+/// `integer` (which the OpenAPI document declares), so an integral float counts too, up to
+/// 2^53 where every whole number is exact.
+fn whole(value: &Value) -> Option<u64> {
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|number| number.fract() == 0.0 && (0.0..=EXACT).contains(number))
+            // In range and integral (checked above), so the conversion is exact.
+            .map(|number| number as u64)
+    })
+}
+
 /// One variant's outcome at `path`.
 fn outcome_of(path: &str, value: Value) -> Result<Outcome, Vec<FieldError>> {
     let Value::Object(fields) = value else {
@@ -147,7 +161,7 @@ fn outcome_of(path: &str, value: Value) -> Result<Outcome, Vec<FieldError>> {
         let at = format!("{path}.{field}");
         requests_given |= field == "requests";
         match field.as_str() {
-            "requests" | "errors" | "slow" => match value.as_u64() {
+            "requests" | "errors" | "slow" => match whole(&value) {
                 Some(count) => match field.as_str() {
                     "requests" => outcome.requests = count,
                     "errors" => outcome.errors = count,

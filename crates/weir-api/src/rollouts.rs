@@ -12,7 +12,7 @@ use weir_core::document::{Document, load_value};
 use weir_core::machine::{Command, GateRef};
 use weir_core::model::{HookType, Rollout};
 use weir_core::{FieldError, Warning};
-use weir_store::{ApplyOutcome, DEFAULT_PAGE, ListQuery, MAX_PAGE, RolloutKey, Store};
+use weir_store::{ApplyOutcome, ListQuery, RolloutKey, Store};
 
 use crate::ApiState;
 use crate::auth::Caller;
@@ -61,7 +61,7 @@ pub(crate) async fn list<S: Store>(
     query: QueryPairs,
 ) -> Result<Response, ApiError> {
     let params = Params::parse(query, &["namespace", "phase", "limit", "cursor"])?;
-    let (phase, limit) = match (params.phase("phase"), params.number("limit")) {
+    let (phase, limit) = match (params.phase("phase"), params.limit("limit")) {
         (Ok(phase), Ok(limit)) => (phase, limit),
         (phase, limit) => {
             let errors = [phase.err(), limit.err()].into_iter().flatten().collect();
@@ -71,8 +71,8 @@ pub(crate) async fn list<S: Store>(
     let query = ListQuery {
         namespace: params.text("namespace"),
         phase,
-        cursor: params.text("cursor"),
-        limit: page_size(limit),
+        cursor: params.typed("cursor"),
+        limit,
     };
     let page = match caller.namespaces() {
         None => state.store.list(&query).await?,
@@ -115,14 +115,6 @@ async fn visible_page<S: Store>(
             }
             _ => return Ok(page),
         }
-    }
-}
-
-/// A requested page size as the store takes it (0: the default; capped at the maximum).
-pub(crate) fn page_size(limit: Option<u64>) -> usize {
-    match limit {
-        None | Some(0) => DEFAULT_PAGE,
-        Some(limit) => usize::try_from(limit).unwrap_or(MAX_PAGE).min(MAX_PAGE),
     }
 }
 
@@ -293,16 +285,24 @@ pub(crate) async fn delete<S: Store>(
     let expected_version = params.number("expectedVersion").map_err(ApiError::field)?;
     let expected_version = match input::precondition(&headers, expected_version)? {
         Precondition::None | Precondition::Exists => None,
-        Precondition::Version(0) => {
-            return Err(ApiError::field(FieldError::new(
-                "If-None-Match",
-                "asks that the rollout not exist, which a delete cannot honour",
-            )));
-        }
+        Precondition::Version(0) => return Err(delete_of_nothing("rollout")),
         Precondition::Version(version) => Some(version),
     };
     state.engine.delete(key, expected_version).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// `expectedVersion=0` (or `If-None-Match: *`) on a delete: "only if it does not exist" cannot be
+/// honoured by a delete; versions start at 1.
+pub(crate) fn delete_of_nothing(what: &str) -> ApiError {
+    ApiError::field(FieldError::with_value(
+        "expectedVersion",
+        "0",
+        format!(
+            "asks that the {what} not exist, which a delete cannot honour: give the version to \
+             delete (1 or more, the ETag of a GET)"
+        ),
+    ))
 }
 
 // === commands ===
@@ -546,10 +546,12 @@ pub(crate) async fn events<S: Store>(
     query: QueryPairs,
 ) -> Result<Response, ApiError> {
     let params = Params::parse(query, &["after", "limit"])?;
-    let numbers = input::all_or_invalid([params.number("after"), params.number("limit")])?;
-    let (after, limit) = match numbers.as_slice() {
-        [after, limit] => (after.unwrap_or(0), page_size(*limit)),
-        _ => (0, DEFAULT_PAGE),
+    let (after, limit) = match (params.number("after"), params.limit("limit")) {
+        (Ok(after), Ok(limit)) => (after.unwrap_or(0), limit),
+        (after, limit) => {
+            let errors = [after.err(), limit.err()].into_iter().flatten().collect();
+            return Err(ApiError::invalid(errors));
+        }
     };
     if state.store.get(&key).await?.is_none() {
         return Err(not_found(&key));

@@ -2,6 +2,7 @@
 //! CLI decodes into the same ones, so the two cannot drift apart.
 
 use jiff::Timestamp;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use weir_core::FieldError;
 use weir_core::Warning;
@@ -11,16 +12,42 @@ use weir_store::{ApplyOutcome, StoredEvent, StoredRollout};
 
 pub use crate::error::ErrorCode;
 
+/// One character of UTF-8 as lowercase hex pairs (the well-formed sequences of RFC 3629).
+macro_rules! utf8_hex {
+    () => {
+        concat!(
+            "[0-7][0-9a-f]",
+            "|(c[2-9a-f]|d[0-9a-f])[89ab][0-9a-f]",
+            "|e0[ab][0-9a-f][89ab][0-9a-f]",
+            "|(e[1-9a-cef])[89ab][0-9a-f][89ab][0-9a-f]",
+            "|ed[89][0-9a-f][89ab][0-9a-f]",
+            "|f0[9ab][0-9a-f]([89ab][0-9a-f]){2}",
+            "|f[1-3]([89ab][0-9a-f]){3}",
+            "|f48[0-9a-f]([89ab][0-9a-f]){2}"
+        )
+    };
+}
+
+/// The shape of a cursor of `GET /api/v1/rollouts`: the last key of the previous page,
+/// `hex(namespace) "." hex(name)` of UTF-8 text (weir-store's `encode_cursor`); any such value
+/// is a place to continue from.
+pub const ROLLOUT_CURSOR_PATTERN: &str = concat!("^(", utf8_hex!(), ")*\\.(", utf8_hex!(), ")*$");
+
+/// The shape of a cursor of the flags' and flag rollouts' lists: how many items came before.
+pub const OFFSET_CURSOR_PATTERN: &str = "^[0-9]{1,18}$";
+
 /// A rollout as the API shows it: the document with its status, and the store's bookkeeping.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutView {
     /// The document as applied, with its status.
     #[serde(flatten)]
     pub document: Rollout,
     /// Bumped by every change; the `ETag`.
+    #[schemars(range(min = 1))]
     pub version: u64,
     /// Bumped by every change of the spec.
+    #[schemars(range(min = 1))]
     pub generation: u64,
     /// The sequence number of the newest event.
     pub last_event_seq: u64,
@@ -46,30 +73,32 @@ impl From<StoredRollout> for RolloutView {
 }
 
 /// `GET /api/v1/rollouts`: a page of rollouts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutPage {
     /// The rollouts, by namespace and name.
     pub items: Vec<RolloutView>,
     /// Pass as `cursor` for the next page; `None` on the last one.
+    #[schemars(regex(pattern = ROLLOUT_CURSOR_PATTERN))]
     pub next_cursor: Option<String>,
 }
 
 /// `GET /api/v1/flag-rollouts`: a page of the rollouts whose target is a flag.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FlagRolloutPage {
     /// The rollouts, in the order asked for.
     pub items: Vec<FlagRolloutView>,
     /// Pass as `cursor` for the next page; absent on the last one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = OFFSET_CURSOR_PATTERN))]
     pub next_cursor: Option<String>,
 }
 
 /// A flag rollout as the list shows it: the rollout as `/api/v1/rollouts` returns it, and where
 /// its schedule stands, worked out by the server so that no client has to expand a template or
 /// match `triggered` against the entries itself.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FlagRolloutView {
     /// The rollout, with its status.
@@ -82,7 +111,7 @@ pub struct FlagRolloutView {
 }
 
 /// How a schedule is written (seed 004's manual and template settings).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ScheduleType {
     /// `manual: [{at, weight}]`.
@@ -118,7 +147,7 @@ impl ScheduleType {
 
 /// Where a schedule stands: every entry (a template expanded) with when it took effect, how
 /// many are done, the next one, and the weight of the new variation now.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ScheduleSummary {
     /// Manual entries or a template.
@@ -140,7 +169,7 @@ pub struct ScheduleSummary {
 }
 
 /// One schedule entry and, once it took effect, when.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ScheduleEntryView {
     /// When the entry is due.
@@ -153,7 +182,7 @@ pub struct ScheduleEntryView {
 }
 
 /// The next schedule entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NextEntry {
     /// When it is due.
@@ -163,7 +192,7 @@ pub struct NextEntry {
 }
 
 /// `POST`/`PUT` of a rollout: what the apply did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Applied {
     /// The rollout after the apply.
@@ -175,7 +204,7 @@ pub struct Applied {
 }
 
 /// `GET .../events`: a page of a rollout's history.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventPage {
     /// The events, oldest first.
@@ -201,6 +230,77 @@ pub struct CommandRequest {
     pub rollback: Option<bool>,
 }
 
+/// The rules the server reads a command by (`rollouts.rs`, `command_of`), as a schema: one
+/// branch per kind of command, since which fields a command takes depends on its name (`gate`
+/// only with `open-gate` and `close-gate`, `rollback` only with `stop`); unknown fields are
+/// refused. Written by hand because a derive cannot say that; the names come from the core.
+impl JsonSchema for CommandRequest {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CommandRequest".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        use weir_core::machine::Command;
+        let plain: Vec<&str> = Command::SIMPLE
+            .iter()
+            .map(Command::as_str)
+            .filter(|name| *name != "stop")
+            .collect();
+        let gate = generator.subschema_for::<GateRequest>();
+        let actor = serde_json::json!({
+            "type": ["string", "null"],
+            "maxLength": MAX_ACTOR_CHARS,
+            "description": "Recorded in the history (default: the X-Weir-Actor header, else api)"
+        });
+        schemars::json_schema!({
+            "description": "A command for a rollout. promote, abort, pause, resume, retry and skip-analysis act on the current run (or, for skip-analysis, the next); open-gate and close-gate take a gate; stop ends the run where it stands, or with rollback: true returns everyone to the primary.",
+            "oneOf": [
+                {
+                    "type": "object",
+                    "required": ["command"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "command": {"type": "string", "enum": plain},
+                        "actor": actor,
+                    }
+                },
+                {
+                    "type": "object",
+                    "required": ["command", "gate"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "command": {"type": "string", "enum": ["open-gate", "close-gate"]},
+                        "actor": actor,
+                        "gate": gate,
+                    }
+                },
+                {
+                    "type": "object",
+                    "required": ["command"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "command": {"const": "stop"},
+                        "actor": actor,
+                        "rollback": {
+                            "type": ["boolean", "null"],
+                            "description": "Return everyone to the primary (a flag's control variation) as well; default false, the weights stay where they are"
+                        },
+                    }
+                }
+            ],
+            "examples": [
+                {"command": "pause", "actor": "ana"},
+                {"command": "open-gate", "gate": {"type": "confirm-promotion"}, "actor": "ana"},
+                {"command": "close-gate", "gate": {"hook": "load-approval"}},
+                {"command": "stop", "rollback": true, "actor": "ana"}
+            ]
+        })
+    }
+}
+
+/// The longest actor a command may name, in characters (`input::actor`).
+pub(crate) const MAX_ACTOR_CHARS: usize = 200;
+
 /// A gate by its type, its hook's name, or both.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct GateRequest {
@@ -212,15 +312,43 @@ pub struct GateRequest {
     pub hook: Option<String>,
 }
 
+/// What `gate_of` in `rollouts.rs` reads: at least one of `type` and `hook`, nothing else.
+impl JsonSchema for GateRequest {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "GateRequest".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let types: Vec<&str> = weir_core::model::HookType::GATES
+            .iter()
+            .map(|gate| gate.as_str())
+            .collect();
+        schemars::json_schema!({
+            "type": "object",
+            "description": "Which gate open-gate or close-gate decides: one hook by name, or every hook of a gate type (and the type itself when it has no hooks). At least one of type and hook; when both, they must agree.",
+            "additionalProperties": false,
+            "minProperties": 1,
+            "properties": {
+                "type": {"type": "string", "enum": types},
+                "hook": {
+                    "type": "string",
+                    "pattern": "\\S",
+                    "description": "A webhook's name in spec.analysis.webhooks"
+                }
+            }
+        })
+    }
+}
+
 /// Every refusal's body.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorBody {
     /// What went wrong.
     pub error: ErrorDetail,
 }
 
 /// What went wrong, and for an invalid document every field at fault.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorDetail {
     /// The kind of error.
     pub code: ErrorCode,

@@ -31,15 +31,23 @@ use crate::input::Params;
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The data of an `event: status`.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct StatusData<'a> {
+#[schemars(rename = "StatusChange")]
+pub(crate) struct StatusData<'a> {
+    /// The rollout's namespace.
     namespace: &'a str,
+    /// Its name.
     name: &'a str,
+    /// Its version after the change.
     version: u64,
+    /// Its phase (`Terminated` once deleted).
     phase: Phase,
+    /// The canary's weight.
     canary_weight: Weight,
+    /// The status; null once the rollout is deleted.
     status: Option<&'a RolloutStatus>,
+    /// The events the change committed.
     events: &'a [StoredEvent],
 }
 

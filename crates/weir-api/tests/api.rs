@@ -1237,6 +1237,7 @@ async fn openapi_lists_every_route() {
     // Every route the router serves is documented ...
     let served = [
         ("get", "/healthz"),
+        ("get", "/readyz"),
         ("get", "/api/v1/openapi.json"),
         ("get", "/metrics"),
         ("get", "/api/v1/rollouts"),
@@ -1307,6 +1308,33 @@ async fn openapi_lists_every_route() {
         }
     }
     assert_eq!(operations, served.len());
+    // ... and a documented path answers no method it does not document (405).
+    for (path, item) in paths {
+        let concrete = path
+            .replace("{namespace}", "probe")
+            .replace("{name}", "probe")
+            .replace("{key}", "probe");
+        for method in ["get", "post", "put", "delete", "patch"] {
+            if item.get(method).is_some() {
+                continue;
+            }
+            let request = Request::builder()
+                .method(method.to_uppercase().as_str())
+                .uri(format!("{}{concrete}", server.base))
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from_static(b"{}")))
+                .unwrap();
+            let response = tokio::time::timeout(DEADLINE, server.client.request(request))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                response.status(),
+                StatusCode::METHOD_NOT_ALLOWED,
+                "{method} {path} is answered but not documented"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1658,4 +1686,155 @@ async fn flag_rollout_lists_refuse_bad_parameters_by_name() {
         .await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{:#}", reply.body);
     assert_eq!(reply.error_paths(), ["type"]);
+}
+
+/// What the OpenAPI document declares is what the server enforces (found by schemathesis,
+/// `crates/weir/tests/openapi_fuzz.rs`): page sizes at most 500, numbers of digits only, an
+/// empty value of a typed parameter refused (free-text filters take it as absent), cursors of
+/// their documented shape, preconditions that cannot all hold answered 409, a delete of
+/// "version 0" refused, an OFREP namespace that is no namespace's name refused, and counts
+/// written as integral floats (2.0, an integer to JSON Schema) accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_constraints_the_openapi_document_declares_are_enforced() {
+    let server = start().await;
+    for list in [
+        "/api/v1/rollouts",
+        "/api/v1/flags",
+        "/api/v1/flag-rollouts",
+        "/api/v1/rollouts/team/web/events",
+    ] {
+        let reply = server.get(&format!("{list}?limit=501")).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{list}: {:#}",
+            reply.body
+        );
+        assert_eq!(reply.error_paths(), ["limit"], "{list}");
+        let message = reply.body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("at most 500"), "{list}: {message}");
+    }
+    for list in ["/api/v1/rollouts", "/api/v1/flags", "/api/v1/flag-rollouts"] {
+        let reply = server.get(&format!("{list}?limit=500")).await;
+        assert_eq!(reply.status, StatusCode::OK, "{list}: {:#}", reply.body);
+    }
+    for (path, field) in [
+        ("/api/v1/rollouts?limit=%2B5", "limit"),
+        ("/api/v1/rollouts?phase=", "phase"),
+        ("/api/v1/rollouts?cursor=", "cursor"),
+        ("/api/v1/rollouts?cursor=4A.61", "cursor"),
+        ("/api/v1/flags?cursor=", "cursor"),
+        ("/api/v1/flags?cursor=%2B1", "cursor"),
+        ("/api/v1/flags?order=", "order"),
+        ("/api/v1/flag-rollouts?cursor=%2B1", "cursor"),
+        ("/api/v1/flag-rollouts?type=", "type"),
+        ("/api/v1/rollouts/team/web/events?after=-1", "after"),
+    ] {
+        let reply = server.get(path).await;
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{path}: {:#}",
+            reply.body
+        );
+        assert_eq!(reply.error_paths(), [field], "{path}");
+    }
+    // A free-text filter left empty filters nothing.
+    let reply = server.get("/api/v1/rollouts?namespace=&limit=0").await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+
+    // Preconditions that no stored version can satisfy: a failed precondition, 409.
+    let path = rollout_path("team", "web");
+    for headers in [
+        vec![("content-type", "application/yaml"), ("if-match", "\"3\"")],
+        vec![
+            ("content-type", "application/yaml"),
+            ("if-match", "*"),
+            ("if-none-match", "*"),
+        ],
+    ] {
+        let reply = server
+            .send(
+                Method::PUT,
+                &format!("{path}?expectedVersion=4"),
+                &headers,
+                "{}",
+            )
+            .await;
+        assert_eq!(
+            reply.status,
+            StatusCode::CONFLICT,
+            "{headers:?}: {:#}",
+            reply.body
+        );
+        assert_eq!(reply.body["error"]["code"], "conflict");
+    }
+    for delete in [path.clone(), "/api/v1/flags/team/web".to_string()] {
+        let reply = server
+            .send(
+                Method::DELETE,
+                &format!("{delete}?expectedVersion=0"),
+                &[],
+                Bytes::new(),
+            )
+            .await;
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{delete}: {:#}",
+            reply.body
+        );
+        assert_eq!(reply.error_paths(), ["expectedVersion"], "{delete}");
+    }
+
+    // OFREP: "no flags" for a namespace no namespace can be named would hide the mistake.
+    let reply = server
+        .send(
+            Method::POST,
+            "/ns/Not_A_Namespace/ofrep/v1/evaluate/flags",
+            &[("content-type", "application/json")],
+            "{}",
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{:#}", reply.body);
+    assert_eq!(reply.body["errorCode"], "GENERAL");
+
+    // Counts as integral floats are counts; fractions are not.
+    let flag = "apiVersion: weir.dev/v1alpha1
+kind: Flag
+metadata: {name: checkout, namespace: shop}
+spec:
+  variations: [{name: 'off', value: false}, {name: 'on', value: true}]
+  defaultStrategy: {variation: 'off'}
+";
+    let created = server
+        .send(
+            Method::POST,
+            "/api/v1/flags",
+            &[("content-type", "application/yaml")],
+            flag,
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{:#}", created.body);
+    let outcomes = "/api/v1/flags/shop/checkout/outcomes";
+    let json = [("content-type", "application/json")];
+    let reply = server
+        .send(
+            Method::POST,
+            outcomes,
+            &json,
+            r#"{"variants": {"on": {"requests": 2.0, "errors": 1.0}}}"#,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT, "{:#}", reply.body);
+    let reply = server
+        .send(
+            Method::POST,
+            outcomes,
+            &json,
+            r#"{"variants": {"on": {"requests": 2.5}}}"#,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{:#}", reply.body);
+    assert_eq!(reply.error_paths(), ["variants.on.requests"]);
 }

@@ -5,7 +5,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// A problem with one field of a document: where, what was there, and what is allowed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema, thiserror::Error,
+)]
 #[error("{path}: {message}")]
 pub struct FieldError {
     /// The field's path, e.g. `spec.plan.canary.stepWeights[2]`.
@@ -59,7 +61,7 @@ impl FieldError {
 }
 
 /// Something accepted but worth knowing: a field kept but not acted on yet, a value adjusted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Warning {
     /// The field's path in the input document.
     pub path: String,

@@ -85,7 +85,7 @@ pub struct StoredRollout {
 }
 
 /// An event with its place in the rollout's history.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredEvent {
     /// 1, 2, 3, ... per rollout, without gaps.
@@ -96,7 +96,7 @@ pub struct StoredEvent {
 }
 
 /// What an apply did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ApplyOutcome {
     /// A new rollout.

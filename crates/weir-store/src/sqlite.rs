@@ -815,7 +815,9 @@ fn hex(text: &str) -> String {
 
 fn unhex(text: &str) -> Option<String> {
     // Strict, so that every key has exactly one cursor (`from_str_radix` alone would take "+f").
-    if !text.len().is_multiple_of(2) || !text.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+    // Lowercase only, as `hex` writes it: "4A" and "4a" would be two cursors for one key.
+    let lower_hex = |byte: u8| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte);
+    if !text.len().is_multiple_of(2) || !text.bytes().all(lower_hex) {
         return None;
     }
     let bytes = text

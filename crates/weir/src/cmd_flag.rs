@@ -270,7 +270,7 @@ fn default_strategy(flag: &Value) -> String {
 
 fn list(args: &ListArgs) -> Result<ExitCode> {
     let client = Client::new(&args.server)?;
-    let mut query = vec![format!("order={}", args.order), "limit=1000".to_string()];
+    let mut query = vec![format!("order={}", args.order), "limit=500".to_string()];
     if let Some(namespace) = &args.namespace {
         query.push(format!("namespace={namespace}"));
     }

@@ -24,6 +24,7 @@ fn malformed_cursors_are_invalid() {
         "61",
         "ff.61",
         "61.6",
+        "4A.61",
     ] {
         assert!(
             matches!(decode_cursor(cursor), Err(StoreError::InvalidCursor(c)) if c == cursor),
