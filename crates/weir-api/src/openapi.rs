@@ -346,7 +346,94 @@ fn prune(components: &mut Map<String, Value>, roots: &[&Value]) {
 
 /// The schemas no Rust type describes.
 fn hand_written() -> Vec<(&'static str, Value)> {
-    vec![
+    let scope = json!({"type": "string", "enum": ["read", "operate", "admin", "evaluate"]});
+    let time = json!({"type": ["string", "null"], "format": "date-time"});
+    let namespaces = json!({
+        "type": ["array", "null"],
+        "items": {"type": "string", "pattern": NAMESPACE_PATTERN, "maxLength": NAMESPACE_MAX},
+        "description": "The namespaces the token sees and touches; null: all"
+    });
+    let token = json!({
+        "type": "object",
+        "description": "An API token as the API shows it: never its secret or hash (docs/SECURITY.md)",
+        "required": ["name", "scope", "namespaces", "createdAt", "expiresAt", "revokedAt", "lastUsedAt"],
+        "properties": {
+            "name": {"type": "string"},
+            "scope": scope,
+            "namespaces": namespaces,
+            "createdAt": {"type": "string", "format": "date-time"},
+            "expiresAt": time,
+            "revokedAt": time,
+            "lastUsedAt": time
+        }
+    });
+    let mut issued = token.clone();
+    issued["description"] =
+        "A token just created, with its secret: shown once, never stored".into();
+    issued["properties"]["secret"] = json!({"type": "string", "description": "Give it to clients as Authorization: Bearer SECRET or X-API-Key: SECRET"});
+    if let Some(required) = issued["required"].as_array_mut() {
+        required.push("secret".into());
+    }
+    let mut table = vec![
+        ("Token", token),
+        ("IssuedToken", issued),
+        (
+            "TokenPage",
+            json!({
+                "type": "object",
+                "required": ["items"],
+                "properties": {"items": {"type": "array", "items": {"$ref": "#/components/schemas/Token"}}}
+            }),
+        ),
+        (
+            "TokenRequest",
+            json!({
+                "type": "object",
+                "description": "A token to create; every problem is named at once (400), a name in use is 409",
+                "required": ["name", "scope"],
+                "additionalProperties": false,
+                "properties": {
+                    "name": {"type": "string", "pattern": NAME_PATTERN, "maxLength": NAME_MAX},
+                    "scope": scope,
+                    "namespaces": namespaces,
+                    "expires": {
+                        "type": ["string", "null"],
+                        "description": "A duration from now (30d, 12h, 90m, 2w) or an RFC 3339 time; null: never"
+                    }
+                },
+                "examples": [{"name": "deployer", "scope": "operate", "namespaces": ["shop"], "expires": "30d"}]
+            }),
+        ),
+        (
+            "LoginRequest",
+            json!({
+                "type": "object",
+                "required": ["token"],
+                "additionalProperties": false,
+                "properties": {"token": {"type": "string", "description": "A token's secret"}}
+            }),
+        ),
+        (
+            "Session",
+            json!({
+                "type": "object",
+                "description": "Who is calling. On a server without tokens: name anonymous, scope admin, auth false.",
+                "required": ["name", "scope", "namespaces", "expires", "csrf", "auth"],
+                "properties": {
+                    "name": {"type": "string"},
+                    "scope": scope,
+                    "namespaces": namespaces,
+                    "expires": time,
+                    "csrf": {
+                        "type": ["string", "null"],
+                        "description": "For a cookie session: send it as X-CSRF-Token with every POST, PUT and DELETE"
+                    },
+                    "auth": {"type": "boolean", "description": "false: the server has no tokens (open, loopback only)"}
+                }
+            }),
+        ),
+    ];
+    table.extend(vec![
         (
             "Health",
             json!({
@@ -499,7 +586,8 @@ fn hand_written() -> Vec<(&'static str, Value)> {
                 }
             }),
         ),
-    ]
+    ]);
+    table
 }
 
 #[cfg(test)]

@@ -103,6 +103,7 @@ async fn start_with(watch_shutdown: Option<oneshot::Receiver<()>>) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = listener.local_addr().unwrap();
     let flags = weir_api::flags_router(weir_flags::Flags::open(store.clone()).await.unwrap());
+    let store_for_auth = store.clone();
     let app = match watch_shutdown {
         None => weir_api::router(store, handle),
         Some(signal) => weir_api::router_with_shutdown(store, handle, async move {
@@ -110,7 +111,19 @@ async fn start_with(watch_shutdown: Option<oneshot::Receiver<()>>) -> Server {
         }),
     }
     .merge(flags);
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    // Access control as `weir serve` layers it (open: the store has no token), so the session
+    // and token routes are served too.
+    let auth = weir_api::Auth::open(store_for_auth, weir_api::AuthConfig::default())
+        .await
+        .unwrap();
+    let app = auth.apply(app);
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+    });
     Server {
         base: format!("http://{addr}"),
         client: http1_client(),
@@ -1260,6 +1273,12 @@ async fn openapi_lists_every_route() {
         ("post", "/ofrep/v1/evaluate/flags/{key}"),
         ("post", "/ns/{namespace}/ofrep/v1/evaluate/flags"),
         ("post", "/ns/{namespace}/ofrep/v1/evaluate/flags/{key}"),
+        ("post", "/api/v1/session"),
+        ("get", "/api/v1/session"),
+        ("delete", "/api/v1/session"),
+        ("get", "/api/v1/tokens"),
+        ("post", "/api/v1/tokens"),
+        ("delete", "/api/v1/tokens/{name}"),
     ];
     for (method, path) in served {
         assert!(

@@ -67,6 +67,12 @@ pub struct ServeArgs {
     /// `read` (a token with scope read or higher).
     #[arg(long, value_name = "WHO", default_value = "open", value_parser = ["open", "read"], env = "WEIR_METRICS_AUTH")]
     metrics_auth: String,
+    /// How many bad tokens (unknown, expired, revoked, or a forged session cookie) one client
+    /// address may send per minute before every request from it that needs a token is answered
+    /// 429 for the rest of that minute, e.g. `--bad-token-limit 100` behind a proxy that many
+    /// users share (then prefer a proxy that limits per user). docs/SECURITY.md.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..), env = "WEIR_BAD_TOKEN_LIMIT")]
+    bad_token_limit: u32,
     #[command(flatten)]
     integrations: crate::integrations::IntegrationArgs,
     #[command(flatten)]
@@ -175,6 +181,7 @@ async fn access_control(
         // A browser sends a `Secure` cookie over HTTPS only: right when weir serves HTTPS, and
         // a cookie it would never send back over plain HTTP.
         secure_cookies: https,
+        bad_credentials_per_window: args.bad_token_limit,
         ..weir_api::AuthConfig::default()
     };
     weir_api::Auth::open(store.clone(), config)

@@ -13,34 +13,23 @@ use crate::types::{
     OFFSET_CURSOR_PATTERN, ROLLOUT_CURSOR_PATTERN, RolloutPage, RolloutView, ScheduleType,
 };
 use weir_core::model::{Phase, ScheduleState};
-use weir_store::{DEFAULT_PAGE, MAX_PAGE};
+use weir_store::{DEFAULT_PAGE, MAX_PAGE, TokenScope};
 
-/// What a caller's token must allow (docs/SECURITY.md): `read` < `operate` < `admin`;
-/// `evaluate` is OFREP's, and every other scope may evaluate too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Scope {
-    /// No token needed.
-    Public,
-    /// Reads.
-    Read,
-    /// Commands and outcome reports.
-    Operate,
-    /// Applies and deletes.
-    Admin,
-    /// OFREP evaluations.
-    Evaluate,
-}
+use crate::auth::{Access, access_of};
 
-impl Scope {
-    /// The scope's name, `None` for public routes.
-    pub(crate) fn name(self) -> Option<&'static str> {
-        match self {
-            Scope::Public => None,
-            Scope::Read => Some("read"),
-            Scope::Operate => Some("operate"),
-            Scope::Admin => Some("admin"),
-            Scope::Evaluate => Some("evaluate"),
-        }
+/// The scope an operation's security requirement names: what `auth::ROUTES` says the route
+/// needs (that table is the one the server enforces, so the document cannot disagree with it).
+fn scope_of(method: &str, path: &str) -> Option<&'static str> {
+    let method = axum::http::Method::from_bytes(method.to_ascii_uppercase().as_bytes())
+        .unwrap_or(axum::http::Method::GET);
+    match access_of(&method, path) {
+        // `/metrics` is open unless `weir serve --metrics-auth read`; documented as open.
+        Access::Public | Access::Metrics => None,
+        Access::Scope(scope) => Some(scope.as_str()),
+        // Token management: admin, and not limited to namespaces (the description says so).
+        Access::ManageTokens => Some(TokenScope::Admin.as_str()),
+        // Any token at all (the session of whoever calls).
+        Access::Authenticated => Some(""),
     }
 }
 
@@ -54,7 +43,8 @@ pub(crate) struct Operation {
     tags: &'static [&'static str],
     summary: &'static str,
     description: Option<&'static str>,
-    pub(crate) scope: Scope,
+    /// From `auth::ROUTES`: `None` public, `Some("")` any token, else the scope's name.
+    pub(crate) scope: Option<&'static str>,
     parameters: Vec<Value>,
     body: Option<Value>,
     responses: Vec<(String, Value)>,
@@ -65,7 +55,6 @@ fn op(
     path: &'static str,
     id: &'static str,
     tags: &'static [&'static str],
-    scope: Scope,
     summary: &'static str,
 ) -> Operation {
     Operation {
@@ -75,7 +64,7 @@ fn op(
         tags,
         summary,
         description: None,
-        scope,
+        scope: scope_of(method, path),
         parameters: Vec::new(),
         body: None,
         responses: Vec::new(),
@@ -138,7 +127,7 @@ impl Operation {
         }
         responses.insert("421".into(), reference("responses", "Misdirected"));
         let mut description = self.description.unwrap_or_default().to_string();
-        let (security, scope) = match self.scope.name() {
+        let (security, scope) = match self.scope {
             None => {
                 if !description.is_empty() {
                     description.push_str("\n\n");
@@ -156,17 +145,23 @@ impl Operation {
                     description.push_str("\n\n");
                 }
                 description.push_str(&format!(
-                    "Needs a token with scope {scope}{}, when the server has tokens.",
-                    match self.scope {
-                        Scope::Read => " (or operate, admin)",
-                        Scope::Operate => " (or admin)",
-                        Scope::Evaluate => " (or read, operate, admin)",
-                        _ => "",
+                    "{}, when the server has tokens.",
+                    match scope {
+                        "" => "Needs a token of any scope".to_string(),
+                        "read" => "Needs a token with scope read (or operate, admin)".to_string(),
+                        "operate" => "Needs a token with scope operate (or admin)".to_string(),
+                        "evaluate" => "Needs a token with scope evaluate (or read, operate, admin)"
+                            .to_string(),
+                        other => format!("Needs a token with scope {other}"),
                     }
                 ));
+                let scopes: Vec<&str> = Some(scope)
+                    .filter(|scope| !scope.is_empty())
+                    .into_iter()
+                    .collect();
                 (
-                    json!([{"bearerAuth": [scope]}, {"apiKey": [scope]}]),
-                    Value::String(scope.into()),
+                    json!([{"bearerAuth": scopes}, {"apiKey": scopes}]),
+                    Value::String(if scope.is_empty() { "any" } else { scope }.into()),
                 )
             }
         };
@@ -230,6 +225,8 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
     const ROLLOUTS: &[&str] = &["rollouts"];
     const FLAGS: &[&str] = &["flags"];
     const OFREP: &[&str] = &["ofrep"];
+    const SESSION: &[&str] = &["access"];
+    const TOKENS: &[&str] = &["access"];
     // Registered first: every error response refers to it.
     schemas.response::<ErrorBody>();
     let rollout = schemas.response::<RolloutView>();
@@ -303,20 +300,20 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
             .answer(400, json_answer("PARSE_ERROR or INVALID_CONTEXT; GENERAL for a namespace that is not a namespace's name", reference("schemas", "OfrepError")))
     };
     vec![
-        op("get", "/healthz", "health", META, Scope::Public, "Liveness")
+        op("get", "/healthz", "health", META, "Liveness")
             .answer(200, json_answer("The server is up", reference("schemas", "Health"))),
-        op("get", "/readyz", "ready", META, Scope::Public, "Readiness: a weir operator replica that is not the leader answers 503")
+        op("get", "/readyz", "ready", META, "Readiness: a weir operator replica that is not the leader answers 503")
             .answer(200, json_answer("Ready", reference("schemas", "Health")))
             .answer(503, json!({"description": "Not the leader (operator only)"})),
-        op("get", "/api/v1/openapi.json", "openapi", META, Scope::Public, "This document")
+        op("get", "/api/v1/openapi.json", "openapi", META, "This document")
             .answer(200, json_answer("The OpenAPI document", json!({"type": "object"}))),
-        op("get", "/metrics", "metrics", META, Scope::Public, "weir's own metrics for Prometheus: each rollout's phase, canary weight, failed checks, run durations, promotions, rollbacks and judges' e-values; the engine's tick lateness and store commit time; the embedded routers' traffic per local rollout (also served by weir run --metrics-listen ADDR)")
+        op("get", "/metrics", "metrics", META, "weir's own metrics for Prometheus: each rollout's phase, canary weight, failed checks, run durations, promotions, rollbacks and judges' e-values; the engine's tick lateness and store commit time; the embedded routers' traffic per local rollout (also served by weir run --metrics-listen ADDR)")
             .describe("Every metric, its labels and example PromQL: docs/METRICS.md. Open by default; `weir serve --metrics-auth read` asks for a read token.")
             .answer(200, json!({
                 "description": "OpenMetrics text",
                 "content": {crate::OPENMETRICS_CONTENT_TYPE: {"schema": {"type": "string"}}}
             })),
-        op("get", "/api/v1/rollouts", "listRollouts", ROLLOUTS, Scope::Read, "A page of rollouts, in (namespace, name) order")
+        op("get", "/api/v1/rollouts", "listRollouts", ROLLOUTS, "A page of rollouts, in (namespace, name) order")
             .params(vec![
                 query("namespace", "Only this namespace", json!({"type": "string"})),
                 query("phase", "Only rollouts in this phase (any case)", json!({"type": "string", "enum": phases})),
@@ -325,29 +322,29 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
             ])
             .answer(200, json_answer("One page; nextCursor is null on the last", schemas.response::<RolloutPage>()))
             .errors(&[400, 500]),
-        op("post", "/api/v1/rollouts", "applyRollout", ROLLOUTS, Scope::Admin, "Apply (create or update) a rollout named by its document")
+        op("post", "/api/v1/rollouts", "applyRollout", ROLLOUTS, "Apply (create or update) a rollout named by its document")
             .describe("The body is one Rollout (weir.dev/v1alpha1) or one Flagger Canary (flagger.app/v1beta1, converted; the conversion's warnings are returned). Fields the server writes (status, version, generation, lastEventSeq, createdAt, updatedAt) are ignored, so what a GET returns can be sent back. The spec's rules beyond its shape (docs/ROLLOUT.md) are checked all at once: 400 names every field at fault; 422 names what this server's policy refuses (commands, listen and connect addresses; docs/SECURITY.md).")
             .params(preconditions())
             .body(rollout_body.clone())
             .answer(200, with_etag(json_answer("Updated, or unchanged", applied.clone())))
             .answer(201, created(applied.clone(), "The rollout's URL"))
             .errors(&[400, 409, 413, 415, 422, 500, 503]),
-        op("get", "/api/v1/rollouts/{namespace}/{name}", "getRollout", ROLLOUTS, Scope::Read, "One rollout with its status")
+        op("get", "/api/v1/rollouts/{namespace}/{name}", "getRollout", ROLLOUTS, "One rollout with its status")
             .answer(200, with_etag(json_answer("The rollout; ETag is its version", rollout.clone())))
             .errors(&[400, 404, 500]),
-        op("put", "/api/v1/rollouts/{namespace}/{name}", "putRollout", ROLLOUTS, Scope::Admin, "Apply (create or update) the rollout the path names")
+        op("put", "/api/v1/rollouts/{namespace}/{name}", "putRollout", ROLLOUTS, "Apply (create or update) the rollout the path names")
             .describe("As POST /api/v1/rollouts; the document's metadata.name (and metadata.namespace, when given; otherwise the path's is used) must match the path.")
             .params(preconditions())
             .body(rollout_body)
             .answer(200, with_etag(json_answer("Updated, or unchanged", applied.clone())))
             .answer(201, created(applied, "The rollout's URL"))
             .errors(&[400, 409, 413, 415, 422, 500, 503]),
-        op("delete", "/api/v1/rollouts/{namespace}/{name}", "deleteRollout", ROLLOUTS, Scope::Admin, "Delete a rollout and its history")
+        op("delete", "/api/v1/rollouts/{namespace}/{name}", "deleteRollout", ROLLOUTS, "Delete a rollout and its history")
             .describe("With If-Match (an ETag of a GET) or expectedVersion, only that version is deleted; a rollout changed since is left as it is (409).")
             .params(vec![reference("parameters", "deleteVersion"), reference("parameters", "ifMatch")])
             .answer(204, json!({"description": "Deleted"}))
             .errors(&[400, 404, 409, 500, 503]),
-        op("post", "/api/v1/rollouts/{namespace}/{name}/commands", "commandRollout", ROLLOUTS, Scope::Operate, "Give a rollout a command")
+        op("post", "/api/v1/rollouts/{namespace}/{name}/commands", "commandRollout", ROLLOUTS, "Give a rollout a command")
             .describe("promote, abort, pause, resume, retry and skip-analysis act on the current run (or, for skip-analysis, the next); open-gate and close-gate take a gate (a type, a hook's name, or both) and decide it for the current run: an opened gate passes whatever its hooks answer, a closed one holds (docs/WEBHOOKS.md). stop ends the run where it stands: the weights stay (phase Stopped), or with rollback: true everyone returns to the primary (phase Failed); stoppedBy is user. The actor is recorded in the history. 409 (code rejected) when the command does not apply in the rollout's phase.")
             .params(vec![json!({
                 "name": "X-Weir-Actor",
@@ -359,14 +356,14 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
             .body(json_body(schemas.request::<CommandRequest>(), true))
             .answer(200, with_etag(json_answer("The rollout after the command", rollout)))
             .errors(&[400, 404, 409, 413, 415, 500, 503]),
-        op("get", "/api/v1/rollouts/{namespace}/{name}/events", "rolloutEvents", ROLLOUTS, Scope::Read, "A rollout's history, oldest first")
+        op("get", "/api/v1/rollouts/{namespace}/{name}/events", "rolloutEvents", ROLLOUTS, "A rollout's history, oldest first")
             .params(vec![
                 query("after", "Only events with a larger seq (default 0)", json!({"type": "integer", "minimum": 0, "maximum": MAX_WHOLE})),
                 reference("parameters", "limit"),
             ])
             .answer(200, json_answer("One page of events; nextAfter is null when the page was not full", schemas.response::<EventPage>()))
             .errors(&[400, 404, 500]),
-        op("get", "/api/v1/watch", "watch", &["watch"], Scope::Read, "Status changes as Server-Sent Events")
+        op("get", "/api/v1/watch", "watch", &["watch"], "Status changes as Server-Sent Events")
             .describe("Each committed change is an `event: status` whose data is a StatusChange (a deleted rollout has phase Terminated and status null). A watcher that falls behind gets `event: lagged` (data: Lagged) and should list again. Idle streams carry a comment every 15 s. The stream stays open until the client hangs up.")
             .params(vec![
                 query("namespace", "Only this namespace", json!({"type": "string"})),
@@ -383,7 +380,7 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
                 }}
             }))
             .errors(&[400]),
-        op("get", "/api/v1/flag-rollouts", "listFlagRollouts", &["rollouts", "flags"], Scope::Read, "A page of the rollouts of flags, each with where its schedule stands")
+        op("get", "/api/v1/flag-rollouts", "listFlagRollouts", &["rollouts", "flags"], "A page of the rollouts of flags, each with where its schedule stands")
             .describe("Seed 004's ListProgressiveRollout: the rollouts whose spec.target.kind is flag, filtered by flag keys, schedule state, schedule type and a search keyword, ordered by name, created or updated, paged with an offset cursor. Every bad parameter is named in one 400 with the values allowed; unknown parameters are refused.")
             .params(vec![
                 query("namespace", "Only this namespace", json!({"type": "string"})),
@@ -401,7 +398,7 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
             ])
             .answer(200, json_answer("One page; nextCursor is absent on the last", schemas.response::<FlagRolloutPage>()))
             .errors(&[400, 500]),
-        op("get", "/api/v1/flags", "listFlags", FLAGS, Scope::Read, "A page of flags")
+        op("get", "/api/v1/flags", "listFlags", FLAGS, "A page of flags")
             .params(vec![
                 query("namespace", "Only this namespace", json!({"type": "string"})),
                 query("search", "Only flags whose key or a variation's description contains this (case-insensitive)", json!({"type": "string"})),
@@ -411,14 +408,14 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
             ])
             .answer(200, json_answer("One page; nextCursor is absent on the last", schemas.response::<crate::flags::FlagPage>()))
             .errors(&[400]),
-        op("post", "/api/v1/flags", "applyFlag", FLAGS, Scope::Admin, "Apply (create or update) a Flag")
+        op("post", "/api/v1/flags", "applyFlag", FLAGS, "Apply (create or update) a Flag")
             .describe("Fields the server writes (version, createdAt, updatedAt, rolledOutBy, exposures, outcomes) are ignored, so what a GET returns can be sent back. The rules beyond the document's shape (docs/FLAGS.md: at least two variations, names unique, values of one type, references to variations) are checked all at once: 400 names every field at fault. A flag that a rollout is moving refuses a change of its variations (409).")
             .params(preconditions())
             .body(flag_body.clone())
             .answer(200, with_etag(json_answer("Updated, or unchanged", applied_flag.clone())))
             .answer(201, created(applied_flag.clone(), "The flag's URL"))
             .errors(&[400, 409, 413, 415, 500]),
-        op("get", "/api/v1/flags/watch", "watchFlags", FLAGS, Scope::Read, "Flag changes as Server-Sent Events")
+        op("get", "/api/v1/flags/watch", "watchFlags", FLAGS, "Flag changes as Server-Sent Events")
             .describe("event: flag, data FlagChange, for every committed change, so clients re-fetch; event: lagged when the watcher fell behind. The stream stays open until the client hangs up.")
             .params(vec![query("namespace", "Only this namespace", json!({"type": "string"}))])
             .answer(200, json!({
@@ -429,29 +426,54 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
                 }}
             }))
             .errors(&[400]),
-        op("get", "/api/v1/flags/{namespace}/{key}", "getFlag", FLAGS, Scope::Read, "One flag; ETag is its version")
+        op("get", "/api/v1/flags/{namespace}/{key}", "getFlag", FLAGS, "One flag; ETag is its version")
             .answer(200, with_etag(json_answer("The flag", flag)))
             .errors(&[404, 500]),
-        op("put", "/api/v1/flags/{namespace}/{key}", "putFlag", FLAGS, Scope::Admin, "Apply the flag the path names")
+        op("put", "/api/v1/flags/{namespace}/{key}", "putFlag", FLAGS, "Apply the flag the path names")
             .describe("As POST /api/v1/flags; the document's metadata.name (and metadata.namespace, when given) must match the path.")
             .params(preconditions())
             .body(flag_body)
             .answer(200, with_etag(json_answer("Updated, or unchanged", applied_flag.clone())))
             .answer(201, created(applied_flag, "The flag's URL"))
             .errors(&[400, 409, 413, 415, 500]),
-        op("delete", "/api/v1/flags/{namespace}/{key}", "deleteFlag", FLAGS, Scope::Admin, "Delete a flag")
+        op("delete", "/api/v1/flags/{namespace}/{key}", "deleteFlag", FLAGS, "Delete a flag")
             .params(vec![reference("parameters", "deleteVersion"), reference("parameters", "ifMatch")])
             .answer(204, json!({"description": "Deleted"}))
             .errors(&[400, 404, 409, 500]),
-        op("post", "/api/v1/flags/{namespace}/{key}/outcomes", "reportFlagOutcomes", FLAGS, Scope::Operate, "Report what each variant of a flag served (requests, errors, slow requests or latencies) for the judges of a guarded flag rollout")
+        op("post", "/api/v1/flags/{namespace}/{key}/outcomes", "reportFlagOutcomes", FLAGS, "Report what each variant of a flag served (requests, errors, slow requests or latencies) for the judges of a guarded flag rollout")
             .describe("Nothing is counted unless everything is right: 400 for the body on its own (not JSON, a field of the wrong type, an unknown field, more errors than requests, latencyMs not one per request, slow with latencyMs), 404 for no such flag, 422 for a variant the flag does not have.")
             .body(json_body(reference("schemas", "OutcomeReport"), true))
             .answer(204, json!({"description": "Counted, all of it"}))
             .errors(&[400, 404, 413, 415, 422]),
-        ofrep_one(op("post", "/ofrep/v1/evaluate/flags/{key}", "ofrepEvaluate", OFREP, Scope::Evaluate, "Evaluate one flag of namespace default")),
-        ofrep_all(op("post", "/ofrep/v1/evaluate/flags", "ofrepEvaluateAll", OFREP, Scope::Evaluate, "Evaluate every flag of namespace default")),
-        ofrep_one(op("post", "/ns/{namespace}/ofrep/v1/evaluate/flags/{key}", "ofrepEvaluateIn", OFREP, Scope::Evaluate, "Evaluate one flag")),
-        ofrep_all(op("post", "/ns/{namespace}/ofrep/v1/evaluate/flags", "ofrepEvaluateAllIn", OFREP, Scope::Evaluate, "Evaluate every flag")),
+        op("post", "/api/v1/session", "login", SESSION, "Log in with a token: a signed session cookie for the dashboard")
+            .describe("Answers the session and sets the weir_session cookie (HttpOnly, SameSite=Strict, Path=/, Secure under TLS). A bad token is 401 and counts towards the client address's rate limit (429).")
+            .body(json_body(reference("schemas", "LoginRequest"), true))
+            .answer(200, json_answer("The session", reference("schemas", "Session")))
+            .answer(401, reference("responses", "Unauthorized"))
+            .answer(429, reference("responses", "TooManyRequests"))
+            .errors(&[400, 413, 415, 500]),
+        op("get", "/api/v1/session", "session", SESSION, "Who is calling: the session's (or bearer token's) name, scope and namespaces")
+            .answer(200, json_answer("The session", reference("schemas", "Session")))
+            .errors(&[500]),
+        op("delete", "/api/v1/session", "logout", SESSION, "Log out: clears the session cookie")
+            .answer(204, json!({"description": "Logged out"})),
+        op("get", "/api/v1/tokens", "listTokens", TOKENS, "Every token, without secrets")
+            .describe("Needs an admin token that is not limited to namespaces.")
+            .answer(200, json_answer("The tokens", reference("schemas", "TokenPage")))
+            .errors(&[500]),
+        op("post", "/api/v1/tokens", "createToken", TOKENS, "Create a token; its secret is in this answer only")
+            .describe("Needs an admin token that is not limited to namespaces.")
+            .body(json_body(reference("schemas", "TokenRequest"), true))
+            .answer(201, json_answer("Created", reference("schemas", "IssuedToken")))
+            .errors(&[400, 409, 413, 415, 500]),
+        op("delete", "/api/v1/tokens/{name}", "revokeToken", TOKENS, "Revoke a token: it and its sessions are refused at once")
+            .describe("Needs an admin token that is not limited to namespaces.")
+            .answer(200, json_answer("The revoked token", reference("schemas", "Token")))
+            .errors(&[404, 500]),
+        ofrep_one(op("post", "/ofrep/v1/evaluate/flags/{key}", "ofrepEvaluate", OFREP, "Evaluate one flag of namespace default")),
+        ofrep_all(op("post", "/ofrep/v1/evaluate/flags", "ofrepEvaluateAll", OFREP, "Evaluate every flag of namespace default")),
+        ofrep_one(op("post", "/ns/{namespace}/ofrep/v1/evaluate/flags/{key}", "ofrepEvaluateIn", OFREP, "Evaluate one flag")),
+        ofrep_all(op("post", "/ns/{namespace}/ofrep/v1/evaluate/flags", "ofrepEvaluateAllIn", OFREP, "Evaluate every flag")),
     ]
 }
 

@@ -91,8 +91,14 @@ fn operations_are_complete_and_scoped() {
             None => assert!(security.is_empty(), "{method} {path}"),
             Some(scope) => {
                 assert_eq!(security.len(), 2, "{method} {path}");
-                assert_eq!(security[0]["bearerAuth"][0], scope);
-                assert_eq!(security[1]["apiKey"][0], scope);
+                // "any": any token (the caller's own session); no scope named.
+                let named = if scope == "any" {
+                    Value::Null
+                } else {
+                    scope.into()
+                };
+                assert_eq!(security[0]["bearerAuth"][0], named);
+                assert_eq!(security[1]["apiKey"][0], named);
                 for status in ["401", "403", "429"] {
                     assert!(responses.contains_key(status), "{method} {path} {status}");
                 }
@@ -101,8 +107,8 @@ fn operations_are_complete_and_scoped() {
         }
     }
     // 11 for rollouts, watch and meta (with /readyz); 1 for flag rollouts; 7 for flags;
-    // 4 for OFREP.
-    assert_eq!(found.len(), 24);
+    // 4 for OFREP; 3 for the session, 3 for tokens.
+    assert_eq!(found.len(), 30);
     let scope_of = |id: &str| {
         scopes
             .iter()
@@ -117,29 +123,70 @@ fn operations_are_complete_and_scoped() {
     assert_eq!(scope_of("ofrepEvaluate"), Some("evaluate"));
     assert_eq!(scope_of("openapi"), None);
     assert_eq!(scope_of("health"), None);
+    assert_eq!(scope_of("login"), None);
+    assert_eq!(scope_of("session"), Some("any"));
+    assert_eq!(scope_of("createToken"), Some("admin"));
 }
 
-/// Every route `lib.rs` gives the router is a row of the table (the other direction, that
-/// every row is answered, is `tests/api.rs::openapi_lists_every_route`).
+/// The document and `auth::ROUTES` (the access the server enforces) list the same operations
+/// with the same scopes, and every route the router is given is in `auth::ROUTES` (the other
+/// direction, that every row is answered, is `tests/api.rs::openapi_lists_every_route`).
 #[test]
-fn every_route_in_lib_rs_is_documented() {
-    let source = include_str!("../lib.rs");
+fn every_route_is_documented_with_the_access_the_server_enforces() {
+    // The dashboard's page and assets are not API operations.
+    let page = |path: &str| {
+        path == "/"
+            || ["/ui/", "/rollouts/", "/flags/{*", "/tokens", "/login"]
+                .iter()
+                .any(|prefix| path.starts_with(prefix))
+    };
     let doc = document();
     let paths = doc["paths"].as_object().unwrap();
-    let mut routes = 0;
-    for piece in source.split(".route(").skip(1) {
-        let path = piece
-            .trim_start()
-            .strip_prefix('"')
-            .and_then(|rest| rest.split('"').next())
-            .expect("a route path literal");
-        routes += 1;
-        assert!(
-            paths.contains_key(path),
-            "{path} is served but not documented"
-        );
+    let mut documented = std::collections::BTreeSet::new();
+    for (path, item) in paths {
+        for (method, operation) in item.as_object().unwrap() {
+            if method == "parameters" {
+                continue;
+            }
+            documented.insert((method.to_uppercase(), path.clone()));
+            // The scope the document names is the one the access table enforces.
+            let method = axum::http::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let declared = operation.get("x-weir-scope").and_then(Value::as_str);
+            let enforced = match crate::auth::access_of(&method, path) {
+                crate::auth::Access::Public | crate::auth::Access::Metrics => None,
+                crate::auth::Access::Scope(scope) => Some(scope.as_str()),
+                crate::auth::Access::ManageTokens => Some("admin"),
+                crate::auth::Access::Authenticated => Some("any"),
+            };
+            assert_eq!(declared, enforced, "{method} {path}");
+        }
     }
-    assert_eq!(routes, paths.len(), "as many routes as documented paths");
+    // Every route the access table knows (the server's whole surface) is documented.
+    let mut served = std::collections::BTreeSet::new();
+    for route in crate::auth::ROUTES.iter().filter(|route| !page(route.path)) {
+        served.insert((route.method.to_string(), route.path.to_string()));
+    }
+    assert_eq!(
+        served, documented,
+        "served (left) and documented (right) differ"
+    );
+    // And every route lib.rs serves is in the access table (so none escapes the checks).
+    for source in [include_str!("../lib.rs"), include_str!("../auth.rs")] {
+        for piece in source.split(".route(").skip(1) {
+            let Some(path) = piece
+                .trim_start()
+                .strip_prefix('"')
+                .and_then(|rest| rest.split('"').next())
+            else {
+                continue;
+            };
+            let path = path.replace("{file}", "{*rest}");
+            assert!(
+                crate::auth::ROUTES.iter().any(|route| route.path == path),
+                "{path} is served but not in auth::ROUTES"
+            );
+        }
+    }
 }
 
 /// The constraints the server enforces are in the schemas.
