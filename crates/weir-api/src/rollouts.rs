@@ -195,7 +195,12 @@ async fn apply<S: Store>(
             }
         },
     };
-    let applied = state.engine.apply(rollout, expected_version).await?;
+    // With a token, the history names who applied the change (an open server knows no one).
+    let actor = caller.0.as_ref().map(|principal| principal.name.clone());
+    let applied = state
+        .engine
+        .apply_by(rollout, expected_version, actor)
+        .await?;
     let status = match applied.outcome {
         ApplyOutcome::Created => StatusCode::CREATED,
         ApplyOutcome::Updated | ApplyOutcome::Unchanged => StatusCode::OK,

@@ -204,6 +204,7 @@ enum Job {
     Apply {
         rollout: Box<Rollout>,
         expected_version: Option<u64>,
+        actor: Option<String>,
         reply: oneshot::Sender<Result<Applied, EngineError>>,
     },
     Command {
@@ -369,12 +370,14 @@ impl<S: Store> Engine<S> {
             Request::Apply {
                 rollout,
                 expected_version,
+                actor,
                 reply,
             } => (
                 RolloutKey::of(&rollout),
                 Job::Apply {
                     rollout,
                     expected_version,
+                    actor,
                     reply,
                 },
             ),
@@ -651,9 +654,10 @@ impl<S: Store> JobContext<S> {
             Job::Apply {
                 rollout,
                 expected_version,
+                actor,
                 reply,
             } => {
-                let (done, result) = self.apply(*rollout, expected_version).await;
+                let (done, result) = self.apply(*rollout, expected_version, actor).await;
                 let _ = reply.send(result);
                 done
             }
@@ -1087,10 +1091,51 @@ impl<S: Store> JobContext<S> {
         delivered
     }
 
+    /// Records who applied a changed document: an `Applied` event, committed with the status
+    /// as it is (the engine is this rollout's only writer, so nothing comes between the two
+    /// commits; a crash between them loses the event, never the document).
+    async fn record_applied(
+        &self,
+        stored: StoredRollout,
+        outcome: weir_store::ApplyOutcome,
+        actor: &str,
+        now: Timestamp,
+    ) -> Result<(StoredRollout, weir_store::ApplyOutcome), EngineError> {
+        let what = match outcome {
+            weir_store::ApplyOutcome::Created => "created",
+            _ => "changed",
+        };
+        let event = weir_core::model::Event {
+            at: now,
+            run: stored.status.run,
+            reason: weir_core::model::EventReason::Applied,
+            phase: stored.status.phase,
+            canary_weight: stored.status.canary_weight,
+            message: format!(
+                "applied by {actor}: {what} (generation {})",
+                stored.generation
+            ),
+            evidence: Default::default(),
+        };
+        let committed = self
+            .store
+            .commit(
+                &self.key,
+                stored.version,
+                &stored.status,
+                &[event],
+                &[],
+                now,
+            )
+            .await?;
+        Ok((committed, outcome))
+    }
+
     async fn apply(
         self,
         rollout: Rollout,
         expected_version: Option<u64>,
+        actor: Option<String>,
     ) -> (JobDone, Result<Applied, EngineError>) {
         let mut errors: Vec<FieldError> = weir_core::validate::rollout(&rollout);
         errors.extend(crate::judging::validate(&rollout));
@@ -1131,7 +1176,16 @@ impl<S: Store> JobContext<S> {
             return (self.unchanged(None), Err(EngineError::Refused(refusals)));
         }
         let now = self.clock.now();
-        match self.store.apply(&rollout, expected_version, now).await {
+        let applied = match self.store.apply(&rollout, expected_version, now).await {
+            Ok((stored, outcome)) => match actor {
+                Some(actor) if outcome != weir_store::ApplyOutcome::Unchanged => {
+                    self.record_applied(stored, outcome, &actor, now).await
+                }
+                _ => Ok((stored, outcome)),
+            },
+            Err(error) => Err(EngineError::from(error)),
+        };
+        match applied {
             Ok((stored, outcome)) => {
                 let changed = outcome != weir_store::ApplyOutcome::Unchanged;
                 let done = JobDone {
@@ -1156,7 +1210,7 @@ impl<S: Store> JobContext<S> {
                     }),
                 )
             }
-            Err(error) => (self.unchanged(None), Err(error.into())),
+            Err(error) => (self.unchanged(None), Err(error)),
         }
     }
 

@@ -74,6 +74,7 @@ pub(crate) enum Request {
     Apply {
         rollout: Box<Rollout>,
         expected_version: Option<u64>,
+        actor: Option<String>,
         reply: oneshot::Sender<Result<Applied, EngineError>>,
     },
     Command {
@@ -111,10 +112,22 @@ impl EngineHandle {
         rollout: Rollout,
         expected_version: Option<u64>,
     ) -> Result<Applied, EngineError> {
+        self.apply_by(rollout, expected_version, None).await
+    }
+
+    /// Like [`EngineHandle::apply`], and when `actor` is given and the document changed, an
+    /// `Applied` event naming the actor is recorded in the rollout's history.
+    pub async fn apply_by(
+        &self,
+        rollout: Rollout,
+        expected_version: Option<u64>,
+        actor: Option<String>,
+    ) -> Result<Applied, EngineError> {
         let (reply, answer) = oneshot::channel();
         self.send(Request::Apply {
             rollout: Box::new(rollout),
             expected_version,
+            actor,
             reply,
         })
         .await?;

@@ -1049,6 +1049,13 @@ fn secrets_appear_in_neither_the_log_nor_the_history() {
         "{}",
         history.body
     );
+    // The change itself is attributed too: the apply made with the admin token.
+    assert!(
+        history.body.contains("\"Applied\"")
+            && history.body.contains("applied by deployer: created"),
+        "{}",
+        history.body
+    );
     let log = wait_until("the audit line of the command", || {
         let lines = server.stderr_lines().join("\n");
         lines.contains("change made with a token").then_some(lines)

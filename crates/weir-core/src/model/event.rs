@@ -79,6 +79,9 @@ pub enum EventReason {
     Command,
     /// The rollout was deleted.
     Deleted,
+    /// The rollout's document was applied (created or changed) by a token's holder, named in
+    /// the message (recorded only when the server has tokens: an open server knows no one).
+    Applied,
     /// Something the target did on its own that a person may need to know: where the router
     /// listens, a version started again on another port because its first one was taken.
     Target,
