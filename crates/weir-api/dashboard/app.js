@@ -61,6 +61,8 @@ function loginPage(problem) {
     h("div", { class: "buttons" }, h("button", { type: "submit", class: "primary", id: "login-submit" }, "Log in")));
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
+    // Not ready until the answer is in (and the next page has loaded, or the error is shown).
+    document.body.dataset.ready = "false";
     try {
       await login(token.value.trim());
       sessionLoaded = true;
@@ -69,11 +71,14 @@ function loginPage(problem) {
     } catch (error) {
       fill(errors, errorBox(error instanceof ApiError && error.status === 401 ? { message: "That token is not valid (unknown, expired or revoked)." } : error));
       token.focus();
+      document.body.dataset.ready = "true";
     }
   });
   fill(main, form);
   renderHeader();
   token.focus();
+  document.body.dataset.page = "login";
+  document.body.dataset.ready = "true";
 }
 
 async function route() {

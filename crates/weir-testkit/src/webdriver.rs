@@ -260,6 +260,15 @@ impl Browser {
         )
     }
 
+    /// The cookies of the current page's site as WebDriver sees them, with the flags the page
+    /// cannot read (`httpOnly`, `sameSite`, `secure`).
+    pub fn cookies(&self) -> Vec<Value> {
+        match self.call("GET", "/cookie", None) {
+            Value::Array(cookies) => cookies,
+            _ => Vec::new(),
+        }
+    }
+
     /// A PNG of the window.
     pub fn screenshot(&self) -> Vec<u8> {
         let encoded = self.call("GET", "/screenshot", None);

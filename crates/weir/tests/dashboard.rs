@@ -2,8 +2,11 @@
 //! `weir_testkit::webdriver`) against a real `weir serve`: the rollouts list follows a local
 //! rollout live (its progress bar moves, and the weight it shows is the API's), promote on a
 //! rollout waiting at a confirm-promotion gate works, and creating a flag rollout with the
-//! template setting shows the server's validation error next to the field. With
-//! `WEIR_SCREENSHOTS=DIR` it saves the screenshots docs/DASHBOARD.md shows.
+//! template setting shows the server's validation error next to the field. The server has
+//! tokens: the browser logs in through the login form (a wrong token is refused without being
+//! shown back), keeps an HttpOnly session cookie the page's script cannot read, logs out, and
+//! with a `read` token finds the commands disabled with the reason. With `WEIR_SCREENSHOTS=DIR`
+//! it saves the screenshots docs/DASHBOARD.md shows.
 //!
 //! Without Chromium the browser test fails in CI (`CI=true`: `.ci/run` installs it) and is
 //! skipped elsewhere, saying why (docs/TESTING.md).
@@ -53,27 +56,65 @@ fn screenshot(browser: &Browser, dir: &std::path::Path, name: &str) {
     browser.execute("document.getElementById('toast').hidden = false", &[]);
 }
 
-fn post(server: &Weir, path: &str, content_type: &str, body: &str) -> http::Response {
-    http::request(
-        server.address("api"),
-        "POST",
-        path,
-        &[("Content-Type", content_type)],
-        body,
-    )
-    .unwrap()
+/// A server with tokens, and the API as its admin token sees it.
+struct Api {
+    server: Weir,
+    bearer: String,
 }
 
-fn get_json(server: &Weir, path: &str) -> (u16, Value) {
-    let answer = http::get(server.address("api"), path).unwrap();
-    (
-        answer.status,
-        serde_json::from_str(&answer.body).unwrap_or(Value::Null),
-    )
+impl Api {
+    fn post(&self, path: &str, content_type: &str, body: &str) -> http::Response {
+        http::request(
+            self.server.address("api"),
+            "POST",
+            path,
+            &[
+                ("Content-Type", content_type),
+                ("Authorization", &self.bearer),
+            ],
+            body,
+        )
+        .unwrap()
+    }
+
+    fn get_json(&self, path: &str) -> (u16, Value) {
+        let answer = http::request(
+            self.server.address("api"),
+            "GET",
+            path,
+            &[("Authorization", &self.bearer)],
+            "",
+        )
+        .unwrap();
+        (
+            answer.status,
+            serde_json::from_str(&answer.body).unwrap_or(Value::Null),
+        )
+    }
+
+    fn status_of(&self, name: &str) -> Value {
+        self.get_json(&format!("/api/v1/rollouts/shop/{name}")).1["status"].clone()
+    }
 }
 
-fn status_of(server: &Weir, name: &str) -> Value {
-    get_json(server, &format!("/api/v1/rollouts/shop/{name}")).1["status"].clone()
+/// `weir token create --db` (before the server starts, as a first admin token is made); the
+/// secret it prints once.
+fn create_token(db: &std::path::Path, name: &str, scope: &str) -> String {
+    let db = db.display().to_string();
+    let output = weir_testkit::process::output(
+        env!("CARGO_BIN_EXE_weir"),
+        &[
+            "token", "create", "--db", &db, "--name", name, "--scope", scope,
+        ],
+    );
+    assert!(
+        output.status.success(),
+        "weir token create: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let secret = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    assert!(secret.starts_with("weir_"), "{secret}");
+    secret
 }
 
 const FLAGS: [&str; 2] = [
@@ -93,15 +134,18 @@ spec:
 ",
 ];
 
-/// How a test reaches the dashboard. Today's server has no tokens (open, loopback): the page
-/// opens at once. With tokens (issue 14's auth), `Some(token)` will log in through the form
-/// first - the one place a token-based test has to add.
+/// How a test reaches the dashboard: on a server without tokens the page opens at once; with
+/// `Some(token)` the login form it lands on is filled in and sent, and the page asked for
+/// opens after it.
 fn open_dashboard(browser: &Browser, base: &str, path: &str, token: Option<&str>) {
     browser.open(&format!("{base}{path}"));
     if let Some(token) = token {
         let field = browser.wait_for("#login-token");
         browser.type_into(&field, token);
         browser.click_on("#login-submit");
+        wait_until("the page after the login", || {
+            (browser.execute("return document.body.dataset.page", &[]) != "login").then_some(())
+        });
     }
     wait_ready(browser);
 }
@@ -148,10 +192,34 @@ fn the_dashboard_follows_a_rollout_live_promotes_it_and_shows_schedule_errors_by
     // The gate's hook refuses connections: the gate never opens by itself.
     let closed = ClosedPort::new();
     let db = TempDb::new();
-    let server = Weir::serve(env!("CARGO_BIN_EXE_weir"), &db.path(), &[]);
+    // Tokens first (on the database, as the first admin token is made): the server then asks
+    // every request for one.
+    let admin = create_token(&db.path(), "release-admin", "admin");
+    let reader = create_token(&db.path(), "viewer", "read");
+    let db_arg = db.path().display().to_string();
+    let server = Weir::start_capturing_stderr(
+        env!("CARGO_BIN_EXE_weir"),
+        &[
+            "serve",
+            "--db",
+            &db_arg,
+            "--listen",
+            "127.0.0.1:0",
+            "--output",
+            "json",
+        ],
+        // Everything a server may log, for the check at the end that no secret is in it.
+        &[("RUST_LOG", "debug")],
+    );
     let base = server.url("api");
+    let api = Api {
+        server,
+        bearer: format!("Bearer {admin}"),
+    };
+    let (refused, _) = get_json_without_token(&api.server, "/api/v1/rollouts");
+    assert_eq!(refused, 401, "the server does not ask for a token");
     for flag in FLAGS {
-        let created = post(&server, "/api/v1/flags", "application/yaml", flag);
+        let created = api.post("/api/v1/flags", "application/yaml", flag);
         assert_eq!(created.status, 201, "{}", created.body);
     }
     // A flag rollout on a manual schedule whose entries are days away (it waits at 0%).
@@ -167,16 +235,64 @@ fn the_dashboard_follows_a_rollout_live_promotes_it_and_shows_schedule_errors_by
             ]}},
         },
     });
-    let created = post(
-        &server,
+    let created = api.post(
         "/api/v1/rollouts",
         "application/json",
         &flag_rollout.to_string(),
     );
     assert_eq!(created.status, 201, "{}", created.body);
 
+    // Not logged in, the page asks for a token, and keeps where the reader was going.
+    browser.open(&format!("{base}/rollouts"));
+    browser.wait_for("#login-token");
+    wait_ready(&browser);
+    assert_eq!(
+        browser.execute("return location.pathname + location.search", &[]),
+        "/login?next=%2Frollouts"
+    );
+    assert_accessible(&browser, "the login");
+    if let Some(dir) = screenshots() {
+        screenshot(&browser, &dir, "dashboard-login.png");
+    }
+    // A wrong token: an error, and the token is not shown back (nor logged, below).
+    let wrong = "weir_this-is-not-a-token-0123456789";
+    let field = browser.wait_for("#login-token");
+    browser.type_into(&field, wrong);
+    browser.click_on("#login-submit");
+    let refusal = wait_until("the login's error", || {
+        browser.text_of("#login-form .error")
+    });
+    println!("a wrong token: {refusal}");
+    assert!(refusal.contains("not valid"), "{refusal}");
+    let page = browser.execute("return document.documentElement.outerHTML", &[]);
+    assert!(
+        !page.to_string().contains(wrong),
+        "the page shows the wrong token"
+    );
+    assert_eq!(browser.execute("return location.pathname", &[]), "/login");
+
     // The list is open before the local rollout exists: everything it shows of it comes live.
-    open_dashboard(&browser, &base, "/rollouts", None);
+    open_dashboard(&browser, &base, "/rollouts", Some(&admin));
+    let who = browser.text_of("#session-name").unwrap_or_default();
+    println!("logged in as {who}");
+    assert_eq!(who, "release-admin (admin)");
+    // The session cookie is there (the page works with it) but out of the script's reach.
+    let cookies = browser.cookies();
+    let session = cookies
+        .iter()
+        .find(|cookie| cookie["name"] == "weir_session")
+        .unwrap_or_else(|| panic!("no session cookie: {cookies:?}"));
+    println!(
+        "the session cookie: httpOnly {}, sameSite {}",
+        session["httpOnly"], session["sameSite"]
+    );
+    assert_eq!(session["httpOnly"], true, "{session}");
+    assert_eq!(session["sameSite"], "Strict", "{session}");
+    let visible = browser.execute("return document.cookie", &[]);
+    assert!(
+        !visible.to_string().contains("weir_session"),
+        "the page's script reads the session cookie: {visible}"
+    );
     browser.wait_for("tr[data-rollout='shop/banner-green']");
     // Every weight the row's bar shows, recorded by the page itself as it changes.
     browser.execute(
@@ -208,7 +324,7 @@ spec:
         v2 = versions[1],
         hook = closed.address(),
     );
-    let created = post(&server, "/api/v1/rollouts", "application/yaml", &local);
+    let created = api.post("/api/v1/rollouts", "application/yaml", &local);
     assert_eq!(created.status, 201, "{}", created.body);
     // It holds at 20% until resumed: the page shows that first...
     wait_until("the row to show the pause at 20%", || {
@@ -219,19 +335,18 @@ spec:
         );
         (shown == "20%").then_some(())
     });
-    assert_eq!(status_of(&server, "gated")["canaryWeight"], 20);
+    assert_eq!(api.status_of("gated")["canaryWeight"], 20);
     // ...and moves when another client resumes the run.
-    let resumed = post(
-        &server,
+    let resumed = api.post(
         "/api/v1/rollouts/shop/gated/commands",
         "application/json",
         r#"{"command": "resume", "actor": "test"}"#,
     );
     assert_eq!(resumed.status, 200, "{}", resumed.body);
     wait_until("the rollout to wait at its confirm-promotion gate", || {
-        (status_of(&server, "gated")["phase"] == "WaitingPromotion").then_some(())
+        (api.status_of("gated")["phase"] == "WaitingPromotion").then_some(())
     });
-    let api_weight = status_of(&server, "gated")["canaryWeight"].clone();
+    let api_weight = api.status_of("gated")["canaryWeight"].clone();
     let shown = wait_until("the row to show the gate's phase", || {
         let shown = browser.execute(
             "const row = document.querySelector(\"tr[data-rollout='shop/gated']\");
@@ -297,17 +412,18 @@ spec:
     assert_eq!(browser.enabled_of("#cmd-retry"), Some(false));
     click_and_confirm(&browser, "#cmd-promote");
     wait_until("the promotion to finish", || {
-        (status_of(&server, "gated")["phase"] == "Succeeded").then_some(())
+        (api.status_of("gated")["phase"] == "Succeeded").then_some(())
     });
     let phase = wait_until("the page to show the promotion", || {
         let text = browser.text_of("#rollout-phase")?;
         text.contains("Succeeded").then_some(text)
     });
     println!("after promote the page shows phase {phase}");
-    let (_, events) = get_json(&server, "/api/v1/rollouts/shop/gated/events?limit=500");
+    let (_, events) = api.get_json("/api/v1/rollouts/shop/gated/events?limit=500");
+    // The history names the token the page logged in with.
     assert!(
-        events.to_string().contains("promoted by dashboard"),
-        "the history does not name the dashboard: {events}"
+        events.to_string().contains("promoted by release-admin"),
+        "the history does not name the session's token: {events}"
     );
     // Promote is not possible any more.
     wait_until("promote to be disabled after the run", || {
@@ -344,7 +460,7 @@ spec:
         ),
         "true"
     );
-    let (missing, _) = get_json(&server, "/api/v1/rollouts/shop/checkout-rollout");
+    let (missing, _) = api.get_json("/api/v1/rollouts/shop/checkout-rollout");
     assert_eq!(missing, 404, "a refused rollout was stored");
     if let Some(dir) = screenshots() {
         browser.execute(
@@ -369,7 +485,7 @@ spec:
         found.as_str().map(str::to_string)
     });
     println!("the form shows, next to entry 2's weight: {error}");
-    let (missing, _) = get_json(&server, "/api/v1/rollouts/shop/checkout-rollout");
+    let (missing, _) = api.get_json("/api/v1/rollouts/shop/checkout-rollout");
     assert_eq!(missing, 404, "a refused rollout was stored");
 
     // Corrected, the preview shows the entries the server will run, and the rollout is created.
@@ -390,17 +506,14 @@ spec:
         (browser.execute("return location.pathname", &[]) == "/rollouts/shop/checkout-rollout")
             .then_some(())
     });
-    let (found, created) = get_json(&server, "/api/v1/rollouts/shop/checkout-rollout");
+    let (found, created) = api.get_json("/api/v1/rollouts/shop/checkout-rollout");
     assert_eq!(found, 200, "{created}");
     assert_eq!(
         created["spec"]["plan"]["schedule"]["template"]["increments"], 25,
         "{created}"
     );
     // The preview is the server's expansion of the template, entry for entry.
-    let (_, listed) = get_json(
-        &server,
-        "/api/v1/flag-rollouts?namespace=shop&flag=checkout",
-    );
+    let (_, listed) = api.get_json("/api/v1/flag-rollouts?namespace=shop&flag=checkout");
     let served: Vec<(i64, String)> = listed["items"][0]["schedule"]["entries"]
         .as_array()
         .unwrap()
@@ -425,6 +538,60 @@ spec:
     if let Some(dir) = screenshots() {
         screenshot(&browser, &dir, "dashboard-flag-rollout-created.png");
     }
+    // An admin may promote the new flag rollout once the engine has started it (it then waits
+    // for its first entry; the page follows it live)...
+    wait_until("Promote to be enabled for an admin", || {
+        (browser.enabled_of("#cmd-promote") == Some(true)).then_some(())
+    });
+
+    // Logging out returns to the login form, and the session is gone.
+    browser.click_on("#logout");
+    browser.wait_for("#login-token");
+    assert_eq!(browser.execute("return location.pathname", &[]), "/login");
+    // (WebDriver waits for the promise the script returns.)
+    let session = browser.execute(
+        "return fetch('/api/v1/session').then(answer => answer.status)",
+        &[],
+    );
+    assert_eq!(session, 401, "the session outlived the logout");
+
+    // ...a `read` token may not: Promote is disabled, and the page says why.
+    open_dashboard(
+        &browser,
+        &base,
+        "/rollouts/shop/checkout-rollout",
+        Some(&reader),
+    );
+    browser.wait_for("#cmd-promote");
+    assert_eq!(
+        browser.text_of("#session-name").as_deref(),
+        Some("viewer (read)")
+    );
+    assert_eq!(browser.enabled_of("#cmd-promote"), Some(false));
+    let reason = browser.execute("return document.getElementById('cmd-promote').title", &[]);
+    let note = browser.text_of("#main .actions .muted").unwrap_or_default();
+    println!("with a read token, Promote is disabled: {reason} / {note}");
+    assert!(reason.to_string().contains("operate"), "{reason}");
+    assert!(note.contains("operate scope"), "{note}");
+    // The run could be promoted: only the scope stands in the way.
+    let (_, rollout) = api.get_json("/api/v1/rollouts/shop/checkout-rollout");
+    assert_ne!(rollout["status"]["phase"], "Succeeded", "{rollout}");
+
+    // No secret, right or wrong, reaches the server's log.
+    let log = api.server.stderr_lines().join("\n");
+    // (The log is there: the logins are in it, by the token's name.)
+    assert!(log.contains("release-admin"), "{log}");
+    for secret in [wrong, admin.as_str(), reader.as_str()] {
+        assert!(!log.contains(secret), "a token in the log: {log}");
+    }
+}
+
+fn get_json_without_token(server: &Weir, path: &str) -> (u16, Value) {
+    let answer = http::get(server.address("api"), path).unwrap();
+    (
+        answer.status,
+        serde_json::from_str(&answer.body).unwrap_or(Value::Null),
+    )
 }
 
 /// Without a browser: the page and its assets come with their types and a strict policy, the
