@@ -949,6 +949,194 @@ async fn commands_and_the_history() {
     assert_eq!(bad_after.error_paths(), ["after"]);
 }
 
+/// A flag rollout whose runs take a hundred steps of 1%: still running after many ticks.
+fn many_steps(namespace: &str, name: &str) -> String {
+    format!(
+        "apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: {name}, namespace: {namespace}}}
+spec:
+  target: {{kind: flag, flag: {name}, revision: r1}}
+  plan: {{canary: {{stepWeight: 1, maxWeight: 99}}}}
+  analysis: {{interval: 1s}}
+"
+    )
+}
+
+/// The answer to a command that does not apply: a 409 with the machine's reason (a pause of a
+/// paused run once answered 500 "could not be committed").
+fn assert_refused(reply: &Reply, reason: &str) {
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{:#}", reply.body);
+    assert_eq!(reply.error_code(), "rejected", "{:#}", reply.body);
+    let message = reply.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(reason), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_command_given_twice_answers_200_or_409_never_500() {
+    let server = start().await;
+    for name in ["twice", "twice-abort"] {
+        let reply = server
+            .put_yaml(&rollout_path("team", name), &many_steps("team", name), &[])
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+        server.wait_for_phase("team", name, "Progressing").await;
+    }
+    let send = |name: &'static str, body: Value| server.command("team", name, body);
+
+    let first = send("twice", json!({"command": "pause"})).await;
+    assert_eq!(first.status, StatusCode::OK, "{:#}", first.body);
+    assert_eq!(first.body["status"]["paused"], true);
+    assert_refused(
+        &send("twice", json!({"command": "pause"})).await,
+        "already paused",
+    );
+
+    let first = send("twice", json!({"command": "resume"})).await;
+    assert_eq!(first.status, StatusCode::OK, "{:#}", first.body);
+    assert_eq!(first.body["status"]["paused"], false);
+    assert_refused(
+        &send("twice", json!({"command": "resume"})).await,
+        "nothing is paused or waiting",
+    );
+
+    // A gate decision given twice is recorded twice (who decided, and when, is history).
+    for command in ["open-gate", "close-gate"] {
+        for attempt in 1..=2 {
+            let reply = send(
+                "twice",
+                json!({"command": command, "gate": {"type": "confirm-promotion"}}),
+            )
+            .await;
+            assert_eq!(
+                reply.status,
+                StatusCode::OK,
+                "{command} #{attempt}: {:#}",
+                reply.body
+            );
+        }
+    }
+
+    let first = send("twice", json!({"command": "stop"})).await;
+    assert_eq!(first.status, StatusCode::OK, "{:#}", first.body);
+    assert_eq!(first.body["status"]["phase"], "Stopped");
+    assert_refused(
+        &send("twice", json!({"command": "stop"})).await,
+        "no run is under way",
+    );
+    assert_refused(
+        &send("twice", json!({"command": "stop", "rollback": true})).await,
+        "no run is under way",
+    );
+
+    let first = send("twice-abort", json!({"command": "abort"})).await;
+    assert_eq!(first.status, StatusCode::OK, "{:#}", first.body);
+    assert_eq!(first.body["status"]["phase"], "Failed");
+    assert_refused(
+        &send("twice-abort", json!({"command": "abort"})).await,
+        "no run is under way",
+    );
+
+    // What was applied is in the history once per 200; the refusals left nothing.
+    let history = server
+        .get(&format!(
+            "{}/events?limit=500",
+            rollout_path("team", "twice")
+        ))
+        .await;
+    let reasons: Vec<&str> = history.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|event| event["reason"].as_str())
+        .filter(|reason| {
+            matches!(
+                *reason,
+                "Paused" | "Resumed" | "GateOpened" | "GateShut" | "Stopped"
+            )
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "Paused",
+            "Resumed",
+            "GateOpened",
+            "GateOpened",
+            "GateShut",
+            "GateShut",
+            "Stopped"
+        ]
+    );
+}
+
+/// Two pauses (then two resumes) sent at once while the engine ticks the run: one is applied,
+/// the other refused with the reason, round after round, and nothing answers 500.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_racing_each_other_and_the_ticks_are_applied_once_or_refused() {
+    const ROUNDS: usize = 25;
+    let server = start().await;
+    let path = rollout_path("team", "race");
+    let reply = server
+        .put_yaml(&path, &many_steps("team", "race"), &[])
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    server.wait_for_phase("team", "race", "Progressing").await;
+    let ticks = || async {
+        // An advance makes a tick due (one step of 1%: 25 rounds stay short of the 99% end);
+        // yielding first lets it land among the commands rather than always before them.
+        tokio::task::yield_now().await;
+        server.clock.advance(Duration::from_secs(1));
+    };
+    for round in 0..ROUNDS {
+        for (command, paused, reason) in [
+            ("pause", true, "already paused"),
+            ("resume", false, "nothing is paused or waiting"),
+        ] {
+            let body = json!({"command": command});
+            let (a, b, ()) = tokio::join!(
+                server.command("team", "race", body.clone()),
+                server.command("team", "race", body.clone()),
+                ticks(),
+            );
+            let mut statuses = [a.status, b.status];
+            statuses.sort();
+            assert_eq!(
+                statuses,
+                [StatusCode::OK, StatusCode::CONFLICT],
+                "round {round}, {command}: {:#} / {:#}",
+                a.body,
+                b.body
+            );
+            let (applied, refused) = if a.status == StatusCode::OK {
+                (a, b)
+            } else {
+                (b, a)
+            };
+            assert_eq!(applied.body["status"]["paused"], paused, "round {round}");
+            assert_refused(&refused, reason);
+            let now = server.get(&path).await;
+            assert_eq!(now.body["status"]["paused"], paused, "round {round}");
+            assert_eq!(now.body["status"]["phase"], "Progressing", "round {round}");
+        }
+    }
+    let history = server.get(&format!("{path}/events?limit=500")).await;
+    let count = |reason: &str| {
+        history.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|event| event["reason"] == reason)
+            .count()
+    };
+    assert_eq!((count("Paused"), count("Resumed")), (ROUNDS, ROUNDS));
+    let last = server.get(&path).await;
+    eprintln!(
+        "{ROUNDS} rounds: {} steps taken, canary at {}",
+        last.body["status"]["stepsTaken"], last.body["status"]["canaryWeight"]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gates_are_opened_and_closed_by_people_with_their_names_in_the_history() {
     let server = start().await;

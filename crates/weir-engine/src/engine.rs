@@ -1228,9 +1228,18 @@ impl<S: Store> JobContext<S> {
         match machine::step(&stored.rollout.spec, &stored.status, &input, now) {
             Err(rejected) => (self.unchanged(None), Err(rejected.into())),
             Ok(transition) => {
+                // `commit_and_apply` writes nothing for a step that changes nothing, so an
+                // unchanged version after it means "nothing to commit" here, not a failed
+                // commit: such a command is answered with the rollout as it stands. (The
+                // machine refuses the commands that would change nothing, a second pause
+                // among them; this keeps any it accepts from reading as a store failure.)
+                let no_change = transition.status == stored.status
+                    && transition.effects.is_empty()
+                    && transition.events.is_empty();
                 let done = self.commit_and_apply(&stored, transition, now).await;
                 let result = match &done.stored {
                     Some(after) if after.version != stored.version => Ok(after.clone()),
+                    _ if no_change => Ok(stored),
                     _ => Err(EngineError::Store(weir_store::StoreError::Database(
                         "the command could not be committed; try again".into(),
                     ))),

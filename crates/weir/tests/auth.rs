@@ -491,8 +491,8 @@ fn every_route_by_every_scope_in_and_out_of_namespace() {
                     } else {
                         code(&answer)
                     };
-                    // Paused: resume, so the next row's pause is a change again (pausing a
-                    // paused rollout is not one).
+                    // Paused: resume, so the next row's pause applies again (pausing a paused
+                    // rollout is refused with 409 "already paused").
                     if path.ends_with("/commands") && answer.status == 200 {
                         let authorization = bearer(&admin);
                         let resumed = send(

@@ -41,18 +41,24 @@ impl Machine<'_> {
                 _ => return Err(reject("no run is under way")),
             },
             Command::Pause => match phase {
+                // A second pause is refused like a resume with nothing paused: an accepted
+                // command always changes the status or records an event, and a client learns
+                // that its pause found the run already paused (by whom is in the history).
+                Phase::Waiting | Phase::Progressing | Phase::WaitingPromotion
+                    if self.status.paused =>
+                {
+                    return Err(reject("the run is already paused; resume continues it"));
+                }
                 Phase::Waiting | Phase::Progressing | Phase::WaitingPromotion => {
-                    if !self.status.paused {
-                        self.status.paused = true;
-                        self.event(
-                            EventReason::Paused,
-                            format!(
-                                "paused by {}: the weight holds at {}",
-                                input.actor, self.status.canary_weight
-                            ),
-                            actor,
-                        );
-                    }
+                    self.status.paused = true;
+                    self.event(
+                        EventReason::Paused,
+                        format!(
+                            "paused by {}: the weight holds at {}",
+                            input.actor, self.status.canary_weight
+                        ),
+                        actor,
+                    );
                 }
                 _ => return Err(reject("only a running run can be paused")),
             },

@@ -44,6 +44,58 @@ fn pause_holds_the_weight_but_failures_still_count() {
 }
 
 #[test]
+fn a_second_pause_is_refused_and_changes_nothing() {
+    let mut harness = Harness::running(CANARY);
+    harness.healthy();
+    assert!(harness.command(Command::Pause).is_ok());
+    let before = harness.status.clone();
+    let events = harness.events.len();
+    let rejected = harness.command(Command::Pause);
+    match rejected {
+        Err(rejected) => assert!(
+            rejected.reason.contains("already paused"),
+            "{}",
+            rejected.reason
+        ),
+        Ok(transition) => panic!("a second pause was accepted: {transition:?}"),
+    }
+    assert_eq!((&harness.status, harness.events.len()), (&before, events));
+    assert!(harness.command(Command::Resume).is_ok());
+}
+
+/// The engine answers an accepted command with the version it committed: every command the
+/// machine accepts must change the status or record something, also when given twice.
+#[test]
+fn every_command_given_twice_is_refused_or_changes_something() {
+    for command in [
+        Command::Pause,
+        Command::Resume,
+        Command::Promote,
+        Command::Abort,
+        Command::Retry,
+        Command::SkipAnalysis,
+        Command::Stop { rollback: true },
+        Command::Stop { rollback: false },
+        open_gate(Some(HookType::ConfirmPromotion), None),
+        close_gate(Some(HookType::ConfirmPromotion), None),
+    ] {
+        let mut harness = Harness::running(CANARY);
+        harness.healthy();
+        for attempt in 1..=2 {
+            let before = harness.status.clone();
+            if let Ok(transition) = harness.command(command.clone()) {
+                assert!(
+                    transition.status != before
+                        || !transition.events.is_empty()
+                        || !transition.effects.is_empty(),
+                    "{command:?} (attempt {attempt}) was accepted and changed nothing"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn retry_reruns_a_failed_revision_without_editing_anything() {
     let mut harness = Harness::running(CANARY);
     let _ = harness.command(Command::Abort);
