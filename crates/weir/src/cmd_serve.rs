@@ -126,7 +126,7 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
         crate::listening::announce(args.output, &[("api", bound)]);
         eprintln!(
-            "weir serve: API at {scheme}://{bound} (database {}); OFREP at {scheme}://{bound}/ofrep/v1 (namespace default; {scheme}://{bound}/ns/NAMESPACE for others); Ctrl-C stops",
+            "weir serve: API at {scheme}://{bound} (database {}); dashboard at {scheme}://{bound}/; OFREP at {scheme}://{bound}/ofrep/v1 (namespace default; {scheme}://{bound}/ns/NAMESPACE for others); Ctrl-C stops",
             db.display()
         );
         let flags: MoreRoutes =

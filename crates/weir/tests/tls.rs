@@ -308,6 +308,7 @@ fn the_start_up_line_says_https() {
     println!("{line}");
     assert!(line.contains("API at https://127.0.0.1:"), "{line}");
     assert!(line.contains("OFREP at https://"), "{line}");
+    assert!(line.contains("dashboard at https://127.0.0.1:"), "{line}");
 }
 
 /// `weir serve` with `tls` arguments and environment, which must exit at once with an error;
