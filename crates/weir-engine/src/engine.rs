@@ -599,6 +599,7 @@ async fn record_target_notes(
         events: events.clone(),
         pending: Vec::new(),
         now,
+        request: None,
     };
     let committed = match commits.send(CommitRequest { item, reply }).await {
         Ok(()) => answer.await.ok().and_then(Result::ok),
@@ -901,6 +902,7 @@ impl<S: Store> JobContext<S> {
                 events: events.clone(),
                 pending: one_shots.clone(),
                 now,
+                request: None,
             })
             .await
         {

@@ -21,8 +21,11 @@ use serde::{Deserialize, Serialize};
 use weir_core::machine::Effect;
 use weir_core::model::{Event, Flag, Phase, Rollout, RolloutStatus};
 
+mod cluster;
 mod sqlite;
 mod tokens;
+
+pub use cluster::{Cluster, Lease, LeaseSummary, Notice, PendingRequest};
 
 pub use sqlite::SqliteStore;
 pub use tokens::{NewToken, StoredToken, TokenScope, TokenStore, TokenStoreError};
@@ -122,6 +125,10 @@ pub struct CommitItem {
     pub pending: Vec<Effect>,
     /// When.
     pub now: Timestamp,
+    /// The forwarded request (see [`Cluster::submit_request`]) this step executes: the commit
+    /// marks it executed in the same transaction, and fails with [`StoreError::AlreadyExecuted`]
+    /// when it was executed before. Stores without a cluster ignore it.
+    pub request: Option<i64>,
 }
 
 /// Which rollouts to list.
@@ -186,6 +193,19 @@ pub enum StoreError {
     /// The database failed.
     #[error("database error: {0}")]
     Database(String),
+    /// This instance no longer holds the rollout's lease (another instance took it over, or it
+    /// was released): the write was refused and changed nothing (fencing, docs/SCALE-OUT.md).
+    #[error("rollout {key} is no longer owned by this instance (lease epoch {epoch} was superseded)")]
+    Fenced {
+        /// The rollout.
+        key: RolloutKey,
+        /// The epoch this instance held.
+        epoch: u64,
+    },
+    /// The forwarded request this commit executes was executed already (by an earlier owner):
+    /// the commit was refused and changed nothing, so the request runs exactly once.
+    #[error("request {0} was executed already")]
+    AlreadyExecuted(i64),
 }
 
 /// Persistence for rollouts, their status and their events.

@@ -1273,6 +1273,7 @@ async fn a_batch_commits_every_item_that_is_current_and_only_those() {
             ],
             pending: vec![notify(&format!("n-{}", key.name))],
             now: at(2),
+            request: None,
         })
         .collect();
     let results = store.commit_batch(items).await;
