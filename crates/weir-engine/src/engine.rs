@@ -29,6 +29,7 @@ use weir_core::model::{CheckOutcome, CheckResult, Event, HookType, Rollout};
 use weir_store::{CommitItem, RolloutKey, Store, StoreError, StoredEvent, StoredRollout};
 
 use crate::clock::{SharedClock, SystemClock};
+use crate::forward::Forwarded;
 use crate::handle::{Applied, EngineError, EngineHandle, Request, StatusChange};
 use crate::providers::{Providers, TargetObservation};
 use crate::telemetry::Telemetry;
@@ -55,6 +56,10 @@ pub struct EngineOptions {
     /// Where every time the engine uses comes from: the system clock by default; tests give a
     /// [`crate::clock::ManualClock`] to move time instead of waiting for it.
     pub clock: SharedClock,
+    /// Several instances on one database (docs/SCALE-OUT.md): `Some` makes this engine step
+    /// only the rollouts it is given ([`crate::EngineHandle::adopt`]) instead of every stored
+    /// one, and hand changes to rollouts it does not hold to their owners through this.
+    pub forwarder: Option<Arc<dyn crate::forward::Forwarder>>,
 }
 
 impl Default for EngineOptions {
@@ -68,6 +73,7 @@ impl Default for EngineOptions {
             redelivery_pause: Duration::from_secs(60),
             telemetry: None,
             clock: SystemClock::shared(),
+            forwarder: None,
         }
     }
 }
@@ -87,6 +93,8 @@ pub struct EngineStats {
     pub provider_errors: AtomicU64,
     /// Store transactions that carried those commits (group commit).
     pub commit_batches: AtomicU64,
+    /// Commits refused because this instance no longer held the rollout's lease (fencing).
+    pub fenced: AtomicU64,
 }
 
 /// What the engine is doing, as its loop last saw it (see [`Engine::activity`]).
@@ -194,10 +202,15 @@ struct Entry {
     tick_due: Option<Timestamp>,
     /// The last effect application failed: reconcile before the next tick.
     needs_reconcile: bool,
+    /// Who waits for the entry to be dropped (its lease was given up): it is, once the job
+    /// under way ends.
+    releasing: Vec<oneshot::Sender<()>>,
 }
 
 enum Job {
     Restore,
+    /// Load the rollout from the store, then as `Restore` (its lease was just claimed).
+    Adopt,
     Tick {
         due: Timestamp,
     },
@@ -210,6 +223,7 @@ enum Job {
     Command {
         command: Command,
         actor: String,
+        request: Option<i64>,
         reply: oneshot::Sender<Result<StoredRollout, EngineError>>,
     },
     Delete {
@@ -240,6 +254,11 @@ struct JobDone {
     /// The run and the reason, when the target failed in a way retrying cannot fix: a job of
     /// its own then tells the machine (after this job's commit, which already happened).
     target_failed: Option<(u64, String)>,
+    /// The store refused the commit because another instance holds the lease now: the entry
+    /// is dropped.
+    lost: bool,
+    /// Why the step's commit failed, when it did.
+    commit_failure: Option<StoreError>,
 }
 
 impl<S: Store> Engine<S> {
@@ -330,7 +349,13 @@ impl<S: Store> Engine<S> {
             self.options.judge_period,
             self.telemetry.clone(),
         ));
-        for stored in self.store.load_all().await? {
+        // With several instances, the cluster member adopts the rollouts this one holds.
+        let stored_rollouts = if self.options.forwarder.is_some() {
+            Vec::new()
+        } else {
+            self.store.load_all().await?
+        };
+        for stored in stored_rollouts {
             let key = stored.key.clone();
             // Restored rollouts change nothing until their next step; show them from the start.
             self.telemetry.record_status(&key, &stored.status);
@@ -385,10 +410,11 @@ impl<S: Store> Engine<S> {
                 key,
                 command,
                 actor,
+                request,
                 reply,
             } => {
                 if !self.entries.contains_key(&key) {
-                    let _ = reply.send(Err(EngineError::NotFound(key)));
+                    self.forward(key, Forwarded::Command { command, actor }, reply);
                     return;
                 }
                 (
@@ -396,9 +422,21 @@ impl<S: Store> Engine<S> {
                     Job::Command {
                         command,
                         actor,
+                        request,
                         reply,
                     },
                 )
+            }
+            Request::Adopt { key } => {
+                if self.entries.contains_key(&key) {
+                    // Created here (and leased at once), or adopted already.
+                    return;
+                }
+                (key, Job::Adopt)
+            }
+            Request::Release { key, reply } => {
+                self.release(key, reply);
+                return;
             }
             Request::Delete {
                 key,
@@ -406,7 +444,7 @@ impl<S: Store> Engine<S> {
                 reply,
             } => {
                 if !self.entries.contains_key(&key) {
-                    let _ = reply.send(Err(EngineError::NotFound(key)));
+                    self.forward(key, Forwarded::Delete { expected_version }, reply);
                     return;
                 }
                 (
@@ -429,6 +467,78 @@ impl<S: Store> Engine<S> {
         if !entry.busy {
             self.ready.push_back(key);
         }
+    }
+
+    /// Hands a request for a rollout this engine does not hold to its owner (several instances),
+    /// or answers "not found" (one instance: every rollout is held).
+    fn forward<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+        key: RolloutKey,
+        request: Forwarded,
+        reply: oneshot::Sender<Result<T, EngineError>>,
+    ) {
+        let Some(forwarder) = self.options.forwarder.clone() else {
+            let _ = reply.send(Err(EngineError::NotFound(key)));
+            return;
+        };
+        tokio::spawn(async move {
+            let answer = forwarder.forward(key, request).await;
+            let _ = reply.send(answer.and_then(crate::forward::result_of));
+        });
+    }
+
+    /// Drops a rollout whose lease is gone, now or once its job ends.
+    fn release(&mut self, key: RolloutKey, reply: oneshot::Sender<()>) {
+        let Some(entry) = self.entries.get_mut(&key) else {
+            let _ = reply.send(());
+            return;
+        };
+        entry.releasing.push(reply);
+        if !entry.busy {
+            self.drop_entry(&key);
+        }
+    }
+
+    /// Forgets a rollout this instance no longer holds: no more ticks, no judging, and its
+    /// target lets go of it (a local router stops, so a peer on the same host can take it).
+    /// Requests queued for it are answered as refused by fencing (the caller may retry: they
+    /// then go to the new owner).
+    fn drop_entry(&mut self, key: &RolloutKey) {
+        let Some(entry) = self.entries.remove(key) else {
+            return;
+        };
+        self.watched.update(key, None);
+        // Its owner reports it now.
+        self.telemetry.remove_rollout(key);
+        for job in entry.queued {
+            let fenced = || {
+                EngineError::Store(StoreError::Fenced {
+                    key: key.clone(),
+                    epoch: 0,
+                })
+            };
+            match job {
+                Job::Apply { reply, .. } => drop(reply.send(Err(fenced()))),
+                Job::Command { reply, .. } => drop(reply.send(Err(fenced()))),
+                Job::Delete { reply, .. } => drop(reply.send(Err(fenced()))),
+                _ => {}
+            }
+        }
+        let target = entry
+            .stored
+            .as_ref()
+            .and_then(|stored| self.providers.target(&stored.rollout))
+            .cloned();
+        let key = key.clone();
+        let releasing = entry.releasing;
+        tokio::spawn(async move {
+            if let Some(target) = target {
+                target.remove(&key).await;
+            }
+            for reply in releasing {
+                let _ = reply.send(());
+            }
+        });
     }
 
     /// Tells whoever watches the activity whether anything runs or is due. `next_wake` is the
@@ -513,6 +623,8 @@ impl<S: Store> Engine<S> {
                 key: key.clone(),
                 stored: entry.stored.clone(),
                 needs_reconcile,
+                request: None,
+                forwarder: self.options.forwarder.clone(),
             };
             // Before the job can answer anyone: whoever it answers sees the engine busy.
             if let Some(activity) = &self.activity {
@@ -540,6 +652,17 @@ impl<S: Store> Engine<S> {
         }
         entry.busy = false;
         entry.needs_reconcile |= done.needs_reconcile;
+        if done.lost {
+            self.stats.fenced.fetch_add(1, Ordering::Relaxed);
+            self.telemetry.record_fenced();
+        }
+        if done.lost || !entry.releasing.is_empty() {
+            if done.stored.is_some() {
+                entry.stored = done.stored;
+            }
+            self.drop_entry(&key);
+            return;
+        }
         self.watched.update(&key, done.stored.as_ref());
         let gone = done.stored.is_none();
         entry.stored = done.stored;
@@ -642,6 +765,9 @@ struct JobContext<S: Store> {
     key: RolloutKey,
     stored: Option<StoredRollout>,
     needs_reconcile: bool,
+    /// The forwarded request this job executes (its commit marks it executed).
+    request: Option<i64>,
+    forwarder: Option<Arc<dyn crate::forward::Forwarder>>,
 }
 
 impl<S: Store> JobContext<S> {
@@ -651,6 +777,7 @@ impl<S: Store> JobContext<S> {
         let clock = self.clock.clone();
         let done = match job {
             Job::Restore => self.restore().await,
+            Job::Adopt => self.adopt().await,
             Job::Tick { due } => self.tick(due).await,
             Job::Apply {
                 rollout,
@@ -665,9 +792,12 @@ impl<S: Store> JobContext<S> {
             Job::Command {
                 command,
                 actor,
+                request,
                 reply,
             } => {
-                let (done, result) = self.command(command, actor).await;
+                let mut context = self;
+                context.request = request;
+                let (done, result) = context.command(command, actor).await;
                 let _ = reply.send(result);
                 done
             }
@@ -717,6 +847,8 @@ impl<S: Store> JobContext<S> {
             change: None,
             needs_reconcile: false,
             target_failed: None,
+            lost: false,
+            commit_failure: None,
         }
     }
 
@@ -724,6 +856,27 @@ impl<S: Store> JobContext<S> {
         self.stats.provider_errors.fetch_add(1, Ordering::Relaxed);
         self.telemetry.record_provider_error();
         tracing::warn!(rollout = %self.key, "{what}: {error}");
+    }
+
+    /// A rollout whose lease was just claimed: read it as the previous owner left it, then
+    /// restore it.
+    async fn adopt(mut self) -> JobDone {
+        match self.store.get(&self.key).await {
+            Ok(Some(stored)) => {
+                self.telemetry.record_status(&self.key, &stored.status);
+                self.stored = Some(stored);
+                self.restore().await
+            }
+            // Deleted meanwhile: the entry goes.
+            Ok(None) => self.unchanged(None),
+            Err(error) => {
+                // Tried again at the next claim: the lease is held, so give it back.
+                self.provider_error("read an adopted rollout", error);
+                let mut done = self.unchanged(None);
+                done.lost = true;
+                done
+            }
+        }
     }
 
     /// After a restart: make the world match the stored status, deliver what is pending, and
@@ -752,6 +905,8 @@ impl<S: Store> JobContext<S> {
             change: None,
             needs_reconcile: self.needs_reconcile,
             target_failed: None,
+            lost: false,
+            commit_failure: None,
         }
     }
 
@@ -902,16 +1057,27 @@ impl<S: Store> JobContext<S> {
                 events: events.clone(),
                 pending: one_shots.clone(),
                 now,
-                request: None,
+                request: self.request,
             })
             .await
         {
             Ok(committed) => committed,
             Err(error) => {
-                // Nothing was written: try again at the next tick from the stored state.
-                self.provider_error("commit", &error);
-                let retry = now.checked_add(SignedDuration::from_secs(1)).unwrap_or(now);
-                return self.unchanged(Some(retry));
+                // Nothing was written: try again at the next tick from the stored state - or,
+                // when another instance holds the lease now, not at all here.
+                let mut done = self.unchanged(None);
+                if matches!(error, StoreError::Fenced { .. }) {
+                    tracing::info!(rollout = %self.key, "{error}");
+                    done.lost = true;
+                } else {
+                    if !matches!(error, StoreError::AlreadyExecuted(_)) {
+                        self.provider_error("commit", &error);
+                    }
+                    done.wake_at =
+                        Some(now.checked_add(SignedDuration::from_secs(1)).unwrap_or(now));
+                }
+                done.commit_failure = Some(error);
+                return done;
             }
         };
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
@@ -956,6 +1122,8 @@ impl<S: Store> JobContext<S> {
             change: Some(change),
             needs_reconcile,
             target_failed,
+            lost: false,
+            commit_failure: None,
         }
     }
 
@@ -1178,6 +1346,7 @@ impl<S: Store> JobContext<S> {
             return (self.unchanged(None), Err(EngineError::Refused(refusals)));
         }
         let now = self.clock.now();
+        let actor_for_forward = actor.clone();
         let applied = match self.store.apply(&rollout, expected_version, now).await {
             Ok((stored, outcome)) => match actor {
                 Some(actor) if outcome != weir_store::ApplyOutcome::Unchanged => {
@@ -1203,6 +1372,8 @@ impl<S: Store> JobContext<S> {
                     }),
                     needs_reconcile: false,
                     target_failed: None,
+                    lost: false,
+                    commit_failure: None,
                 };
                 (
                     done,
@@ -1211,6 +1382,26 @@ impl<S: Store> JobContext<S> {
                         outcome,
                     }),
                 )
+            }
+            // It exists and another instance holds it: the owner applies it.
+            Err(EngineError::Store(StoreError::Fenced { .. }))
+                if self.stored.is_none() && self.forwarder.is_some() =>
+            {
+                let result = match &self.forwarder {
+                    Some(forwarder) => forwarder
+                        .forward(
+                            self.key.clone(),
+                            Forwarded::Apply {
+                                rollout: Box::new(rollout),
+                                expected_version,
+                                actor: actor_for_forward,
+                            },
+                        )
+                        .await
+                        .and_then(crate::forward::result_of),
+                    None => Err(EngineError::NotFound(self.key.clone())),
+                };
+                (self.unchanged(None), result)
             }
             Err(error) => (self.unchanged(None), Err(error)),
         }
@@ -1238,9 +1429,10 @@ impl<S: Store> JobContext<S> {
                 let no_change = transition.status == stored.status
                     && transition.effects.is_empty()
                     && transition.events.is_empty();
-                let done = self.commit_and_apply(&stored, transition, now).await;
-                let result = match &done.stored {
-                    Some(after) if after.version != stored.version => Ok(after.clone()),
+                let mut done = self.commit_and_apply(&stored, transition, now).await;
+                let result = match (&done.stored, done.commit_failure.take()) {
+                    (_, Some(failure)) => Err(EngineError::Store(failure)),
+                    (Some(after), None) if after.version != stored.version => Ok(after.clone()),
                     _ if no_change => Ok(stored),
                     _ => Err(EngineError::Store(weir_store::StoreError::Database(
                         "the command could not be committed; try again".into(),
@@ -1308,6 +1500,8 @@ impl<S: Store> JobContext<S> {
                         }),
                         needs_reconcile: false,
                         target_failed: None,
+                        lost: false,
+                        commit_failure: None,
                     },
                     Ok(()),
                 )

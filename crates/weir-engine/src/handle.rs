@@ -30,15 +30,29 @@ pub enum EngineError {
     /// The engine has stopped.
     #[error("the engine is shutting down")]
     ShuttingDown,
+    /// The rollout's owner (another instance) answered with this error.
+    #[error(transparent)]
+    Remote(#[from] crate::forward::RemoteError),
 }
 
 /// A rollout after an apply.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Applied {
     /// As stored.
     pub rollout: StoredRollout,
     /// Created, updated or unchanged.
     pub outcome: ApplyOutcome,
+}
+
+/// What became of a forwarded request ([`EngineHandle::execute`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Executed {
+    /// The answer to record (`crate::forward::Answer` as JSON).
+    Answer(serde_json::Value),
+    /// This instance lost the rollout meanwhile: leave the request to the next owner.
+    Moved,
+    /// A commit executed it before (an owner that died before answering).
+    Before,
 }
 
 /// A change of one rollout's status, as it was committed.
@@ -81,7 +95,17 @@ pub(crate) enum Request {
         key: RolloutKey,
         command: Command,
         actor: String,
+        /// The forwarded request it executes (its commit marks it executed).
+        request: Option<i64>,
         reply: oneshot::Sender<Result<StoredRollout, EngineError>>,
+    },
+    /// This instance now holds the rollout's lease: load it and take over its schedule.
+    Adopt { key: RolloutKey },
+    /// This instance no longer holds the rollout's lease: stop stepping it (after the job under
+    /// way, if any) and answer once it is dropped.
+    Release {
+        key: RolloutKey,
+        reply: oneshot::Sender<()>,
     },
     Delete {
         key: RolloutKey,
@@ -141,15 +165,78 @@ impl EngineHandle {
         command: Command,
         actor: impl Into<String>,
     ) -> Result<StoredRollout, EngineError> {
+        self.command_for(key, command, actor.into(), None).await
+    }
+
+    async fn command_for(
+        &self,
+        key: RolloutKey,
+        command: Command,
+        actor: String,
+        request: Option<i64>,
+    ) -> Result<StoredRollout, EngineError> {
         let (reply, answer) = oneshot::channel();
         self.send(Request::Command {
             key,
             command,
-            actor: actor.into(),
+            actor,
+            request,
             reply,
         })
         .await?;
         answer.await.map_err(|_| EngineError::ShuttingDown)?
+    }
+
+    /// Takes over a rollout whose lease this instance has just claimed (several instances,
+    /// docs/SCALE-OUT.md): the engine loads it, re-applies its desired state, delivers what is
+    /// pending and resumes its schedule.
+    pub async fn adopt(&self, key: RolloutKey) -> Result<(), EngineError> {
+        self.send(Request::Adopt { key }).await
+    }
+
+    /// Stops stepping a rollout whose lease this instance gave up or lost; returns once the
+    /// engine has dropped it (after the job under way, if any) and its target let go of it.
+    pub async fn release(&self, key: RolloutKey) -> Result<(), EngineError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Request::Release { key, reply }).await?;
+        answer.await.map_err(|_| EngineError::ShuttingDown)
+    }
+
+    /// Executes a request another instance forwarded to this one, the owner of `key`
+    /// (request `id`; a command's commit marks it executed, so it runs once).
+    pub async fn execute(
+        &self,
+        id: i64,
+        key: RolloutKey,
+        request: crate::forward::Forwarded,
+    ) -> Executed {
+        use crate::forward::{Forwarded, answer_of};
+        fn settle<T: serde::Serialize>(result: Result<T, EngineError>) -> Executed {
+            match result {
+                Err(EngineError::Store(StoreError::Fenced { .. })) => Executed::Moved,
+                Err(EngineError::Store(StoreError::AlreadyExecuted(_))) => Executed::Before,
+                result => Executed::Answer(answer_of(&result)),
+            }
+        }
+        match request {
+            Forwarded::Apply {
+                rollout,
+                expected_version,
+                actor,
+            } => settle(self.apply_by(*rollout, expected_version, actor).await),
+            Forwarded::Command { command, actor } => {
+                settle(self.command_for(key, command, actor, Some(id)).await)
+            }
+            Forwarded::Delete { expected_version } => {
+                settle(self.delete(key, expected_version).await)
+            }
+        }
+    }
+
+    /// Tells this instance's subscribers of a change another instance committed.
+    pub fn announce(&self, change: StatusChange) {
+        // Nobody listening is fine.
+        let _ = self.changes.send(change);
     }
 
     /// Deletes a rollout (reverting routes first when its spec says `revertOnDeletion`).

@@ -10,7 +10,9 @@
 #![deny(missing_docs)]
 
 pub mod clock;
+pub mod cluster;
 mod engine;
+pub mod forward;
 mod handle;
 pub mod judging;
 pub mod providers;
@@ -18,7 +20,8 @@ pub mod synthetic;
 pub mod telemetry;
 
 pub use engine::{Activity, Engine, EngineOptions, EngineStats, LatenessSink};
-pub use handle::{Applied, EngineError, EngineHandle, StatusChange};
+pub use forward::{Forwarded, Forwarder, RemoteError, RemoteErrorKind};
+pub use handle::{Applied, EngineError, EngineHandle, Executed, StatusChange};
 pub use providers::{
     BoxFuture, ErrorKind, HookRunner, MetricSource, Notifier, ProviderError, Providers,
     TargetObservation, TargetProvider,

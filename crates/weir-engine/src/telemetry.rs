@@ -153,6 +153,7 @@ struct Inner {
     ticks: Counter,
     provider_errors: Counter,
     rollouts: Gauge,
+    cluster: ClusterMetrics,
     /// The phase each known rollout's gauge shows, so a change touches two series, not eleven.
     known: Mutex<HashMap<RolloutKey, Phase>>,
     /// Which judges have a series per rollout, to remove them when the run or the rollout ends.
@@ -236,6 +237,7 @@ impl Default for Inner {
             "Rollouts this engine knows",
             rollouts.clone(),
         );
+        let cluster = ClusterMetrics::register(&mut registry);
         let scraped = Arc::new(Mutex::new(Vec::new()));
         registry.register_collector(Box::new(ScrapedSources {
             sources: Arc::clone(&scraped),
@@ -254,6 +256,7 @@ impl Default for Inner {
             ticks,
             provider_errors,
             rollouts,
+            cluster,
             known: Mutex::default(),
             judges: Mutex::default(),
             scraped,
@@ -424,6 +427,16 @@ impl Telemetry {
         self.inner.provider_errors.inc();
     }
 
+    /// Counts a commit refused because another instance holds the rollout's lease now.
+    pub fn record_fenced(&self) {
+        self.inner.cluster.fencing_rejections.inc();
+    }
+
+    /// The metrics of leases and forwarded requests (several instances on one database).
+    pub fn cluster(&self) -> &ClusterMetrics {
+        &self.inner.cluster
+    }
+
     /// Adds an adapter's families, read at every scrape. A source added again under the same
     /// name (an engine restarted in-process over the same providers) replaces the first, so no
     /// series is ever encoded twice.
@@ -480,3 +493,80 @@ impl Collector for ScrapedSources {
 
 #[cfg(test)]
 mod tests;
+
+/// `weir_cluster_*`: leases and forwarded requests, when several instances share one database
+/// (docs/SCALE-OUT.md). All zero on a single instance.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterMetrics {
+    /// Leases this instance holds now.
+    pub leases_held: Gauge,
+    /// Leases claimed (unowned or expired ones).
+    pub claims: Counter,
+    /// Of those, leases taken from another instance after they expired.
+    pub takeovers: Counter,
+    /// Leases this instance held and lost (expired and taken, or their rollout deleted).
+    pub leases_lost: Counter,
+    /// Leases given back (balancing, or leaving).
+    pub releases: Counter,
+    /// Commits refused because another instance held the lease by then.
+    pub fencing_rejections: Counter,
+    /// Requests handed to another instance (the owner of their rollout).
+    pub forwarded: Counter,
+    /// Requests this instance executed for another.
+    pub executed_for_others: Counter,
+}
+
+impl ClusterMetrics {
+    fn register(registry: &mut Registry) -> ClusterMetrics {
+        let metrics = ClusterMetrics::default();
+        let gauges: [(&str, &str, &Gauge); 1] = [(
+            "weir_cluster_leases_held",
+            "Rollout leases this instance holds now",
+            &metrics.leases_held,
+        )];
+        for (name, help, gauge) in gauges {
+            registry.register(name, help, gauge.clone());
+        }
+        let counters: [(&str, &str, &Counter); 7] = [
+            (
+                "weir_cluster_claims",
+                "Leases claimed (unowned or expired)",
+                &metrics.claims,
+            ),
+            (
+                "weir_cluster_takeovers",
+                "Leases taken over from another instance after they expired",
+                &metrics.takeovers,
+            ),
+            (
+                "weir_cluster_leases_lost",
+                "Leases this instance held and lost",
+                &metrics.leases_lost,
+            ),
+            (
+                "weir_cluster_releases",
+                "Leases given back (balancing or leaving)",
+                &metrics.releases,
+            ),
+            (
+                "weir_cluster_fencing_rejections",
+                "Commits refused because another instance held the lease by then",
+                &metrics.fencing_rejections,
+            ),
+            (
+                "weir_cluster_forwarded_requests",
+                "Requests handed to the instance that owns their rollout",
+                &metrics.forwarded,
+            ),
+            (
+                "weir_cluster_executed_requests",
+                "Requests this instance executed for another",
+                &metrics.executed_for_others,
+            ),
+        ];
+        for (name, help, counter) in counters {
+            registry.register(name, help, counter.clone());
+        }
+        metrics
+    }
+}

@@ -124,6 +124,10 @@ pub trait Cluster: Store {
     /// This instance's host label (local rollouts it creates are bound to it).
     fn host_label(&self) -> &str;
 
+    /// The leases this instance holds now (key and epoch), as it last claimed, created or
+    /// renewed them.
+    fn held_leases(&self) -> Vec<(RolloutKey, u64)>;
+
     /// Joins the cluster: from now on writes to existing rollouts are fenced, and rollouts this
     /// instance creates are leased to it at once. Records (and refreshes, when called again) this
     /// instance's heartbeat row with its API address, e.g. `http://10.0.0.5:7979`.

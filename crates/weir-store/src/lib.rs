@@ -195,7 +195,9 @@ pub enum StoreError {
     Database(String),
     /// This instance no longer holds the rollout's lease (another instance took it over, or it
     /// was released): the write was refused and changed nothing (fencing, docs/SCALE-OUT.md).
-    #[error("rollout {key} is no longer owned by this instance (lease epoch {epoch} was superseded)")]
+    #[error(
+        "rollout {key} is no longer owned by this instance (lease epoch {epoch} was superseded)"
+    )]
     Fenced {
         /// The rollout.
         key: RolloutKey,
@@ -294,6 +296,16 @@ pub trait Store: Clone + Send + Sync + 'static {
         key: &RolloutKey,
         expected_version: Option<u64>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Who owns the rollout, when several instances share the store (docs/SCALE-OUT.md):
+    /// its lease. `None` for a store that is not shared (SQLite: the one process owns all).
+    fn owner_of(
+        &self,
+        key: &RolloutKey,
+    ) -> impl Future<Output = Result<Option<Lease>, StoreError>> + Send {
+        let _ = key;
+        async { Ok(None) }
+    }
 
     /// Events after `after_seq`, oldest first, at most `limit` (capped at [`MAX_PAGE`]; 0 means
     /// [`DEFAULT_PAGE`]).

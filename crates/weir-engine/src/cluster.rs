@@ -1,0 +1,471 @@
+//! One instance among several on one database: holding leases, adopting and releasing rollouts,
+//! executing requests forwarded by other instances, and relaying their changes to this
+//! instance's subscribers (docs/SCALE-OUT.md).
+//!
+//! A [`ClusterMember`] runs beside an [`crate::Engine`] built with
+//! `EngineOptions::forwarder` set to [`ClusterMember::forwarder`]:
+//!
+//! - every `lease_time / 3` it sends a heartbeat, renews its leases (telling the engine to drop
+//!   those it lost), and balances: it claims free leases up to its fair share (the claimable
+//!   rollouts divided by the live instances, rounded up) and gives back what it holds beyond that
+//!   share plus one, so a joining instance gets work and a leaving one's work is spread. A
+//!   notification that leases were freed (an instance left, a rollout was created) balances at
+//!   once.
+//! - requests for rollouts it holds are executed through the engine as soon as their
+//!   notification arrives (and at every round, in case one was missed), and answered.
+//! - changes other instances commit are read back and announced on the engine's broadcast, so
+//!   watch streams on this instance see every rollout.
+//!
+//! Fencing is the store's: a commit for a lease this instance no longer holds is refused, so an
+//! instance that was paused past its lease cannot step a rollout another one took over.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::{Notify, mpsc, oneshot};
+use weir_store::{Cluster, Notice, RolloutKey, StoreError, StoredEvent};
+
+use crate::forward::{Answer, Forwarded, Forwarder, RemoteError, RemoteErrorKind};
+use crate::handle::{EngineError, EngineHandle, Executed, StatusChange};
+use crate::providers::BoxFuture;
+use crate::telemetry::ClusterMetrics;
+
+/// Settings of a cluster member.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// How long a lease lasts unless renewed (renewed every third of it). An instance that
+    /// stops answering loses its rollouts to the others after at most this long.
+    pub lease_time: Duration,
+    /// Most leases claimed in one round.
+    pub claim_batch: usize,
+    /// How long a forwarded request waits for the owner's answer. Longer than the lease time,
+    /// so a request to a rollout whose owner just died is executed by the next owner.
+    pub forward_timeout: Duration,
+    /// This instance's API address, recorded with its heartbeat (for people reading the
+    /// instances table).
+    pub api: Option<String>,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions {
+            lease_time: Duration::from_secs(10),
+            claim_batch: 100,
+            forward_timeout: Duration::from_secs(30),
+            api: None,
+        }
+    }
+}
+
+/// The state the member and its forwarder share.
+#[derive(Debug, Default)]
+struct Shared {
+    /// Forwarded requests waiting for their answer, by request id.
+    waiters: Mutex<HashMap<i64, Vec<oneshot::Sender<serde_json::Value>>>>,
+    /// Woken when requests may be waiting for this instance.
+    requests: Notify,
+}
+
+/// This instance's part in a cluster (see the module documentation).
+pub struct ClusterMember<S: Cluster> {
+    store: S,
+    options: ClusterOptions,
+    shared: Arc<Shared>,
+    metrics: ClusterMetrics,
+}
+
+/// Hands requests to owners through the store (see [`Forwarder`]).
+struct StoreForwarder<S: Cluster> {
+    store: S,
+    shared: Arc<Shared>,
+    timeout: Duration,
+    metrics: ClusterMetrics,
+}
+
+impl<S: Cluster> std::fmt::Debug for StoreForwarder<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreForwarder")
+            .field("instance", &self.store.instance_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Cluster> Forwarder for StoreForwarder<S> {
+    fn forward(
+        &self,
+        key: RolloutKey,
+        request: Forwarded,
+    ) -> BoxFuture<'static, Result<serde_json::Value, EngineError>> {
+        let store = self.store.clone();
+        let shared = Arc::clone(&self.shared);
+        let timeout = self.timeout;
+        let metrics = self.metrics.clone();
+        Box::pin(async move {
+            let body = serde_json::to_value(&request).map_err(|error| {
+                EngineError::Remote(RemoteError::new(
+                    RemoteErrorKind::Internal,
+                    format!("cannot encode the request: {error}"),
+                ))
+            })?;
+            let id = store.submit_request(&key, &body).await?;
+            metrics.forwarded.inc();
+            let (tell, mut answered) = oneshot::channel();
+            shared
+                .waiters
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(id)
+                .or_default()
+                .push(tell);
+            let deadline = tokio::time::Instant::now() + timeout;
+            let result = loop {
+                // The notification is the fast path; reading the row covers an answer that
+                // came before the waiter was registered, or a notification that was missed.
+                if let Some(answer) = store.request_answer(id).await? {
+                    break Ok(answer);
+                }
+                let poll = tokio::time::sleep(Duration::from_millis(500));
+                tokio::select! {
+                    answer = &mut answered => match answer {
+                        Ok(answer) => break Ok(answer),
+                        Err(_) => answered = oneshot::channel().1,
+                    },
+                    () = poll => {}
+                    () = tokio::time::sleep_until(deadline) => {
+                        break Err(EngineError::Remote(RemoteError::new(
+                            RemoteErrorKind::Unavailable,
+                            format!(
+                                "no instance holding rollout {key} answered within {}s; it may be between owners: try again",
+                                timeout.as_secs()
+                            ),
+                        )));
+                    }
+                }
+            };
+            shared
+                .waiters
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&id);
+            result
+        })
+    }
+}
+
+impl<S: Cluster> ClusterMember<S> {
+    /// A member over `store` (opened with this instance's host label), counting into `metrics`
+    /// (the engine's telemetry: `Telemetry::cluster`).
+    pub fn new(store: S, options: ClusterOptions, metrics: ClusterMetrics) -> ClusterMember<S> {
+        ClusterMember {
+            store,
+            options,
+            shared: Arc::default(),
+            metrics,
+        }
+    }
+
+    /// What the engine hands requests for rollouts it does not hold to
+    /// (`EngineOptions::forwarder`).
+    pub fn forwarder(&self) -> Arc<dyn Forwarder> {
+        Arc::new(StoreForwarder {
+            store: self.store.clone(),
+            shared: Arc::clone(&self.shared),
+            timeout: self.options.forward_timeout,
+            metrics: self.metrics.clone(),
+        })
+    }
+
+    /// Joins the cluster (the first heartbeat: from then on the store fences writes) and
+    /// starts listening. Call before the engine runs, so that rollouts created through it are
+    /// leased to this instance at once.
+    pub async fn join(&self) -> Result<mpsc::Receiver<Notice>, StoreError> {
+        let notices = self.store.notices().await?;
+        self.store
+            .heartbeat(self.options.api.as_deref(), self.options.lease_time)
+            .await?;
+        Ok(notices)
+    }
+
+    /// Holds leases and serves requests for `handle`'s engine until `shutdown` completes, then
+    /// gives every lease back so the other instances take over at once.
+    pub async fn run(
+        self,
+        handle: EngineHandle,
+        mut notices: mpsc::Receiver<Notice>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
+        tokio::pin!(shutdown);
+        let round = self.options.lease_time / 3;
+        let mut rounds = tokio::time::interval(round.max(Duration::from_millis(100)));
+        rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (answered, mut executed) = mpsc::unbounded_channel::<i64>();
+        let mut in_flight: HashSet<i64> = HashSet::new();
+        let mut relay = Relay::default();
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                _ = rounds.tick() => {
+                    if let Err(error) = self.keep_leases(&handle).await {
+                        tracing::warn!("cluster: keeping leases failed: {error}");
+                    }
+                    self.serve_requests(&handle, &mut in_flight, &answered).await;
+                }
+                () = self.shared.requests.notified() => {
+                    self.serve_requests(&handle, &mut in_flight, &answered).await;
+                }
+                Some(id) = executed.recv() => {
+                    in_flight.remove(&id);
+                }
+                notice = notices.recv() => match notice {
+                    Some(notice) => self.on_notice(notice, &handle, &mut relay).await,
+                    None => {
+                        // The listener gave up; rounds still renew and serve.
+                        tracing::warn!("cluster: notifications stopped; polling only");
+                        notices = mpsc::channel(1).1;
+                    }
+                },
+            }
+        }
+        match self.store.leave().await {
+            Ok(()) => tracing::info!("cluster: left, leases given back"),
+            Err(error) => tracing::warn!("cluster: leaving failed (leases lapse instead): {error}"),
+        }
+        self.metrics.leases_held.set(0);
+    }
+
+    /// Heartbeat, renewal, and balancing.
+    async fn keep_leases(&self, handle: &EngineHandle) -> Result<(), StoreError> {
+        let lease_time = self.options.lease_time;
+        self.store
+            .heartbeat(self.options.api.as_deref(), lease_time)
+            .await?;
+        for key in self.store.renew(lease_time).await? {
+            tracing::info!(rollout = %key, "cluster: lease lost");
+            self.metrics.leases_lost.inc();
+            let _ = handle.release(key).await;
+        }
+        self.balance(handle).await
+    }
+
+    /// Claims up to the fair share, gives back beyond it.
+    async fn balance(&self, handle: &EngineHandle) -> Result<(), StoreError> {
+        let lease_time = self.options.lease_time;
+        let summary = self.store.lease_summary(lease_time).await?;
+        let me = self.store.instance_id();
+        let live = summary.live_instances.len().max(1) as u64;
+        let share = summary.claimable_total.div_ceil(live);
+        let held = self.store.held_leases();
+        let holding = held.len() as u64;
+        if holding < share && summary.free > 0 {
+            let want = usize::try_from(share - holding)
+                .unwrap_or(usize::MAX)
+                .min(self.options.claim_batch);
+            let claimed = self.store.claim(want, lease_time).await?;
+            for lease in claimed {
+                self.metrics.claims.inc();
+                if lease.previous_owner.is_some() {
+                    self.metrics.takeovers.inc();
+                    tracing::info!(rollout = %lease.key, from = ?lease.previous_owner, epoch = lease.epoch, "cluster: took over");
+                }
+                let _ = handle.adopt(lease.key).await;
+            }
+        } else if holding > share + 1 && summary.live_instances.len() > 1 {
+            let excess = usize::try_from(holding - share).unwrap_or(usize::MAX);
+            let mut give: Vec<RolloutKey> = held.into_iter().map(|(key, _)| key).collect();
+            give.sort();
+            give.truncate(excess);
+            // The engine lets go first (a local router stops), then the lease is freed.
+            for key in &give {
+                let _ = handle.release(key.clone()).await;
+            }
+            self.store.release(&give).await?;
+            self.metrics.releases.inc_by(give.len() as u64);
+            tracing::info!(
+                count = give.len(),
+                share,
+                me,
+                "cluster: gave back leases beyond the share"
+            );
+        }
+        self.metrics
+            .leases_held
+            .set(i64::try_from(self.store.held_leases().len()).unwrap_or(i64::MAX));
+        Ok(())
+    }
+
+    /// Executes the requests waiting for rollouts this instance holds (each once at a time).
+    async fn serve_requests(
+        &self,
+        handle: &EngineHandle,
+        in_flight: &mut HashSet<i64>,
+        answered: &mpsc::UnboundedSender<i64>,
+    ) {
+        let pending = match self.store.pending_requests().await {
+            Ok(pending) => pending,
+            Err(error) => {
+                tracing::warn!("cluster: reading requests failed: {error}");
+                return;
+            }
+        };
+        for request in pending {
+            if !in_flight.insert(request.id) {
+                continue;
+            }
+            let store = self.store.clone();
+            let handle = handle.clone();
+            let answered = answered.clone();
+            let metrics = self.metrics.clone();
+            tokio::spawn(async move {
+                let id = request.id;
+                if let Some(answer) = execute(&store, &handle, request).await {
+                    metrics.executed_for_others.inc();
+                    if let Err(error) = store.answer_request(id, &answer).await {
+                        tracing::warn!("cluster: answering request {id} failed: {error}");
+                    }
+                }
+                let _ = answered.send(id);
+            });
+        }
+    }
+
+    async fn on_notice(&self, notice: Notice, handle: &EngineHandle, relay: &mut Relay) {
+        match notice {
+            Notice::RequestSubmitted { key, .. } => {
+                if self
+                    .store
+                    .held_leases()
+                    .iter()
+                    .any(|(held, _)| *held == key)
+                {
+                    self.shared.requests.notify_one();
+                }
+            }
+            Notice::RequestAnswered { id } => {
+                let waiters = self
+                    .shared
+                    .waiters
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&id);
+                if let Some(waiters) = waiters
+                    && let Ok(Some(answer)) = self.store.request_answer(id).await
+                {
+                    for waiter in waiters {
+                        let _ = waiter.send(answer.clone());
+                    }
+                }
+            }
+            Notice::RolloutChanged {
+                key,
+                version,
+                last_event_seq,
+                by,
+            } => {
+                if by != self.store.instance_id() {
+                    relay
+                        .announce(&self.store, handle, key, version, last_event_seq)
+                        .await;
+                }
+            }
+            Notice::LeasesFreed | Notice::Reconnected => {
+                if let Err(error) = self.balance(handle).await {
+                    tracing::warn!("cluster: balancing failed: {error}");
+                }
+                self.shared.requests.notify_one();
+            }
+            Notice::FlagChanged { .. } => {}
+        }
+    }
+}
+
+/// Runs one forwarded request through the engine; `None` when this instance must not answer it
+/// (it lost the rollout meanwhile: the next owner will).
+async fn execute<S: Cluster>(
+    store: &S,
+    handle: &EngineHandle,
+    request: weir_store::PendingRequest,
+) -> Option<serde_json::Value> {
+    let executed_already = || async {
+        // Executed by an owner that died before answering: the answer is the rollout now.
+        let now = store.get(&request.key).await;
+        crate::forward::answer_of(&now.map_err(EngineError::from))
+    };
+    if request.executed {
+        return Some(executed_already().await);
+    }
+    let forwarded: Forwarded = match serde_json::from_value(request.body.clone()) {
+        Ok(forwarded) => forwarded,
+        Err(error) => {
+            let refusal = RemoteError::new(
+                RemoteErrorKind::Internal,
+                format!("the request cannot be read by this instance: {error}"),
+            );
+            return serde_json::to_value(Answer::Error(refusal)).ok();
+        }
+    };
+    match handle
+        .execute(request.id, request.key.clone(), forwarded)
+        .await
+    {
+        Executed::Answer(answer) => Some(answer),
+        Executed::Moved => None,
+        Executed::Before => Some(executed_already().await),
+    }
+}
+
+/// Turns other instances' change notifications into [`StatusChange`]s on this instance.
+#[derive(Default)]
+struct Relay {
+    /// The last event announced per rollout.
+    last_seq: HashMap<RolloutKey, u64>,
+}
+
+impl Relay {
+    async fn announce<S: Cluster>(
+        &mut self,
+        store: &S,
+        handle: &EngineHandle,
+        key: RolloutKey,
+        version: u64,
+        last_event_seq: u64,
+    ) {
+        if version == 0 {
+            self.last_seq.remove(&key);
+            handle.announce(StatusChange {
+                key,
+                version,
+                status: None,
+                events: Vec::new(),
+            });
+            return;
+        }
+        let Ok(Some(stored)) = store.get(&key).await else {
+            return;
+        };
+        // The events of this write: those after the last one announced; for a rollout not
+        // seen before, those written with this version (they carry its time).
+        let (after, first_sight) = match self.last_seq.get(&key) {
+            Some(seen) => (*seen, false),
+            None => (last_event_seq.saturating_sub(20), true),
+        };
+        let mut events: Vec<StoredEvent> = if last_event_seq > after {
+            store
+                .events(&key, after, weir_store::MAX_PAGE)
+                .await
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        if first_sight {
+            events.retain(|event| event.event.at == stored.updated_at);
+        }
+        self.last_seq.insert(key.clone(), stored.last_event_seq);
+        handle.announce(StatusChange {
+            key,
+            version: stored.version,
+            status: Some(stored.status),
+            events,
+        });
+    }
+}
