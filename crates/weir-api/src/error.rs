@@ -93,6 +93,12 @@ pub enum ApiError {
     /// The engine is shutting down.
     #[error("the engine is shutting down; try again later")]
     Unavailable,
+    /// No instance can take the request now (its rollout is between owners); try again.
+    #[error("{0}")]
+    Moving(String),
+    /// The rollout's owner (another instance) refused the command.
+    #[error("{0}")]
+    RejectedByOwner(String),
     /// The `Host` is not one this server answers to.
     #[error("{0}")]
     Misdirected(String),
@@ -137,7 +143,8 @@ impl ApiError {
             ApiError::PayloadTooLarge => ErrorCode::PayloadTooLarge,
             ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             ApiError::Internal(_) => ErrorCode::Internal,
-            ApiError::Unavailable => ErrorCode::Unavailable,
+            ApiError::Unavailable | ApiError::Moving(_) => ErrorCode::Unavailable,
+            ApiError::RejectedByOwner(_) => ErrorCode::Rejected,
             ApiError::Misdirected(_) => ErrorCode::Misdirected,
             ApiError::Forbidden(_) => ErrorCode::Forbidden,
             ApiError::Unauthorized(_) => ErrorCode::Unauthorized,
@@ -219,6 +226,9 @@ impl From<StoreError> for ApiError {
             StoreError::Corrupt { .. } | StoreError::Database(_) => {
                 ApiError::Internal(error.to_string())
             }
+            StoreError::Fenced { .. } | StoreError::AlreadyExecuted(_) => ApiError::Moving(format!(
+                "{error}; the rollout is changing owner, try again in a few seconds"
+            )),
         }
     }
 }
@@ -242,6 +252,21 @@ impl From<EngineError> for ApiError {
             EngineError::Rejected(rejected) => ApiError::Rejected(rejected),
             EngineError::Store(error) => error.into(),
             EngineError::ShuttingDown => ApiError::Unavailable,
+            EngineError::Remote(remote) => {
+                use weir_engine::RemoteErrorKind as Kind;
+                match remote.kind {
+                    Kind::Invalid => ApiError::invalid(remote.fields),
+                    Kind::Refused => ApiError::Unprocessable {
+                        message: remote.message,
+                        errors: remote.fields,
+                    },
+                    Kind::NotFound => ApiError::NotFound(remote.message),
+                    Kind::Rejected => ApiError::RejectedByOwner(remote.message),
+                    Kind::Conflict => ApiError::Conflict(remote.message),
+                    Kind::Unavailable => ApiError::Moving(remote.message),
+                    Kind::Internal => ApiError::Internal(remote.message),
+                }
+            }
         }
     }
 }

@@ -12,7 +12,8 @@ use weir_core::document::{Document, load_value};
 use weir_core::machine::{Command, GateRef};
 use weir_core::model::{HookType, Rollout};
 use weir_core::{FieldError, Warning};
-use weir_store::{ApplyOutcome, ListQuery, RolloutKey, Store};
+use jiff::Timestamp;
+use weir_store::{ApplyOutcome, ListQuery, RolloutKey, Store, StoredRollout};
 
 use crate::ApiState;
 use crate::auth::Caller;
@@ -78,8 +79,12 @@ pub(crate) async fn list<S: Store>(
         None => state.store.list(&query).await?,
         Some(_) => visible_page(&state.store, &caller, query).await?,
     };
+    let mut items = Vec::with_capacity(page.items.len());
+    for stored in page.items {
+        items.push(with_owner(&state.store, stored).await?);
+    }
     Ok(Json(RolloutPage {
-        items: page.items.into_iter().map(RolloutView::from).collect(),
+        items,
         next_cursor: page.next_cursor,
     })
     .into_response())
@@ -130,11 +135,20 @@ pub(crate) async fn get_one<S: Store>(
         .get(&key)
         .await?
         .ok_or_else(|| not_found(&key))?;
+    let version = stored.version;
     Ok(with_etag(
         StatusCode::OK,
-        stored.version,
-        RolloutView::from(stored),
+        version,
+        with_owner(&state.store, stored).await?,
     ))
+}
+
+/// The view of a rollout with its owner, when the store is shared by several instances.
+async fn with_owner<S: Store>(store: &S, stored: StoredRollout) -> Result<RolloutView, ApiError> {
+    let owner = store.owner_of(&stored.key).await?;
+    let mut view = RolloutView::from(stored);
+    view.owner = owner.map(|lease| crate::types::OwnerView::of(lease, Timestamp::now()));
+    Ok(view)
 }
 
 // === apply ===

@@ -55,6 +55,48 @@ pub struct RolloutView {
     pub created_at: Timestamp,
     /// When it last changed.
     pub updated_at: Timestamp,
+    /// Which instance steps it, when several share one database (docs/SCALE-OUT.md); absent
+    /// on a single instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<OwnerView>,
+}
+
+/// A rollout's lease: who holds it and how fresh the hold is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerView {
+    /// The instance holding the lease; `null` while nobody does (between owners).
+    pub instance: Option<String>,
+    /// Bumped by every claim; a commit under an older epoch is refused (fencing).
+    pub epoch: u64,
+    /// The host label a local rollout is bound to (`null`: any instance may own it).
+    pub host: Option<String>,
+    /// When the owner last renewed the lease.
+    pub renewed_at: Option<Timestamp>,
+    /// When the lease lapses unless renewed.
+    pub expires_at: Option<Timestamp>,
+    /// Seconds since the last renewal (a dead owner's age grows until another instance takes
+    /// the rollout over).
+    pub lease_age_seconds: Option<f64>,
+    /// Whether the lease has lapsed (its owner stopped renewing; another instance will claim it).
+    pub expired: bool,
+}
+
+impl OwnerView {
+    /// The view of `lease` at `now`.
+    pub fn of(lease: weir_store::Lease, now: Timestamp) -> OwnerView {
+        OwnerView {
+            expired: lease.owner.is_none() || lease.expires_at.is_some_and(|at| at <= now),
+            lease_age_seconds: lease
+                .renewed_at
+                .map(|at| now.duration_since(at).as_secs_f64().max(0.0)),
+            instance: lease.owner,
+            epoch: lease.epoch,
+            host: lease.host,
+            renewed_at: lease.renewed_at,
+            expires_at: lease.expires_at,
+        }
+    }
 }
 
 impl From<StoredRollout> for RolloutView {
@@ -68,6 +110,7 @@ impl From<StoredRollout> for RolloutView {
             last_event_seq: stored.last_event_seq,
             created_at: stored.created_at,
             updated_at: stored.updated_at,
+            owner: None,
         }
     }
 }

@@ -184,6 +184,8 @@ impl<S: Cluster> ClusterMember<S> {
         self.store
             .heartbeat(self.options.api.as_deref(), self.options.lease_time)
             .await?;
+        self.metrics
+            .set_instance(self.store.instance_id(), self.store.host_label());
         Ok(notices)
     }
 

@@ -498,6 +498,8 @@ mod tests;
 /// (docs/SCALE-OUT.md). All zero on a single instance.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterMetrics {
+    /// 1, labelled with this instance's id and host label (once it joined).
+    pub instance: Family<Vec<(String, String)>, Gauge>,
     /// Leases this instance holds now.
     pub leases_held: Gauge,
     /// Leases claimed (unowned or expired ones).
@@ -517,8 +519,23 @@ pub struct ClusterMetrics {
 }
 
 impl ClusterMetrics {
+    /// Records this instance's id and host label (`weir_cluster_instance`).
+    pub fn set_instance(&self, id: &str, host: &str) {
+        self.instance
+            .get_or_create(&vec![
+                ("instance".to_owned(), id.to_owned()),
+                ("host".to_owned(), host.to_owned()),
+            ])
+            .set(1);
+    }
+
     fn register(registry: &mut Registry) -> ClusterMetrics {
         let metrics = ClusterMetrics::default();
+        registry.register(
+            "weir_cluster_instance",
+            "1, labelled with this instance's id and host label (several instances on one database)",
+            metrics.instance.clone(),
+        );
         let gauges: [(&str, &str, &Gauge); 1] = [(
             "weir_cluster_leases_held",
             "Rollout leases this instance holds now",

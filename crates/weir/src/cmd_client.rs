@@ -312,6 +312,36 @@ fn print_table(rows: &[[String; 6]]) {
     );
 }
 
+/// The table with each rollout's owner and the age of its lease (several instances on one
+/// database): `OWNER` is the instance stepping it (`none` between owners), `LEASE` how long
+/// ago it renewed the lease, `expired` once it lapsed (the owner died or stalls; another
+/// instance takes it over).
+fn print_owned_table(rollouts: &[RolloutView]) {
+    let rows: Vec<[String; 8]> = rollouts
+        .iter()
+        .map(|rollout| {
+            let [namespace, name, phase, canary, run, message] = row(rollout);
+            let (owner, lease) = match &rollout.owner {
+                Some(owner) => (
+                    owner.instance.clone().unwrap_or_else(|| "none".into()),
+                    match (owner.expired, owner.lease_age_seconds) {
+                        (true, Some(age)) => format!("expired ({age:.0}s)"),
+                        (true, None) => "-".into(),
+                        (false, Some(age)) => format!("{age:.1}s"),
+                        (false, None) => "-".into(),
+                    },
+                ),
+                None => ("-".into(), "-".into()),
+            };
+            [namespace, name, phase, canary, run, owner, lease, message]
+        })
+        .collect();
+    print_columns(
+        &["NAMESPACE", "NAME", "PHASE", "CANARY", "RUN", "OWNER", "LEASE", "MESSAGE"],
+        &rows,
+    );
+}
+
 /// A table: columns padded to their widest cell, the last one left as it is.
 pub(crate) fn print_columns<const N: usize>(headers: &[&str; N], rows: &[[String; N]]) {
     let mut widths = headers.map(str::len);
@@ -442,6 +472,9 @@ pub fn get(args: &GetArgs) -> Result<ExitCode> {
         match args.output {
             OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&rollouts)?),
             OutputFormat::Text if rollouts.is_empty() => println!("no rollouts"),
+            OutputFormat::Text if rollouts.iter().any(|rollout| rollout.owner.is_some()) => {
+                print_owned_table(&rollouts)
+            }
             OutputFormat::Text => print_table(&rollouts.iter().map(row).collect::<Vec<_>>()),
         }
         Ok(ExitCode::SUCCESS)

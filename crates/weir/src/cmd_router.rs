@@ -107,7 +107,7 @@ from the upstream or from the router (502 upstream unreachable, 504 upstream tim
 Stops cleanly on Ctrl-C.";
 
 /// Parses `500ms`, `2s`, `5m`, `1h` or a bare number of seconds.
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())

@@ -9,7 +9,8 @@ use clap::Args;
 use weir_api::HostPolicy;
 use weir_engine::{Engine, EngineHandle, EngineOptions};
 use weir_http::policy::{Cidr, ListenPolicy};
-use weir_store::SqliteStore;
+use weir_engine::cluster::{ClusterMember, ClusterOptions};
+use weir_store::{Cluster, PostgresStore, SqliteStore};
 
 /// The address `weir serve` listens on, and client verbs talk to, by default.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7979";
@@ -17,10 +18,23 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7979";
 /// Arguments of `weir serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The SQLite file holding every rollout, its status and its history (created if missing).
+    /// Where every rollout, its status and its history live: a SQLite file (created if
+    /// missing), or a PostgreSQL database shared by several `weir serve` instances
+    /// (`postgres://USER@HOST/DB`; docs/SCALE-OUT.md).
     /// Default: $XDG_STATE_HOME/weir/weir.db (or ~/.local/state/weir/weir.db).
-    #[arg(long, value_name = "PATH", env = "WEIR_DB")]
+    #[arg(long, value_name = "PATH|URL", env = "WEIR_DB")]
     db: Option<PathBuf>,
+    /// With PostgreSQL: this machine's label. Local rollouts (their routers listen here) are
+    /// owned only by instances with the label of the host that created them (or the one their
+    /// `weir.dev/host` label names); other rollouts move freely between instances.
+    /// Default: the hostname.
+    #[arg(long, value_name = "LABEL", env = "WEIR_HOST_LABEL")]
+    host_label: Option<String>,
+    /// With PostgreSQL: how long an instance holds a rollout without renewing its lease (it
+    /// renews every third of it). An instance that dies or stalls loses its rollouts to the
+    /// others after at most this long. E.g. `10s`, `1m`.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::cmd_router::parse_duration, env = "WEIR_LEASE_TIME")]
+    lease_time: std::time::Duration,
     /// Address of the HTTP API (REST under /api/v1, Server-Sent Events at /api/v1/watch, the
     /// OpenAPI document at /api/v1/openapi.json).
     /// Port 0 picks a free port; the bound address is printed on start.
@@ -92,48 +106,146 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
     // Read before anything starts, so a missing or mismatched file stops weir at once.
     let tls = args.tls.load()?;
     runtime.block_on(async {
-        let store = SqliteStore::open(&db)
-            .await
-            .with_context(|| format!("cannot open {}", db.display()))?;
-        let integrations = args.integrations.integrations(Vec::new())?;
-        let auth = access_control(&store, args, tls.is_some()).await?;
-        let flags = weir_flags::Flags::open(store.clone())
-            .await
-            .with_context(|| format!("cannot read the flags of {}", db.display()))?;
-        // Bound before the providers are built, so the outbound policy knows the API's port
-        // (with port 0 it is known only now) and refuses it as a destination.
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", args.listen))?;
-        let bound = listener.local_addr().unwrap_or(args.listen);
-        let listener = crate::tls::ApiListener::new(listener, tls);
-        crate::tls::warn_if_plain_on_network(&listener);
-        let scheme = listener.scheme();
-        integrations.outbound.add_own(bound);
-        let hosts = host_policy(bound, &args.public_name, "weir serve")?;
-        let listen_policy = args
-            .allow_listen
-            .iter()
-            .fold(ListenPolicy::loopback_only(), |policy, block| {
-                policy.allow(*block)
-            });
-        let mut targets = integrations.local_targets(listen_policy);
-        if args.allow_commands {
-            targets = targets.allowing_commands();
+        match postgres_url(&db) {
+            Some(url) => {
+                let host = match &args.host_label {
+                    Some(label) => label.clone(),
+                    None => hostname(),
+                };
+                let store = PostgresStore::open(url, &host)
+                    .await
+                    .with_context(|| format!("cannot open {}", redacted(url)))?;
+                let telemetry = weir_engine::Telemetry::new();
+                let options = ClusterOptions {
+                    lease_time: args.lease_time,
+                    ..ClusterOptions::default()
+                };
+                let member = ClusterMember::new(store.clone(), options, telemetry.cluster().clone());
+                let notices = member
+                    .join()
+                    .await
+                    .context("cannot join the other instances on the database")?;
+                let engine_options = EngineOptions {
+                    telemetry: Some(telemetry),
+                    forwarder: Some(member.forwarder()),
+                    ..EngineOptions::default()
+                };
+                let label = format!("{} as {}", redacted(url), store.instance_id());
+                let start: StartMember = Box::new(move |handle, stopped| {
+                    tokio::spawn(member.run(handle, notices, stopped))
+                });
+                serve_with(store, args, label, tls, engine_options, Some(start)).await
+            }
+            None => {
+                let store = SqliteStore::open(&db)
+                    .await
+                    .with_context(|| format!("cannot open {}", db.display()))?;
+                let label = db.display().to_string();
+                serve_with(store, args, label, tls, EngineOptions::default(), None).await
+            }
         }
-        let providers =
-            weir_flags::FlagTargets::new(flags.clone()).add_to(integrations.providers(&targets));
-        let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
-        crate::listening::announce(args.output, &[("api", bound)]);
-        eprintln!(
-            "weir serve: API at {scheme}://{bound} (database {}); dashboard at {scheme}://{bound}/; OFREP at {scheme}://{bound}/ofrep/v1 (namespace default; {scheme}://{bound}/ns/NAMESPACE for others); Ctrl-C stops",
-            db.display()
-        );
-        let flags: MoreRoutes =
-            Box::new(move |stopped| weir_api::flags_router_with_shutdown(flags, stopped));
-        let auth: Guard = Box::new(move |router| auth.apply(router));
-        run_until_stopped(listener, store, handle, engine, Some(flags), Some(hosts), Some(auth)).await
     })
+}
+
+/// The URL when `db` names a PostgreSQL database.
+fn postgres_url(db: &std::path::Path) -> Option<&str> {
+    db.to_str()
+        .filter(|db| db.starts_with("postgres://") || db.starts_with("postgresql://"))
+}
+
+/// A database URL without its password, for messages.
+fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// This machine's name (the default host label).
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// Starts the cluster member once the engine's handle exists; it runs until the future given
+/// completes.
+type StartMember = Box<
+    dyn FnOnce(
+            EngineHandle,
+            std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+        ) -> tokio::task::JoinHandle<()>
+        + Send,
+>;
+
+/// `weir serve` over an opened store. `label` names the database in messages.
+async fn serve_with<S>(
+    store: S,
+    args: &ServeArgs,
+    label: String,
+    tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    engine_options: EngineOptions,
+    member: Option<StartMember>,
+) -> Result<ExitCode>
+where
+    S: weir_store::Store + weir_store::FlagStore + weir_store::TokenStore,
+{
+    let integrations = args.integrations.integrations(Vec::new())?;
+    let auth = access_control(&store, args, tls.is_some()).await?;
+    let flags = weir_flags::Flags::open(store.clone())
+        .await
+        .with_context(|| format!("cannot read the flags of {label}"))?;
+    // Bound before the providers are built, so the outbound policy knows the API's port
+    // (with port 0 it is known only now) and refuses it as a destination.
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let bound = listener.local_addr().unwrap_or(args.listen);
+    let listener = crate::tls::ApiListener::new(listener, tls);
+    crate::tls::warn_if_plain_on_network(&listener);
+    let scheme = listener.scheme();
+    integrations.outbound.add_own(bound);
+    let hosts = host_policy(bound, &args.public_name, "weir serve")?;
+    let listen_policy = args
+        .allow_listen
+        .iter()
+        .fold(ListenPolicy::loopback_only(), |policy, block| {
+            policy.allow(*block)
+        });
+    let mut targets = integrations.local_targets(listen_policy);
+    if args.allow_commands {
+        targets = targets.allowing_commands();
+    }
+    let providers =
+        weir_flags::FlagTargets::new(flags.clone()).add_to(integrations.providers(&targets));
+    let (engine, handle) = Engine::new(store.clone(), providers, engine_options);
+    crate::listening::announce(args.output, &[("api", bound)]);
+    eprintln!(
+        "weir serve: API at {scheme}://{bound} (database {label}); dashboard at {scheme}://{bound}/; OFREP at {scheme}://{bound}/ofrep/v1 (namespace default; {scheme}://{bound}/ns/NAMESPACE for others); Ctrl-C stops"
+    );
+    let flags: MoreRoutes =
+        Box::new(move |stopped| weir_api::flags_router_with_shutdown(flags, stopped));
+    let auth: Guard = Box::new(move |router| auth.apply(router));
+    run_until_stopped(
+        listener,
+        store,
+        handle,
+        engine,
+        Some(flags),
+        Some(hosts),
+        Some(auth),
+        member,
+    )
+    .await
 }
 
 /// Log lines on stderr at the level `RUST_LOG` names (`error`, `warn`, `info`, `debug`,
@@ -154,12 +266,11 @@ fn log_to_stderr() {
 /// Access control over the tokens of `store`; refuses a non-loopback `--listen` while there is
 /// no token (unless `--insecure-no-auth`), saying why and what to do. `https`: the API is
 /// served over TLS (the session cookie is then `Secure`).
-async fn access_control(
-    store: &SqliteStore,
+async fn access_control<S: weir_store::TokenStore>(
+    store: &S,
     args: &ServeArgs,
     https: bool,
-) -> Result<weir_api::Auth<SqliteStore>> {
-    use weir_store::TokenStore;
+) -> Result<weir_api::Auth<S>> {
     let has_tokens = store
         .has_tokens()
         .await
@@ -226,6 +337,7 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
     more: Option<MoreRoutes>,
     hosts: Option<HostPolicy>,
     guard: Option<Guard>,
+    member: Option<StartMember>,
 ) -> Result<ExitCode> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let signal = move || {
@@ -234,6 +346,7 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
             let _ = stopped.wait_for(|stop| *stop).await;
         }
     };
+    let handle_for_member = handle.clone();
     let mut app = weir_api::router_with_shutdown(store, handle, signal());
     if let Some(more) = more {
         app = app.merge(more(Box::pin(signal())));
@@ -244,6 +357,7 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
     if let Some(hosts) = hosts {
         app = hosts.apply(app);
     }
+    let member = member.map(|start| start(handle_for_member, Box::pin(signal())));
     let engine = tokio::spawn(engine.run(signal()));
     tokio::spawn(async move {
         shutdown_requested().await;
@@ -258,6 +372,10 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
     .with_graceful_shutdown(signal())
     .await
     .context("the API server failed")?;
+    if let Some(member) = member {
+        // It gives the leases back, so the other instances take over at once.
+        let _ = member.await;
+    }
     match engine.await {
         Ok(Ok(())) => Ok(ExitCode::SUCCESS),
         Ok(Err(error)) => Err(anyhow::anyhow!("the engine failed: {error}")),
