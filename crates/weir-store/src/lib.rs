@@ -22,11 +22,13 @@ use weir_core::machine::Effect;
 use weir_core::model::{Event, Flag, Phase, Rollout, RolloutStatus};
 
 mod cluster;
+mod postgres;
 mod sqlite;
 mod tokens;
 
 pub use cluster::{Cluster, Lease, LeaseSummary, Notice, PendingRequest};
 
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use tokens::{NewToken, StoredToken, TokenScope, TokenStore, TokenStoreError};
 
