@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc, oneshot};
-use weir_store::{Cluster, Notice, RolloutKey, StoreError, StoredEvent};
+use weir_store::{Cluster, Notice, RolloutKey, StoreError, StoredEvent, StoredRollout};
 
 use crate::forward::{Answer, Forwarded, Forwarder, RemoteError, RemoteErrorKind};
 use crate::handle::{EngineError, EngineHandle, Executed, StatusChange};
@@ -58,6 +58,24 @@ impl Default for ClusterOptions {
     }
 }
 
+/// What keeps this instance's in-memory state of other instances' rollouts in step (the flags
+/// a flag rollout moves, which OFREP serves on every instance).
+pub trait Mirror: Send + Sync + 'static {
+    /// Another instance committed a change of this rollout (`None`: deleted it).
+    fn rollout_changed<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        stored: Option<&'a StoredRollout>,
+    ) -> BoxFuture<'a, ()>;
+
+    /// Another instance wrote (or deleted) this flag.
+    fn flag_changed<'a>(&'a self, namespace: &'a str, key: &'a str) -> BoxFuture<'a, ()>;
+
+    /// Notifications may have been missed (at start, after a lost connection): read everything
+    /// again; `rollouts` are those this instance does not hold.
+    fn resync<'a>(&'a self, rollouts: &'a [StoredRollout]) -> BoxFuture<'a, ()>;
+}
+
 /// The state the member and its forwarder share.
 #[derive(Debug, Default)]
 struct Shared {
@@ -73,6 +91,7 @@ pub struct ClusterMember<S: Cluster> {
     options: ClusterOptions,
     shared: Arc<Shared>,
     metrics: ClusterMetrics,
+    mirrors: Vec<Arc<dyn Mirror>>,
 }
 
 /// Hands requests to owners through the store (see [`Forwarder`]).
@@ -162,6 +181,40 @@ impl<S: Cluster> ClusterMember<S> {
             options,
             shared: Arc::default(),
             metrics,
+            mirrors: Vec::new(),
+        }
+    }
+
+    /// Keeps `mirror` in step with other instances' changes.
+    pub fn with_mirror(mut self, mirror: Arc<dyn Mirror>) -> ClusterMember<S> {
+        self.mirrors.push(mirror);
+        self
+    }
+
+    /// Reads every rollout this instance does not hold into the mirrors.
+    async fn resync(&self) {
+        if self.mirrors.is_empty() {
+            return;
+        }
+        let all = match self.store.load_all().await {
+            Ok(all) => all,
+            Err(error) => {
+                tracing::warn!("cluster: reading the rollouts again failed: {error}");
+                return;
+            }
+        };
+        let held: HashSet<RolloutKey> = self
+            .store
+            .held_leases()
+            .into_iter()
+            .map(|(key, _)| key)
+            .collect();
+        let others: Vec<StoredRollout> = all
+            .into_iter()
+            .filter(|stored| !held.contains(&stored.key))
+            .collect();
+        for mirror in &self.mirrors {
+            mirror.resync(&others).await;
         }
     }
 
@@ -204,6 +257,7 @@ impl<S: Cluster> ClusterMember<S> {
         let (answered, mut executed) = mpsc::unbounded_channel::<i64>();
         let mut in_flight: HashSet<i64> = HashSet::new();
         let mut relay = Relay::default();
+        self.resync().await;
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
@@ -365,9 +419,12 @@ impl<S: Cluster> ClusterMember<S> {
                 by,
             } => {
                 if by != self.store.instance_id() {
-                    relay
-                        .announce(&self.store, handle, key, version, last_event_seq)
+                    let stored = relay
+                        .announce(&self.store, handle, key.clone(), version, last_event_seq)
                         .await;
+                    for mirror in &self.mirrors {
+                        mirror.rollout_changed(&key, stored.as_ref()).await;
+                    }
                 }
             }
             Notice::LeasesFreed | Notice::Reconnected => {
@@ -375,8 +432,19 @@ impl<S: Cluster> ClusterMember<S> {
                     tracing::warn!("cluster: balancing failed: {error}");
                 }
                 self.shared.requests.notify_one();
+                if matches!(notice, Notice::Reconnected) {
+                    self.resync().await;
+                }
             }
-            Notice::FlagChanged { .. } => {}
+            Notice::FlagChanged {
+                namespace, key, by, ..
+            } => {
+                if by != self.store.instance_id() {
+                    for mirror in &self.mirrors {
+                        mirror.flag_changed(&namespace, &key).await;
+                    }
+                }
+            }
         }
     }
 }
@@ -431,7 +499,7 @@ impl Relay {
         key: RolloutKey,
         version: u64,
         last_event_seq: u64,
-    ) {
+    ) -> Option<StoredRollout> {
         if version == 0 {
             self.last_seq.remove(&key);
             handle.announce(StatusChange {
@@ -440,11 +508,9 @@ impl Relay {
                 status: None,
                 events: Vec::new(),
             });
-            return;
+            return None;
         }
-        let Ok(Some(stored)) = store.get(&key).await else {
-            return;
-        };
+        let stored = store.get(&key).await.ok()??;
         // The events of this write: those after the last one announced; for a rollout not
         // seen before, those written with this version (they carry its time).
         let (after, first_sight) = match self.last_seq.get(&key) {
@@ -466,8 +532,9 @@ impl Relay {
         handle.announce(StatusChange {
             key,
             version: stored.version,
-            status: Some(stored.status),
+            status: Some(stored.status.clone()),
             events,
         });
+        Some(stored)
     }
 }

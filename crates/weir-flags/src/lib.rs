@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 mod chunked;
 mod metrics;
+mod mirror;
 mod outcomes;
 mod target;
 
@@ -37,6 +38,7 @@ use weir_core::model::{Flag, Strategy};
 use weir_store::{ApplyOutcome, FlagKey, FlagStore, FlagStoreError, RolloutKey, StoredFlag};
 
 pub use outcomes::{LATENCY_BUCKETS, MAX_REQUESTS_PER_REPORT, Outcome, Report, VariationCounts};
+pub use mirror::FlagMirror;
 pub use target::FlagTargets;
 
 use chunked::ChunkedMap;
@@ -331,6 +333,66 @@ impl<S: FlagStore> Flags<S> {
         };
         self.strategies().remove(key);
         self.publish(key.clone(), Some(stored));
+        Ok(())
+    }
+
+    /// Drops the strategy a rollout had in force for flag `key` (its run ended on another
+    /// instance, which writes the final strategy to the flag).
+    pub(crate) async fn drop_rollout_strategy(&self, key: &FlagKey) {
+        let _writing = self.writing.lock().await;
+        if self.strategies().remove(key).is_none() {
+            return;
+        }
+        if let Some(current) = self.snapshot().get(&key.namespace, &key.key).cloned() {
+            self.publish(key.clone(), Some(current.stored.clone()));
+        }
+    }
+
+    /// The flags `rollout` moves.
+    pub(crate) fn flags_of(&self, rollout: &RolloutKey) -> Vec<FlagKey> {
+        self.rolled_out
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|(_, holder)| *holder == rollout)
+            .map(|(flag, _)| flag.clone())
+            .collect()
+    }
+
+    /// Reads flag `key` again from the store (another instance changed it).
+    pub async fn reload(&self, key: &FlagKey) -> Result<(), FlagError> {
+        let _writing = self.writing.lock().await;
+        let stored = self.store.get_flag(key).await?;
+        let current = self.snapshot();
+        let known = current.get(&key.namespace, &key.key).map(|entry| entry.stored.version);
+        if known == stored.as_ref().map(|stored| stored.version) {
+            return Ok(());
+        }
+        self.publish(key.clone(), stored);
+        Ok(())
+    }
+
+    /// Reads every flag again from the store (notifications from other instances were missed).
+    pub async fn reload_all(&self) -> Result<(), FlagError> {
+        let all = self.store.list_flags().await?;
+        let current = self.snapshot();
+        let stored: BTreeMap<FlagKey, u64> = all
+            .iter()
+            .map(|flag| (flag.key.clone(), flag.version))
+            .collect();
+        for entry in current.all() {
+            if !stored.contains_key(&entry.stored.key) {
+                self.reload(&entry.stored.key).await?;
+            }
+        }
+        for flag in all {
+            let known = current
+                .get(&flag.key.namespace, &flag.key.key)
+                .map(|entry| entry.stored.version);
+            if known != Some(flag.version) {
+                self.reload(&flag.key).await?;
+            }
+        }
         Ok(())
     }
 

@@ -98,8 +98,8 @@ impl<S: FlagStore> FlagTargets<S> {
         status: &RolloutStatus,
         route: &Route,
     ) -> Result<(), ProviderError> {
-        let settings = settings(rollout).map_err(ProviderError::unusable)?;
-        let key = FlagKey::new(rollout.metadata.namespace_or_default(), settings.flag);
+        let Overlay { key, strategy } =
+            overlay(rollout, status, route).map_err(ProviderError::unusable)?;
         let missing = || {
             ProviderError::transient(format!(
                 "flag {key} does not exist (any more): create it again to go on"
@@ -107,18 +107,9 @@ impl<S: FlagStore> FlagTargets<S> {
         };
         let snapshot = self.flags.snapshot();
         let entry = snapshot.get(&key.namespace, &key.key).ok_or_else(missing)?;
-        // Until the run's first step the flag stays as its owners left it (Bucketeer's rollout
-        // changes nothing before its first schedule entry); a rollback does write control.
-        let before_first_step = status.steps_taken == 0
-            && matches!(
-                status.phase,
-                Phase::Initializing | Phase::Initialized | Phase::Waiting | Phase::Progressing
-            );
-        if before_first_step && route.canary_weight == weir_core::units::Weight::ZERO {
+        let Some(strategy) = strategy else {
             return Ok(());
-        }
-        let primary = primary_of(&settings, status);
-        let strategy = strategy(primary, settings.variation, route);
+        };
         if moving(status) {
             return match self.flags.set_rollout_strategy(&key, strategy).await {
                 true => Ok(()),
@@ -146,9 +137,45 @@ impl<S: FlagStore> FlagTargets<S> {
     }
 }
 
+/// What a flag rollout's route means for its flag.
+pub(crate) struct Overlay {
+    /// The flag.
+    pub(crate) key: FlagKey,
+    /// The default strategy the route gives it; `None` until the run's first step.
+    pub(crate) strategy: Option<Strategy>,
+}
+
+/// The strategy `route` gives the flag of a flag rollout (`rollout`, in `status`).
+pub(crate) fn overlay(
+    rollout: &Rollout,
+    status: &RolloutStatus,
+    route: &Route,
+) -> Result<Overlay, Vec<FieldError>> {
+    let settings = settings(rollout)?;
+    let key = FlagKey::new(rollout.metadata.namespace_or_default(), settings.flag);
+    // Until the run's first step the flag stays as its owners left it (Bucketeer's rollout
+    // changes nothing before its first schedule entry); a rollback does write control.
+    let before_first_step = status.steps_taken == 0
+        && matches!(
+            status.phase,
+            Phase::Initializing | Phase::Initialized | Phase::Waiting | Phase::Progressing
+        );
+    if before_first_step && route.canary_weight == weir_core::units::Weight::ZERO {
+        return Ok(Overlay {
+            key,
+            strategy: None,
+        });
+    }
+    let primary = primary_of(&settings, status);
+    Ok(Overlay {
+        key,
+        strategy: Some(strategy(primary, settings.variation, route)),
+    })
+}
+
 /// Whether `status` is of a rollout moving its flag: from its set-up to the end of its run (a
 /// finished run releases the flag; a new revision claims it again).
-fn moving(status: &RolloutStatus) -> bool {
+pub(crate) fn moving(status: &RolloutStatus) -> bool {
     status.phase.in_run() || matches!(status.phase, Phase::Initializing | Phase::Initialized)
 }
 

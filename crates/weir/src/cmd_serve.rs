@@ -131,8 +131,8 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
                     ..EngineOptions::default()
                 };
                 let label = format!("{} as {}", redacted(url), store.instance_id());
-                let start: StartMember = Box::new(move |handle, stopped| {
-                    tokio::spawn(member.run(handle, notices, stopped))
+                let start: StartMember = Box::new(move |handle, mirror, stopped| {
+                    tokio::spawn(member.with_mirror(mirror).run(handle, notices, stopped))
                 });
                 serve_with(store, args, label, tls, engine_options, Some(start)).await
             }
@@ -148,13 +148,13 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
 }
 
 /// The URL when `db` names a PostgreSQL database.
-fn postgres_url(db: &std::path::Path) -> Option<&str> {
+pub(crate) fn postgres_url(db: &std::path::Path) -> Option<&str> {
     db.to_str()
         .filter(|db| db.starts_with("postgres://") || db.starts_with("postgresql://"))
 }
 
 /// A database URL without its password, for messages.
-fn redacted(url: &str) -> String {
+pub(crate) fn redacted(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let credentials = &url[scheme + 3..at];
@@ -177,9 +177,20 @@ fn hostname() -> String {
         .unwrap_or_else(|| "localhost".to_owned())
 }
 
-/// Starts the cluster member once the engine's handle exists; it runs until the future given
+/// Starts the cluster member once the engine's handle exists, keeping the flags (OFREP) in step
+/// with other instances; it runs until the future given completes.
+pub(crate) type StartMember = Box<
+    dyn FnOnce(
+            EngineHandle,
+            std::sync::Arc<dyn weir_engine::cluster::Mirror>,
+            std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+        ) -> tokio::task::JoinHandle<()>
+        + Send,
+>;
+
+/// Runs the cluster member beside the engine whose handle it is given, until the future given
 /// completes.
-type StartMember = Box<
+pub(crate) type RunMember = Box<
     dyn FnOnce(
             EngineHandle,
             std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
@@ -232,6 +243,10 @@ where
     eprintln!(
         "weir serve: API at {scheme}://{bound} (database {label}); dashboard at {scheme}://{bound}/; OFREP at {scheme}://{bound}/ofrep/v1 (namespace default; {scheme}://{bound}/ns/NAMESPACE for others); Ctrl-C stops"
     );
+    let mirror = std::sync::Arc::new(weir_flags::FlagMirror::new(flags.clone()));
+    let member = member.map(|start| -> RunMember {
+        Box::new(move |handle, stopped| start(handle, mirror, stopped))
+    });
     let flags: MoreRoutes =
         Box::new(move |stopped| weir_api::flags_router_with_shutdown(flags, stopped));
     let auth: Guard = Box::new(move |router| auth.apply(router));
@@ -337,7 +352,7 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
     more: Option<MoreRoutes>,
     hosts: Option<HostPolicy>,
     guard: Option<Guard>,
-    member: Option<StartMember>,
+    member: Option<RunMember>,
 ) -> Result<ExitCode> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let signal = move || {

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use weir_api::auth::{TokenRequest, TokenView, issue_token};
-use weir_store::{SqliteStore, TokenScope, TokenStore};
+use weir_store::{PostgresStore, SqliteStore, TokenScope, TokenStore};
 
 use crate::cmd_core::OutputFormat;
 
@@ -37,9 +37,10 @@ enum TokenAction {
 /// Where the tokens are.
 #[derive(Debug, Args)]
 struct DbArgs {
-    /// The SQLite file of `weir serve` (created if missing).
+    /// The database of `weir serve`: its SQLite file (created if missing) or its PostgreSQL
+    /// URL (`postgres://...`, docs/SCALE-OUT.md).
     /// Default: $XDG_STATE_HOME/weir/weir.db (or ~/.local/state/weir/weir.db).
-    #[arg(long, value_name = "PATH", env = "WEIR_DB")]
+    #[arg(long, value_name = "PATH|URL", env = "WEIR_DB")]
     db: Option<PathBuf>,
     /// `text` for people, `json` for programs.
     #[arg(long, short, value_enum, default_value_t = OutputFormat::Text)]
@@ -82,34 +83,53 @@ pub fn token(args: &TokenArgs) -> Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async {
-        match &args.action {
-            TokenAction::Create(create) => create_token(create).await,
-            TokenAction::List(db) => list(db).await,
-            TokenAction::Revoke(revoke) => revoke_token(revoke).await,
-        }
-    })
-}
-
-async fn open(db: &DbArgs) -> Result<SqliteStore> {
+    let db = match &args.action {
+        TokenAction::Create(create) => &create.db,
+        TokenAction::List(db) => db,
+        TokenAction::Revoke(revoke) => &revoke.db,
+    };
     let path = db
         .db
         .clone()
         .unwrap_or_else(|| crate::cmd_run::state_dir().join("weir.db"));
-    SqliteStore::open(&path)
-        .await
-        .with_context(|| format!("cannot open {}", path.display()))
+    runtime.block_on(async {
+        match crate::cmd_serve::postgres_url(&path) {
+            Some(url) => {
+                let store = PostgresStore::open(url, "weir-token")
+                    .await
+                    .with_context(|| format!("cannot open {}", crate::cmd_serve::redacted(url)))?;
+                let done = act(&store, &args.action).await;
+                store.close().await;
+                done
+            }
+            None => {
+                let store = SqliteStore::open(&path)
+                    .await
+                    .with_context(|| format!("cannot open {}", path.display()))?;
+                let done = act(&store, &args.action).await;
+                store.close().await;
+                done
+            }
+        }
+    })
 }
 
-async fn create_token(args: &CreateArgs) -> Result<ExitCode> {
-    let store = open(&args.db).await?;
+async fn act<S: TokenStore>(store: &S, action: &TokenAction) -> Result<ExitCode> {
+    match action {
+        TokenAction::Create(create) => create_token(store, create).await,
+        TokenAction::List(db) => list(store, db).await,
+        TokenAction::Revoke(revoke) => revoke_token(store, revoke).await,
+    }
+}
+
+async fn create_token<S: TokenStore>(store: &S, args: &CreateArgs) -> Result<ExitCode> {
     let request = TokenRequest {
         name: args.name.clone(),
         scope: args.scope.clone(),
         namespaces: (!args.namespaces.is_empty()).then(|| args.namespaces.clone()),
         expires: args.expires.clone(),
     };
-    let issued = match issue_token(&store, &request, jiff::Timestamp::now()).await {
+    let issued = match issue_token(store, &request, jiff::Timestamp::now()).await {
         Ok(issued) => issued,
         Err(error) => {
             eprintln!("error: {error}");
@@ -120,11 +140,9 @@ async fn create_token(args: &CreateArgs) -> Result<ExitCode> {
                     eprintln!("  - {item}");
                 }
             }
-            store.close().await;
             return Ok(ExitCode::FAILURE);
         }
     };
-    store.close().await;
     match args.db.output {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&issued)?),
         OutputFormat::Text => {
@@ -154,10 +172,8 @@ fn describe(token: &TokenView) -> String {
     format!("scope {}, {namespaces}, {expires}", token.scope)
 }
 
-async fn list(db: &DbArgs) -> Result<ExitCode> {
-    let store = open(db).await?;
+async fn list<S: TokenStore>(store: &S, db: &DbArgs) -> Result<ExitCode> {
     let tokens = store.list_tokens().await;
-    store.close().await;
     let tokens: Vec<TokenView> = tokens?.iter().map(TokenView::from).collect();
     match db.output {
         OutputFormat::Json => println!(
@@ -192,10 +208,8 @@ async fn list(db: &DbArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn revoke_token(args: &RevokeArgs) -> Result<ExitCode> {
-    let store = open(&args.db).await?;
+async fn revoke_token<S: TokenStore>(store: &S, args: &RevokeArgs) -> Result<ExitCode> {
     let revoked = store.revoke_token(&args.name, jiff::Timestamp::now()).await;
-    store.close().await;
     match revoked {
         Ok(token) => {
             let view = TokenView::from(&token);
