@@ -22,11 +22,13 @@ use weir_core::machine::Effect;
 use weir_core::model::{Event, Flag, Phase, Rollout, RolloutStatus};
 
 mod cluster;
+mod postgres;
 mod sqlite;
 mod tokens;
 
 pub use cluster::{Cluster, Lease, LeaseSummary, Notice, PendingRequest};
 
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 pub use tokens::{NewToken, StoredToken, TokenScope, TokenStore, TokenStoreError};
 
@@ -195,7 +197,9 @@ pub enum StoreError {
     Database(String),
     /// This instance no longer holds the rollout's lease (another instance took it over, or it
     /// was released): the write was refused and changed nothing (fencing, docs/SCALE-OUT.md).
-    #[error("rollout {key} is no longer owned by this instance (lease epoch {epoch} was superseded)")]
+    #[error(
+        "rollout {key} is no longer owned by this instance (lease epoch {epoch} was superseded)"
+    )]
     Fenced {
         /// The rollout.
         key: RolloutKey,

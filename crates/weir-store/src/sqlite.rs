@@ -748,13 +748,17 @@ fn decode_timestamp(
     Timestamp::from_str(&text).map_err(|error| corrupt(key, column, error))
 }
 
-fn encode<T: Serialize>(value: &T, what: &str, key: &RolloutKey) -> Result<String, StoreError> {
+pub(crate) fn encode<T: Serialize>(
+    value: &T,
+    what: &str,
+    key: &RolloutKey,
+) -> Result<String, StoreError> {
     serde_json::to_string(value)
         .map_err(|error| StoreError::Database(format!("encoding the {what} of {key}: {error}")))
 }
 
 /// The name serde gives a unit enum variant (`EventReason::RunStarted` -> `RunStarted`).
-fn enum_name<T: Serialize>(value: &T) -> String {
+pub(crate) fn enum_name<T: Serialize>(value: &T) -> String {
     match serde_json::to_value(value) {
         Ok(serde_json::Value::String(name)) => name,
         Ok(other) => other.to_string(),
@@ -765,11 +769,15 @@ fn enum_name<T: Serialize>(value: &T) -> String {
 /// Versions, generations and sequence numbers are u64 in the API and INTEGER (i64) in SQLite.
 /// They count writes and events from 1, so they stay far below i64::MAX; saturating keeps the
 /// conversion total without a panic path.
-fn to_sql(value: u64) -> i64 {
+pub(crate) fn to_sql(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-fn check_version(key: &RolloutKey, expected: Option<u64>, actual: u64) -> Result<(), StoreError> {
+pub(crate) fn check_version(
+    key: &RolloutKey,
+    expected: Option<u64>,
+    actual: u64,
+) -> Result<(), StoreError> {
     match expected {
         None => Ok(()),
         Some(expected) if expected == actual => Ok(()),
@@ -781,7 +789,7 @@ fn check_version(key: &RolloutKey, expected: Option<u64>, actual: u64) -> Result
     }
 }
 
-fn page_limit(limit: usize) -> usize {
+pub(crate) fn page_limit(limit: usize) -> usize {
     match limit {
         0 => DEFAULT_PAGE,
         limit => limit.min(MAX_PAGE),
@@ -790,11 +798,11 @@ fn page_limit(limit: usize) -> usize {
 
 // === cursors ===
 
-fn encode_cursor(key: &RolloutKey) -> String {
+pub(crate) fn encode_cursor(key: &RolloutKey) -> String {
     format!("{}.{}", hex(&key.namespace), hex(&key.name))
 }
 
-fn decode_cursor(cursor: &str) -> Result<RolloutKey, StoreError> {
+pub(crate) fn decode_cursor(cursor: &str) -> Result<RolloutKey, StoreError> {
     let invalid = || StoreError::InvalidCursor(cursor.to_string());
     let (namespace, name) = cursor.split_once('.').ok_or_else(invalid)?;
     Ok(RolloutKey::new(

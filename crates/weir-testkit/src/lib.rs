@@ -28,6 +28,8 @@
 //!   shows), and a TLS client over loopback that trusts only that CA.
 //! - [`webdriver`]: a headless Chromium driven over WebDriver (`chromedriver`), for the
 //!   dashboard's end-to-end test.
+//! - [`postgres`]: a throwaway PostgreSQL cluster per test (unix socket only), its databases
+//!   as sqlx URLs, stopped and removed when dropped.
 //! - [`operator_scale`]: the operator scale benchmark's harness (N rollouts in one `weir
 //!   operator` against the in-memory API server), shared by its example and its smoke test.
 
@@ -45,6 +47,7 @@ pub mod kube_cluster;
 pub mod kube_server;
 pub mod metrics;
 pub mod operator_scale;
+pub mod postgres;
 pub mod process;
 pub mod prometheus;
 pub mod receiver;

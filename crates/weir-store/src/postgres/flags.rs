@@ -1,0 +1,231 @@
+//! Feature flags in PostgreSQL: table `flags`, one row per flag, primary key `(namespace, key)`,
+//! the document as JSON text and a version for optimistic concurrency, as on SQLite. A write
+//! locks the row it checks (`FOR UPDATE`) and notifies the other instances on COMMIT.
+
+use jiff::Timestamp;
+use sqlx::Row;
+use sqlx::postgres::{PgConnection, PgRow};
+use weir_core::model::Flag;
+
+use super::{PostgresStore, notify};
+use crate::sqlite::to_sql;
+use crate::{ApplyOutcome, FlagKey, FlagStore, FlagStoreError, StoredFlag};
+
+const COLUMNS: &str = "namespace, key, document, version, created_at, updated_at";
+
+fn database(what: &str, key: &FlagKey) -> impl FnOnce(sqlx::Error) -> FlagStoreError {
+    move |error| FlagStoreError::Database(format!("{what} flag {key}: {error}"))
+}
+
+fn decode(row: &PgRow) -> Result<StoredFlag, FlagStoreError> {
+    let text = |column: &str| -> Result<String, FlagStoreError> {
+        row.try_get::<String, _>(column)
+            .map_err(|error| FlagStoreError::Database(format!("reading column {column}: {error}")))
+    };
+    let key = FlagKey::new(text("namespace")?, text("key")?);
+    let corrupt = |column: &str, detail: String| {
+        FlagStoreError::Database(format!("stored flag {key} is corrupt ({column}): {detail}"))
+    };
+    let flag: Flag = serde_json::from_str(&text("document")?)
+        .map_err(|error| corrupt("document", error.to_string()))?;
+    let version = row
+        .try_get::<i64, _>("version")
+        .ok()
+        .and_then(|version| u64::try_from(version).ok())
+        .ok_or_else(|| corrupt("version", "not a positive integer".into()))?;
+    let timestamp = |column: &str| -> Result<Timestamp, FlagStoreError> {
+        text(column)?
+            .parse()
+            .map_err(|error: jiff::Error| corrupt(column, error.to_string()))
+    };
+    Ok(StoredFlag {
+        created_at: timestamp("created_at")?,
+        updated_at: timestamp("updated_at")?,
+        key,
+        flag,
+        version,
+    })
+}
+
+impl PostgresStore {
+    /// Queues a flag notification in the transaction (sent on COMMIT); version 0: deleted.
+    async fn notify_flag(
+        &self,
+        tx: &mut PgConnection,
+        key: &FlagKey,
+        version: u64,
+    ) -> Result<(), FlagStoreError> {
+        let payload = serde_json::json!({
+            "t": "flag",
+            "ns": key.namespace,
+            "key": key.key,
+            "version": version,
+            "by": self.node.id,
+        });
+        notify(tx, &payload)
+            .await
+            .map_err(database("notifying about", key))
+    }
+}
+
+impl FlagStore for PostgresStore {
+    async fn put_flag(
+        &self,
+        flag: &Flag,
+        expected_version: Option<u64>,
+        now: Timestamp,
+    ) -> Result<(StoredFlag, ApplyOutcome), FlagStoreError> {
+        let key = FlagKey::of(flag);
+        let document = serde_json::to_string(flag)
+            .map_err(|error| FlagStoreError::Database(format!("encoding flag {key}: {error}")))?;
+        let mut tx = self.pool.begin().await.map_err(database("writing", &key))?;
+        let current = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM flags WHERE namespace = $1 AND key = $2 FOR UPDATE"
+        )))
+        .bind(&key.namespace)
+        .bind(&key.key)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(database("reading", &key))?
+        .map(|row| decode(&row))
+        .transpose()?;
+        let stored = match current {
+            None => {
+                if let Some(expected) = expected_version
+                    && expected != 0
+                {
+                    return Err(FlagStoreError::NotFound(key));
+                }
+                sqlx::query(
+                    "INSERT INTO flags (namespace, key, document, version, created_at, updated_at) \
+                     VALUES ($1, $2, $3, 1, $4, $5)",
+                )
+                .bind(&key.namespace)
+                .bind(&key.key)
+                .bind(&document)
+                .bind(now.to_string())
+                .bind(now.to_string())
+                .execute(&mut *tx)
+                .await
+                .map_err(database("creating", &key))?;
+                (
+                    StoredFlag {
+                        key,
+                        flag: flag.clone(),
+                        version: 1,
+                        created_at: now,
+                        updated_at: now,
+                    },
+                    ApplyOutcome::Created,
+                )
+            }
+            Some(current) => {
+                if expected_version == Some(0) {
+                    return Err(FlagStoreError::AlreadyExists(key));
+                }
+                if let Some(expected) = expected_version
+                    && expected != current.version
+                {
+                    return Err(FlagStoreError::Conflict {
+                        key,
+                        expected,
+                        actual: current.version,
+                    });
+                }
+                if current.flag == *flag {
+                    return Ok((current, ApplyOutcome::Unchanged));
+                }
+                let version = current.version + 1;
+                sqlx::query(
+                    "UPDATE flags SET document = $1, version = $2, updated_at = $3 \
+                     WHERE namespace = $4 AND key = $5",
+                )
+                .bind(&document)
+                .bind(to_sql(version))
+                .bind(now.to_string())
+                .bind(&key.namespace)
+                .bind(&key.key)
+                .execute(&mut *tx)
+                .await
+                .map_err(database("updating", &key))?;
+                (
+                    StoredFlag {
+                        key,
+                        flag: flag.clone(),
+                        version,
+                        created_at: current.created_at,
+                        updated_at: now,
+                    },
+                    ApplyOutcome::Updated,
+                )
+            }
+        };
+        self.notify_flag(&mut tx, &stored.0.key, stored.0.version)
+            .await?;
+        tx.commit()
+            .await
+            .map_err(database("committing", &stored.0.key))?;
+        Ok(stored)
+    }
+
+    async fn get_flag(&self, key: &FlagKey) -> Result<Option<StoredFlag>, FlagStoreError> {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM flags WHERE namespace = $1 AND key = $2"
+        )))
+        .bind(&key.namespace)
+        .bind(&key.key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(database("reading", key))?
+        .map(|row| decode(&row))
+        .transpose()
+    }
+
+    async fn list_flags(&self) -> Result<Vec<StoredFlag>, FlagStoreError> {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM flags ORDER BY namespace, key"
+        )))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|error| FlagStoreError::Database(format!("listing flags: {error}")))?
+        .iter()
+        .map(decode)
+        .collect()
+    }
+
+    async fn delete_flag(
+        &self,
+        key: &FlagKey,
+        expected_version: Option<u64>,
+    ) -> Result<(), FlagStoreError> {
+        let mut tx = self.pool.begin().await.map_err(database("deleting", key))?;
+        let version: Option<i64> =
+            sqlx::query("SELECT version FROM flags WHERE namespace = $1 AND key = $2 FOR UPDATE")
+                .bind(&key.namespace)
+                .bind(&key.key)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(database("reading", key))?
+                .and_then(|row| row.try_get("version").ok());
+        let Some(version) = version.and_then(|version| u64::try_from(version).ok()) else {
+            return Err(FlagStoreError::NotFound(key.clone()));
+        };
+        if let Some(expected) = expected_version
+            && expected != version
+        {
+            return Err(FlagStoreError::Conflict {
+                key: key.clone(),
+                expected,
+                actual: version,
+            });
+        }
+        sqlx::query("DELETE FROM flags WHERE namespace = $1 AND key = $2")
+            .bind(&key.namespace)
+            .bind(&key.key)
+            .execute(&mut *tx)
+            .await
+            .map_err(database("deleting", key))?;
+        self.notify_flag(&mut tx, key, 0).await?;
+        tx.commit().await.map_err(database("deleting", key))
+    }
+}

@@ -1,0 +1,227 @@
+//! A throwaway PostgreSQL cluster per test: `initdb` into a fresh directory under `/tmp`, a
+//! server listening on a unix socket only (no port to race for), databases made on demand,
+//! stopped and removed when the [`PgCluster`] is dropped.
+//!
+//! The server programs come from Debian's `postgresql` package (`/usr/lib/postgresql/*/bin`;
+//! `.ci/run` installs it). Without them a test fails naming the package; it never skips.
+//! `initdb` and `postgres` refuse to run as root: as root the programs run as the `postgres`
+//! user (`runuser`), on a directory it owns (docs/TESTING.md, and
+//! `/work/shared/reference/postgres-testing.md` for the traps found).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The `postgres` user's name (it owns the data directory when the tests run as root).
+const SYSTEM_USER: &str = "postgres";
+
+/// A running PostgreSQL cluster in a temporary directory, stopped and removed on drop.
+#[derive(Debug)]
+pub struct PgCluster {
+    bin: PathBuf,
+    /// Removed on drop, after the server stopped.
+    dir: tempfile::TempDir,
+    as_root: bool,
+}
+
+impl PgCluster {
+    /// Creates and starts a cluster (about 1-2 s). Panics, saying why, when it cannot (the
+    /// server programs are missing, initdb or the start failed: the server log is included).
+    pub fn start() -> PgCluster {
+        let bin = server_programs();
+        let as_root = running_as_root();
+        // Under /tmp (not a private TMPDIR): the postgres user must reach it.
+        let dir = tempfile::Builder::new()
+            .prefix("weir-pg-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let cluster = PgCluster { bin, dir, as_root };
+        std::fs::create_dir(cluster.socket_dir()).unwrap();
+        if as_root {
+            run(Command::new("chown")
+                .arg("-R")
+                .arg(format!("{SYSTEM_USER}:"))
+                .arg(cluster.dir.path()));
+        }
+        let data = cluster.data_dir();
+        run(cluster
+            .program("initdb")
+            .arg("-D")
+            .arg(&data)
+            .args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C"])
+            // Only initdb's own writes skip the fsync; the server keeps fsync on.
+            .arg("--no-sync"));
+        // Settings in the file (rather than on pg_ctl's command line, which goes through a
+        // shell) so that a restart reads them again.
+        let settings = format!(
+            "\n# weir-testkit\nlisten_addresses = ''\nunix_socket_directories = '{}'\n\
+             max_connections = 200\nfsync = on\n",
+            cluster.socket_dir().display()
+        );
+        let conf = data.join("postgresql.conf");
+        let mut text = std::fs::read_to_string(&conf).unwrap();
+        text.push_str(&settings);
+        std::fs::write(&conf, text).unwrap();
+        cluster.pg_ctl_start();
+        cluster
+    }
+
+    /// The directory holding the socket, the data and the server log.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The server log (what to read when something went wrong).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    /// Creates database `name` and returns its sqlx URL ([`PgCluster::url`]).
+    pub fn database(&self, name: &str) -> String {
+        assert!(
+            name.bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_'),
+            "database names in tests are [A-Za-z0-9_]: {name:?}"
+        );
+        self.psql("postgres", &format!("CREATE DATABASE \"{name}\""));
+        self.url(name)
+    }
+
+    /// The sqlx URL of database `name`: user `postgres` over the cluster's unix socket.
+    pub fn url(&self, name: &str) -> String {
+        format!(
+            "postgres://postgres@localhost/{name}?host={}",
+            self.socket_dir().display()
+        )
+    }
+
+    /// Runs `sql` with `psql` in database `database` and returns what it printed (unaligned,
+    /// tuples only), panicking when it fails.
+    pub fn psql(&self, database: &str, sql: &str) -> String {
+        let output = run(Command::new(self.bin.join("psql"))
+            .arg("-h")
+            .arg(self.socket_dir())
+            .args(["-U", "postgres", "-d", database])
+            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql]));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Stops the server the hard way (`pg_ctl stop -m immediate`: no checkpoint, crash recovery
+    /// on the next start), as a crash would.
+    pub fn stop_immediately(&self) {
+        run(self.program("pg_ctl").arg("-D").arg(self.data_dir()).args([
+            "-m",
+            "immediate",
+            "-w",
+            "stop",
+        ]));
+    }
+
+    /// Starts the server again after [`PgCluster::stop_immediately`].
+    pub fn restart(&self) {
+        self.pg_ctl_start();
+    }
+
+    fn pg_ctl_start(&self) {
+        let output = self
+            .program("pg_ctl")
+            .arg("-D")
+            .arg(self.data_dir())
+            .arg("-l")
+            .arg(self.dir.path().join("server.log"))
+            .args(["-w", "-t", "120", "start"])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "pg_ctl start failed: {}{}\nserver log:\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+            self.log()
+        );
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn socket_dir(&self) -> PathBuf {
+        self.dir.path().join("sock")
+    }
+
+    /// A server program, run as the `postgres` user when we are root, from a directory that
+    /// user can enter.
+    fn program(&self, name: &str) -> Command {
+        let program = self.bin.join(name);
+        let mut command = if self.as_root {
+            let mut command = Command::new("runuser");
+            command.args(["-u", SYSTEM_USER, "--"]).arg(program);
+            command
+        } else {
+            Command::new(program)
+        };
+        command.current_dir(self.dir.path());
+        command
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        // Best effort: the directory goes either way (the TempDir's own drop).
+        let _ = self
+            .program("pg_ctl")
+            .arg("-D")
+            .arg(self.data_dir())
+            .args(["-m", "immediate", "-w", "stop"])
+            .output();
+    }
+}
+
+/// The newest `/usr/lib/postgresql/*/bin` holding `initdb`, `pg_ctl`, `postgres` and `psql`.
+fn server_programs() -> PathBuf {
+    static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|entry| {
+                    let version = entry.file_name().to_str()?.parse::<u32>().ok()?;
+                    let bin = entry.path().join("bin");
+                    ["initdb", "pg_ctl", "postgres", "psql"]
+                        .iter()
+                        .all(|program| bin.join(program).is_file())
+                        .then_some((version, bin))
+                })
+                .collect();
+            versions.sort();
+            versions.pop().map(|(_, bin)| bin)
+        })
+        .clone()
+        .unwrap_or_else(|| {
+            panic!(
+                "the PostgreSQL server programs were not found under /usr/lib/postgresql/*/bin: \
+                 install them with `apt-get install postgresql` (.ci/run does)"
+            )
+        })
+}
+
+fn running_as_root() -> bool {
+    let output = run(&mut Command::new("id").arg("-u"));
+    String::from_utf8_lossy(&output.stdout).trim() == "0"
+}
+
+fn run(command: &mut Command) -> Output {
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("running {command:?}: {error}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed ({}): {}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
