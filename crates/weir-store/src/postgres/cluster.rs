@@ -612,7 +612,9 @@ impl Cluster for PostgresStore {
         }
         // Answered requests are kept an hour (a submitter polling request_answer after a lost
         // notification still finds its answer), then deleted by a later answer.
-        sqlx::query("DELETE FROM requests WHERE answered_at < clock_timestamp() - interval '1 hour'")
+        sqlx::query(
+            "DELETE FROM requests WHERE answered_at < clock_timestamp() - interval '1 hour'",
+        )
         .execute(&mut *tx)
         .await
         .map_err(database(&what))?;
@@ -780,7 +782,10 @@ mod tests {
                     key: RolloutKey::new("shop", "checkout"),
                 },
             ),
-            (r#"{"t":"answer","id":12}"#, Notice::RequestAnswered { id: 12 }),
+            (
+                r#"{"t":"answer","id":12}"#,
+                Notice::RequestAnswered { id: 12 },
+            ),
             (r#"{"t":"freed"}"#, Notice::LeasesFreed),
         ];
         for (payload, notice) in cases {
@@ -807,10 +812,7 @@ mod tests {
             );
         }
         assert_eq!(Payload::Freed.text(), r#"{"t":"freed"}"#);
-        assert_eq!(
-            Payload::Answer { id: 5 }.text(),
-            r#"{"t":"answer","id":5}"#
-        );
+        assert_eq!(Payload::Answer { id: 5 }.text(), r#"{"t":"answer","id":5}"#);
     }
 
     #[test]
