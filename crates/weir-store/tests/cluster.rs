@@ -509,6 +509,39 @@ async fn release_and_leave_give_leases_up_and_fence_their_writer() {
     assert_eq!(a.renew(LONG).await.unwrap(), vec![]);
 }
 
+#[tokio::test]
+async fn renew_release_and_leave_at_once_neither_fail_nor_deadlock() {
+    let cluster = PgCluster::start();
+    let (a, _b) = pair(&cluster, "host-a", "host-b").await;
+    let names: Vec<String> = (0..200).map(|n| format!("c{n:03}")).collect();
+    create(&a, &names.iter().map(|n| remote(n)).collect::<Vec<_>>()).await;
+    a.heartbeat(None, LONG).await.unwrap();
+    let all: Vec<RolloutKey> = names.iter().map(|name| key(name)).collect();
+    claim_until(&a, &all).await;
+    for round in 0..10 {
+        // Released in the opposite order to the one renew locks rows in.
+        let batch: Vec<RolloutKey> = all[round * 20..round * 20 + 20]
+            .iter()
+            .rev()
+            .cloned()
+            .collect();
+        let (lost, released) = tokio::join!(a.renew(LONG), a.release(&batch));
+        released.unwrap();
+        // What was released meanwhile was given up, not lost.
+        assert_eq!(lost.unwrap(), vec![]);
+    }
+    let summary = a.lease_summary(LONG).await.unwrap();
+    assert_eq!((summary.free, summary.by_owner), (200, vec![]));
+
+    claim_until(&a, &all).await;
+    let (lost, left) = tokio::join!(a.renew(LONG), a.leave());
+    left.unwrap();
+    assert_eq!(lost.unwrap(), vec![]);
+    let summary = a.lease_summary(LONG).await.unwrap();
+    assert_eq!((summary.free, summary.by_owner), (200, vec![]));
+    assert_eq!(summary.live_instances, Vec::<String>::new());
+}
+
 // === forwarded requests ===
 
 #[tokio::test]
@@ -570,6 +603,21 @@ async fn a_request_reaches_the_owner_runs_once_and_its_answer_the_submitter() {
     a.answer_request(id, &json!({"ok": false})).await.unwrap();
     assert_eq!(b.request_answer(id).await.unwrap(), Some(answer));
     assert_eq!(b.request_answer(id + 1000).await.unwrap(), None);
+
+    // Answered requests are kept an hour, then removed by a later answer.
+    cluster.psql(
+        "weir",
+        &format!(
+            "UPDATE requests SET answered_at = answered_at - interval '61 minutes' WHERE id = {id}"
+        ),
+    );
+    let later = b.submit_request(&checkout, &json!({})).await.unwrap();
+    a.answer_request(later, &json!({"ok": true})).await.unwrap();
+    assert_eq!(b.request_answer(id).await.unwrap(), None);
+    assert_eq!(
+        b.request_answer(later).await.unwrap(),
+        Some(json!({"ok": true}))
+    );
 }
 
 #[tokio::test]
