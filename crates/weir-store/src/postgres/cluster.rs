@@ -333,8 +333,10 @@ impl Cluster for PostgresStore {
         if max == 0 {
             return Ok(Vec::new());
         }
-        // `c` picks and locks the rows (skipping those another claim, renew or fenced write has
-        // locked), remembering who held them; the UPDATE takes them over at epoch + 1.
+        // `c` picks and locks the rows, remembering who held them, and skips rows another
+        // session holds locked (a concurrent claim or renew, or a write of the current owner
+        // checking its lease: that one is settled before its lease can change hands); the
+        // UPDATE takes them over at epoch + 1.
         let rows = sqlx::query(concat!(
             "WITH t AS (SELECT clock_timestamp() AS now), \
              c AS (SELECT namespace, name, owner FROM leases \
