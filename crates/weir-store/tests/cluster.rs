@@ -155,6 +155,24 @@ async fn claim_when_lapsed(claimer: &PostgresStore, what: &str) -> Vec<Lease> {
     .await
 }
 
+/// Claims for `claimer` until it has won exactly `wanted`. A claim skips rows another session
+/// holds locked, and a refused write keeps its locks until its rollback has reached the server
+/// (sqlx sends it when the connection goes back to the pool): the rows come free soon after.
+async fn claim_until(claimer: &PostgresStore, wanted: &[RolloutKey]) -> Vec<Lease> {
+    let won = std::sync::Mutex::new(Vec::new());
+    let won_so_far = &won;
+    wait_for(
+        &format!("{} to win {wanted:?}", claimer.instance_id()),
+        move || async move {
+            let batch = claimer.claim(100, LONG).await.unwrap();
+            let mut won = won_so_far.lock().unwrap();
+            won.extend(batch);
+            (keys(&won) == wanted).then(|| won.clone())
+        },
+    )
+    .await
+}
+
 /// The next notice, failing the test after the deadline.
 async fn next(notices: &mut Receiver<Notice>) -> Notice {
     tokio::time::timeout(DEADLINE, notices.recv())
@@ -238,11 +256,20 @@ async fn claims_split_the_rows_skip_locked_ones_and_never_hand_one_row_to_both()
             // One reading of the database's clock per claim.
             assert_eq!(lease.acquired_at, lease.renewed_at);
             assert_eq!(
-                lease.expires_at.unwrap().duration_since(lease.acquired_at.unwrap()),
+                lease
+                    .expires_at
+                    .unwrap()
+                    .duration_since(lease.acquired_at.unwrap()),
                 SignedDuration::from_secs(600)
             );
             let stored = store.lease(&lease.key).await.unwrap().unwrap();
-            assert_eq!(stored, Lease { previous_owner: None, ..lease.clone() });
+            assert_eq!(
+                stored,
+                Lease {
+                    previous_owner: None,
+                    ..lease.clone()
+                }
+            );
         }
     }
     // Nothing is left for anyone while r07 stays locked.
@@ -297,7 +324,11 @@ async fn an_expired_lease_is_taken_over_and_its_old_owner_is_fenced() {
 
     // a wakes up and tries to go on: every write is refused, and nothing changes.
     let before = a.get(&checkout).await.unwrap().unwrap();
-    is_fenced(&a.commit_batch(vec![item(&checkout, 2, None)]).await[0], &checkout, 1);
+    is_fenced(
+        &a.commit_batch(vec![item(&checkout, 2, None)]).await[0],
+        &checkout,
+        1,
+    );
     is_fenced(
         &a.commit(&checkout, 2, &status(9), &[event("late")], &[], now())
             .await,
@@ -314,14 +345,21 @@ async fn an_expired_lease_is_taken_over_and_its_old_owner_is_fenced() {
     // Its next renew tells it the lease is gone (once), and it holds nothing afterwards.
     assert_eq!(a.renew(SHORT).await.unwrap(), vec![checkout.clone()]);
     assert_eq!(a.renew(SHORT).await.unwrap(), vec![]);
-    is_fenced(&a.commit_batch(vec![item(&checkout, 2, None)]).await[0], &checkout, 0);
+    is_fenced(
+        &a.commit_batch(vec![item(&checkout, 2, None)]).await[0],
+        &checkout,
+        0,
+    );
 
     // The new owner writes on from where a stopped.
     let written = b.commit_batch(vec![item(&checkout, 2, None)]).await;
     assert_eq!(written[0].as_ref().unwrap().version, 3);
     assert_eq!(b.renew(LONG).await.unwrap(), vec![]);
     let lease = b.lease(&checkout).await.unwrap().unwrap();
-    assert_eq!((lease.owner.as_deref(), lease.epoch), (Some(b.instance_id()), 2));
+    assert_eq!(
+        (lease.owner.as_deref(), lease.epoch),
+        (Some(b.instance_id()), 2)
+    );
 }
 
 #[tokio::test]
@@ -339,7 +377,10 @@ async fn renew_extends_the_leases_held_and_reports_those_lost() {
     assert_eq!(renewed.acquired_at, claimed.acquired_at);
     assert!(renewed.renewed_at > claimed.renewed_at);
     assert_eq!(
-        renewed.expires_at.unwrap().duration_since(renewed.renewed_at.unwrap()),
+        renewed
+            .expires_at
+            .unwrap()
+            .duration_since(renewed.renewed_at.unwrap()),
         SignedDuration::from_secs(600)
     );
 
@@ -350,7 +391,11 @@ async fn renew_extends_the_leases_held_and_reports_those_lost() {
     );
     cluster.psql("weir", "DELETE FROM rollouts WHERE name = 'r3'");
     assert_eq!(a.renew(LONG).await.unwrap(), vec![key("r2"), key("r3")]);
-    is_fenced(&a.commit_batch(vec![item(&key("r2"), 1, None)]).await[0], &key("r2"), 0);
+    is_fenced(
+        &a.commit_batch(vec![item(&key("r2"), 1, None)]).await[0],
+        &key("r2"),
+        0,
+    );
     // What it still holds it still writes, and renews.
     let written = a.commit_batch(vec![item(&key("r1"), 1, None)]).await;
     assert_eq!(written[0].as_ref().unwrap().version, 2);
@@ -373,8 +418,14 @@ async fn local_rollouts_are_owned_only_on_their_host() {
     )
     .await;
     let host = |lease: Option<Lease>| lease.unwrap().host;
-    assert_eq!(host(a.lease(&key("here")).await.unwrap()), Some("host-a".into()));
-    assert_eq!(host(a.lease(&key("there")).await.unwrap()), Some("host-b".into()));
+    assert_eq!(
+        host(a.lease(&key("here")).await.unwrap()),
+        Some("host-a".into())
+    );
+    assert_eq!(
+        host(a.lease(&key("there")).await.unwrap()),
+        Some("host-b".into())
+    );
     assert_eq!(host(a.lease(&key("anywhere")).await.unwrap()), None);
     assert_eq!(a.lease(&key("nothing")).await.unwrap(), None);
 
@@ -417,10 +468,16 @@ async fn release_and_leave_give_leases_up_and_fence_their_writer() {
             previous_owner: None,
         }
     );
-    is_fenced(&a.commit_batch(vec![item(&key("k1"), 1, None)]).await[0], &key("k1"), 0);
-    let taken = b.claim(100, LONG).await.unwrap();
-    assert_eq!(keys(&taken), vec![key("k1")]);
-    assert_eq!((taken[0].epoch, taken[0].previous_owner.as_ref()), (2, None));
+    is_fenced(
+        &a.commit_batch(vec![item(&key("k1"), 1, None)]).await[0],
+        &key("k1"),
+        0,
+    );
+    let taken = claim_until(&b, &[key("k1")]).await;
+    assert_eq!(
+        (taken[0].epoch, taken[0].previous_owner.as_ref()),
+        (2, None)
+    );
     // Releasing what another instance owns changes nothing.
     a.release(&[key("k1")]).await.unwrap();
     assert_eq!(
@@ -433,16 +490,56 @@ async fn release_and_leave_give_leases_up_and_fence_their_writer() {
     next_matching(&mut notices, |notice| *notice == Notice::LeasesFreed).await;
     for name in ["k2", "k3"] {
         let lease = a.lease(&key(name)).await.unwrap().unwrap();
-        assert_eq!((lease.owner, lease.epoch, lease.expires_at), (None, 1, None));
-        is_fenced(&a.commit_batch(vec![item(&key(name), 1, None)]).await[0], &key(name), 0);
+        assert_eq!(
+            (lease.owner, lease.epoch, lease.expires_at),
+            (None, 1, None)
+        );
+        is_fenced(
+            &a.commit_batch(vec![item(&key(name), 1, None)]).await[0],
+            &key(name),
+            0,
+        );
     }
     let summary = b.lease_summary(LONG).await.unwrap();
     assert_eq!(summary.live_instances, vec![b.instance_id().to_string()]);
     assert_eq!(summary.free, 2);
     assert_eq!(summary.by_owner, vec![(b.instance_id().to_string(), 1)]);
-    assert_eq!(keys(&b.claim(100, LONG).await.unwrap()), vec![key("k2"), key("k3")]);
+    claim_until(&b, &[key("k2"), key("k3")]).await;
     // A rollout the instance that left creates is not leased to it (nor are others' writable).
     assert_eq!(a.renew(LONG).await.unwrap(), vec![]);
+}
+
+#[tokio::test]
+async fn renew_release_and_leave_at_once_neither_fail_nor_deadlock() {
+    let cluster = PgCluster::start();
+    let (a, _b) = pair(&cluster, "host-a", "host-b").await;
+    let names: Vec<String> = (0..200).map(|n| format!("c{n:03}")).collect();
+    create(&a, &names.iter().map(|n| remote(n)).collect::<Vec<_>>()).await;
+    a.heartbeat(None, LONG).await.unwrap();
+    let all: Vec<RolloutKey> = names.iter().map(|name| key(name)).collect();
+    claim_until(&a, &all).await;
+    for round in 0..10 {
+        // Released in the opposite order to the one renew locks rows in.
+        let batch: Vec<RolloutKey> = all[round * 20..round * 20 + 20]
+            .iter()
+            .rev()
+            .cloned()
+            .collect();
+        let (lost, released) = tokio::join!(a.renew(LONG), a.release(&batch));
+        released.unwrap();
+        // What was released meanwhile was given up, not lost.
+        assert_eq!(lost.unwrap(), vec![]);
+    }
+    let summary = a.lease_summary(LONG).await.unwrap();
+    assert_eq!((summary.free, summary.by_owner), (200, vec![]));
+
+    claim_until(&a, &all).await;
+    let (lost, left) = tokio::join!(a.renew(LONG), a.leave());
+    left.unwrap();
+    assert_eq!(lost.unwrap(), vec![]);
+    let summary = a.lease_summary(LONG).await.unwrap();
+    assert_eq!((summary.free, summary.by_owner), (200, vec![]));
+    assert_eq!(summary.live_instances, Vec::<String>::new());
 }
 
 // === forwarded requests ===
@@ -506,6 +603,21 @@ async fn a_request_reaches_the_owner_runs_once_and_its_answer_the_submitter() {
     a.answer_request(id, &json!({"ok": false})).await.unwrap();
     assert_eq!(b.request_answer(id).await.unwrap(), Some(answer));
     assert_eq!(b.request_answer(id + 1000).await.unwrap(), None);
+
+    // Answered requests are kept an hour, then removed by a later answer.
+    cluster.psql(
+        "weir",
+        &format!(
+            "UPDATE requests SET answered_at = answered_at - interval '61 minutes' WHERE id = {id}"
+        ),
+    );
+    let later = b.submit_request(&checkout, &json!({})).await.unwrap();
+    a.answer_request(later, &json!({"ok": true})).await.unwrap();
+    assert_eq!(b.request_answer(id).await.unwrap(), None);
+    assert_eq!(
+        b.request_answer(later).await.unwrap(),
+        Some(json!({"ok": true}))
+    );
 }
 
 #[tokio::test]
@@ -541,7 +653,10 @@ async fn a_request_executed_by_an_owner_that_died_is_answered_by_the_next_not_ru
         "{again:?}"
     );
     b.answer_request(id, &json!({"ok": true})).await.unwrap();
-    assert_eq!(b.request_answer(id).await.unwrap(), Some(json!({"ok": true})));
+    assert_eq!(
+        b.request_answer(id).await.unwrap(),
+        Some(json!({"ok": true}))
+    );
     assert_eq!(b.pending_requests().await.unwrap(), vec![]);
     assert_eq!(a.pending_requests().await.unwrap(), vec![]);
 }
@@ -640,14 +755,17 @@ async fn notices_arrive_for_every_instances_writes() {
             key: key("other"),
         }
     );
-    wait_for("the dropped receiver's listening connection to close", || {
-        let listening = cluster.psql(
-            "weir",
-            "SELECT count(*) FROM pg_stat_activity \
+    wait_for(
+        "the dropped receiver's listening connection to close",
+        || {
+            let listening = cluster.psql(
+                "weir",
+                "SELECT count(*) FROM pg_stat_activity \
              WHERE query LIKE '%LISTEN%' AND pid <> pg_backend_pid()",
-        );
-        async move { (listening.trim() == "1").then_some(()) }
-    })
+            );
+            async move { (listening.trim() == "1").then_some(()) }
+        },
+    )
     .await;
 }
 

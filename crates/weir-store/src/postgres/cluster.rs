@@ -259,6 +259,9 @@ fn count(row: &PgRow, column: &str) -> Result<u64, StoreError> {
 
 /// Unowns the leases `owner` holds among `keys` (all of them when `keys` is `None`), keeping
 /// their epochs, and says how many it unowned. Runs in the caller's transaction.
+///
+/// Like renew, it locks its rows in key order first (`mine`), so that this instance's renew,
+/// release and leave running at once wait for each other instead of deadlocking.
 async fn unown(
     conn: &mut PgConnection,
     owner: &str,
@@ -267,10 +270,13 @@ async fn unown(
     let result = match keys {
         Some((namespaces, names)) => {
             sqlx::query(
-                "UPDATE leases l \
+                "WITH mine AS (SELECT l.namespace, l.name FROM leases l \
+                   JOIN UNNEST($2::text[], $3::text[]) AS k(namespace, name) \
+                     ON l.namespace = k.namespace AND l.name = k.name \
+                   WHERE l.owner = $1 ORDER BY l.namespace, l.name FOR UPDATE OF l) \
+                 UPDATE leases l \
                  SET owner = NULL, acquired_at = NULL, renewed_at = NULL, expires_at = NULL \
-                 FROM UNNEST($2::text[], $3::text[]) AS k(namespace, name) \
-                 WHERE l.owner = $1 AND l.namespace = k.namespace AND l.name = k.name",
+                 FROM mine WHERE l.namespace = mine.namespace AND l.name = mine.name",
             )
             .bind(owner)
             .bind(namespaces)
@@ -280,9 +286,11 @@ async fn unown(
         }
         None => {
             sqlx::query(
-                "UPDATE leases \
+                "WITH mine AS (SELECT namespace, name FROM leases WHERE owner = $1 \
+                   ORDER BY namespace, name FOR UPDATE) \
+                 UPDATE leases l \
                  SET owner = NULL, acquired_at = NULL, renewed_at = NULL, expires_at = NULL \
-                 WHERE owner = $1",
+                 FROM mine WHERE l.namespace = mine.namespace AND l.name = mine.name",
             )
             .bind(owner)
             .execute(conn)
@@ -325,8 +333,10 @@ impl Cluster for PostgresStore {
         if max == 0 {
             return Ok(Vec::new());
         }
-        // `c` picks and locks the rows (skipping those another claim, renew or fenced write has
-        // locked), remembering who held them; the UPDATE takes them over at epoch + 1.
+        // `c` picks and locks the rows, remembering who held them, and skips rows another
+        // session holds locked (a concurrent claim or renew, or a write of the current owner
+        // checking its lease: that one is settled before its lease can change hands); the
+        // UPDATE takes them over at epoch + 1.
         let rows = sqlx::query(concat!(
             "WITH t AS (SELECT clock_timestamp() AS now), \
              c AS (SELECT namespace, name, owner FROM leases \
@@ -369,13 +379,19 @@ impl Cluster for PostgresStore {
             return Ok(Vec::new());
         }
         let (namespaces, names, epochs) = held_arrays(&snapshot);
+        // `mine` locks the rows still held at their epochs in key order (waiting for writes of
+        // this instance that hold one `FOR SHARE`), so a release or leave running at the same
+        // time waits instead of deadlocking with it.
         let rows = sqlx::query(
-            "WITH t AS (SELECT clock_timestamp() AS now) \
+            "WITH t AS (SELECT clock_timestamp() AS now), \
+             mine AS (SELECT l.namespace, l.name FROM leases l \
+               JOIN UNNEST($2::text[], $3::text[], $4::bigint[]) AS h(namespace, name, epoch) \
+                 ON l.namespace = h.namespace AND l.name = h.name AND l.epoch = h.epoch \
+               WHERE l.owner = $1 ORDER BY l.namespace, l.name FOR UPDATE OF l) \
              UPDATE leases l \
              SET renewed_at = t.now, expires_at = t.now + $5 * interval '1 millisecond' \
-             FROM t, UNNEST($2::text[], $3::text[], $4::bigint[]) AS h(namespace, name, epoch) \
-             WHERE l.owner = $1 AND l.namespace = h.namespace AND l.name = h.name \
-               AND l.epoch = h.epoch \
+             FROM t, mine \
+             WHERE l.namespace = mine.namespace AND l.name = mine.name \
              RETURNING l.namespace, l.name",
         )
         .bind(&self.node.id)
@@ -611,8 +627,13 @@ impl Cluster for PostgresStore {
                 .map_err(database(&what))?;
         }
         // Answered requests are kept an hour (a submitter polling request_answer after a lost
-        // notification still finds its answer), then deleted by a later answer.
-        sqlx::query("DELETE FROM requests WHERE answered_at < clock_timestamp() - interval '1 hour'")
+        // notification still finds its answer), then deleted by a later answer, at most 1000 at a
+        // time. Rows another answer is deleting are skipped: answers never wait for each other.
+        sqlx::query(
+            "DELETE FROM requests WHERE id IN (SELECT id FROM requests \
+               WHERE answered_at < clock_timestamp() - interval '1 hour' \
+               LIMIT 1000 FOR UPDATE SKIP LOCKED)",
+        )
         .execute(&mut *tx)
         .await
         .map_err(database(&what))?;
@@ -703,8 +724,13 @@ async fn forward(pool: &PgPool, mut listener: PgListener, sender: &mpsc::Sender<
                     continue;
                 };
                 if missed {
-                    // Not sent while the receiver still owes a re-read: it re-reads anyway.
-                    continue;
+                    // Reconnected first; without room for it this notice is dropped too (the
+                    // receiver re-reads everything once told).
+                    match sender.try_send(Notice::Reconnected) {
+                        Ok(()) => missed = false,
+                        Err(mpsc::error::TrySendError::Full(_)) => continue,
+                        Err(mpsc::error::TrySendError::Closed(_)) => return,
+                    }
                 }
                 match sender.try_send(notice) {
                     Ok(()) => {}
@@ -780,7 +806,10 @@ mod tests {
                     key: RolloutKey::new("shop", "checkout"),
                 },
             ),
-            (r#"{"t":"answer","id":12}"#, Notice::RequestAnswered { id: 12 }),
+            (
+                r#"{"t":"answer","id":12}"#,
+                Notice::RequestAnswered { id: 12 },
+            ),
             (r#"{"t":"freed"}"#, Notice::LeasesFreed),
         ];
         for (payload, notice) in cases {
@@ -807,10 +836,7 @@ mod tests {
             );
         }
         assert_eq!(Payload::Freed.text(), r#"{"t":"freed"}"#);
-        assert_eq!(
-            Payload::Answer { id: 5 }.text(),
-            r#"{"t":"answer","id":5}"#
-        );
+        assert_eq!(Payload::Answer { id: 5 }.text(), r#"{"t":"answer","id":5}"#);
     }
 
     #[test]
