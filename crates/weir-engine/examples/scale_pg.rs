@@ -419,12 +419,30 @@ fn parent() {
     if !flag("--no-sqlite") {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("scale.db").display().to_string();
-        results.push(run("SQLite, 1 instance", "sqlite", &db, rollouts, 1, interval, seconds, &common));
+        results.push(run(
+            "SQLite, 1 instance",
+            "sqlite",
+            &db,
+            rollouts,
+            1,
+            interval,
+            seconds,
+            &common,
+        ));
     }
 
     let cluster = weir_testkit::postgres::PgCluster::start();
     let one = cluster.database("one");
-    results.push(run("PostgreSQL, 1 instance", "postgres", &one, rollouts, 1, interval, seconds, &common));
+    results.push(run(
+        "PostgreSQL, 1 instance",
+        "postgres",
+        &one,
+        rollouts,
+        1,
+        interval,
+        seconds,
+        &common,
+    ));
 
     // Three instances, then the takeover of a killed one's rollouts.
     let three = cluster.database("three");
@@ -484,7 +502,11 @@ fn run(
     let (phase, applied_seconds, steady) =
         start_and_measure(backend, db, rollouts, instances, interval, seconds, common);
     let stopped = phase.stop();
-    println!("{name}: done");
+    // Each run's figures as soon as it is done (a run cut short keeps what it measured).
+    println!(
+        "{name}: done: {}",
+        json!({"applied_seconds": applied_seconds, "steady": steady.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>()})
+    );
     Measured {
         name: name.to_owned(),
         applied_seconds,
@@ -544,7 +566,10 @@ fn run_three(
     let give_up = killed + lease * 10 + Duration::from_secs(120);
     while Instant::now() < give_up {
         let summary = runtime.block_on(observer.lease_summary(lease)).unwrap();
-        let victim_live = summary.by_owner.iter().any(|(owner, _)| *owner == victim_id);
+        let victim_live = summary
+            .by_owner
+            .iter()
+            .any(|(owner, _)| *owner == victim_id);
         if !victim_live && expired_after.is_none() {
             expired_after = Some(killed.elapsed().as_secs_f64());
         }
@@ -561,6 +586,10 @@ fn run_three(
         "{name}: the killed instance's leases expired after {expired_after:?} s, all re-owned after {reowned_after:?} s"
     );
     let survivors = phase.mark();
+    println!(
+        "{name}: steady state before the kill: {}",
+        json!(steady.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>())
+    );
     // The survivors carrying everything: steady state after the catch-up.
     std::thread::sleep(Duration::from_secs(interval * 2));
     phase.mark();
@@ -613,7 +642,9 @@ fn print_results(results: &[Measured], takeover: &Takeover, lease_time: u64) {
                 .stopped
                 .iter()
                 .find(|(i, _)| i == index)
-                .map_or("killed".to_owned(), |(_, s)| format!("{:.0} MiB", f(s, "hwm_mib")));
+                .map_or("killed".to_owned(), |(_, s)| {
+                    format!("{:.0} MiB", f(s, "hwm_mib"))
+                });
             total_commits += f(report, "commits_per_s");
             worst_p99 = worst_p99.max(f(report, "p99_ms"));
             println!(
@@ -628,7 +659,10 @@ fn print_results(results: &[Measured], takeover: &Takeover, lease_time: u64) {
                 report["held"],
                 f(report, "rss_mib"),
                 ratio(f(report, "p99_ms"), sqlite_p99),
-                ratio(f(report, "commits_per_s"), sqlite_commits.map(|c| c / measured.steady.len() as f64)),
+                ratio(
+                    f(report, "commits_per_s"),
+                    sqlite_commits.map(|c| c / measured.steady.len() as f64)
+                ),
                 ratio(f(report, "rss_mib"), sqlite_rss),
             );
         }
@@ -645,7 +679,11 @@ fn print_results(results: &[Measured], takeover: &Takeover, lease_time: u64) {
         }));
     }
     println!();
-    let secs = |value: Option<f64>| value.map_or("not within the deadline".to_owned(), |s| format!("{s:.2} s"));
+    let secs = |value: Option<f64>| {
+        value.map_or("not within the deadline".to_owned(), |s| {
+            format!("{s:.2} s")
+        })
+    };
     println!(
         "takeover: SIGKILL of an instance holding {} leases; its leases expired after {}, every one re-owned by a live instance after {} (target: lease time {lease_time} s + 2 s = {} s)",
         takeover.held,
@@ -653,7 +691,10 @@ fn print_results(results: &[Measured], takeover: &Takeover, lease_time: u64) {
         secs(takeover.reowned_after),
         lease_time + 2
     );
-    for (label, reports) in [("kill to takeover", &takeover.survivors), ("after takeover", &takeover.after)] {
+    for (label, reports) in [
+        ("kill to takeover", &takeover.survivors),
+        ("after takeover", &takeover.after),
+    ] {
         for (index, report) in reports {
             println!(
                 "  {label}, instance {index}: {:.0} s, ticks {}, lateness p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms, commits/s {:.0}, held {}, fenced {}, RSS {:.0} MiB",

@@ -747,7 +747,9 @@ impl Store for PostgresStore {
             .map(|outcome| {
                 // Every index was visited once above.
                 outcome.unwrap_or_else(|| {
-                    Err(StoreError::Database("a batch item was not committed".to_owned()))
+                    Err(StoreError::Database(
+                        "a batch item was not committed".to_owned(),
+                    ))
                 })
             })
             .collect()
