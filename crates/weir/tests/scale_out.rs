@@ -86,8 +86,8 @@ fn flag(index: usize) -> String {
 kind: Flag
 metadata: {{name: flag-{index}, namespace: chaos}}
 spec:
-  variations: [{{name: off, value: false}}, {{name: on, value: true}}]
-  defaultStrategy: {{variation: off}}
+  variations: [{{name: \"off\", value: false}}, {{name: \"on\", value: true}}]
+  defaultStrategy: {{variation: \"off\"}}
 "
     )
 }
@@ -222,7 +222,11 @@ fn rollouts_survive_killed_and_stalled_instances_with_every_step_committed_once(
         assert_eq!(steps, expected, "roll-{index}: weight steps; seed {seed}");
         let succeeded = events.iter().filter(|event| event["reason"] == "Succeeded").count();
         assert_eq!(succeeded, 1, "roll-{index}: one success; seed {seed}");
-        assert!(events.iter().all(|event| event["run"] == 1), "roll-{index}: one run");
+        // Run 0 is before the first run starts (the rollout's initialisation).
+        assert!(
+            events.iter().all(|event| event["run"].as_u64().unwrap() <= 1),
+            "roll-{index}: one run"
+        );
     }
     eprintln!("chaos: {kills} kills, {stalls} stalls, {fenced} fenced commits; every step once (seed {seed})");
     assert!(kills >= 5 && fenced > 0.0);
@@ -235,11 +239,12 @@ fn a_command_sent_to_another_instance_is_executed_once_by_the_owner() {
     let first = serve(&url);
     let second = serve(&url);
     let flag = flag(0).replace("chaos", "fwd");
-    assert_eq!(post(&first, "/api/v1/flags", &flag).status, 201);
-    // An hour between steps: nothing but the command changes it.
+    let created = post(&first, "/api/v1/flags", &flag);
+    assert_eq!(created.status, 201, "{}", created.body);
+    // A hundred steps: still progressing when the command comes.
     let slow = rollout(0)
         .replace("chaos", "fwd")
-        .replace("interval: 1s", "interval: 1h");
+        .replace("stepWeight: 2, maxWeight: 40", "stepWeight: 1, maxWeight: 99");
     let created = post(&first, "/api/v1/rollouts", &slow);
     assert_eq!(created.status, 201, "{}", created.body);
     let owner = wait_until("an owner for the rollout", || {
@@ -267,7 +272,7 @@ fn a_command_sent_to_another_instance_is_executed_once_by_the_owner() {
     let took = sent.elapsed();
     assert_eq!(paused.status, 200, "{}", paused.body);
     let answered: Value = serde_json::from_str(&paused.body).unwrap();
-    assert_eq!(answered["status"]["phase"], "Paused", "{answered:#}");
+    assert_eq!(answered["status"]["paused"], true, "{answered:#}");
     eprintln!("a pause sent to the other instance was executed by the owner and answered in {took:?}");
     // Executed once, by the owner: one Paused event, and the owner counted it.
     let events = get_json(owner_server, "/api/v1/rollouts/fwd/roll-0/events?limit=500").unwrap();
