@@ -23,6 +23,7 @@ use crate::{
     StoredRollout,
 };
 
+mod cluster;
 mod flags;
 mod tokens;
 

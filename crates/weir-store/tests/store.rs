@@ -1,4 +1,9 @@
-//! `SqliteStore` against real SQLite files in temporary directories.
+//! The store suite: every test runs against `SqliteStore` (a real file in a temporary
+//! directory) and `PostgresStore` (a database in a throwaway PostgreSQL cluster, weir-testkit's
+//! `PgCluster`), from one generic body each (`mod sqlite` and `mod postgres` at the end):
+//! rollouts, flags and tokens. What
+//! only SQLite has (the in-memory store, the kill -9 test of the file's durability) runs on SQLite
+//! alone.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,19 +16,170 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use sqlx::{Connection, Row, SqliteConnection};
+use sqlx::{Connection, PgConnection, Row, SqliteConnection};
 use weir_core::document::{Document, load};
 use weir_core::machine::{Effect, Notification};
 use weir_core::model::{
-    Event, EventReason, Evidence, HookType, Phase, Rollout, RolloutStatus, Severity,
+    Event, EventReason, Evidence, Flag, HookType, Phase, Rollout, RolloutStatus, Severity,
 };
 use weir_core::units::Weight;
 use weir_store::{
-    ApplyOutcome, CommitItem, ListQuery, MAX_PAGE, RolloutKey, SqliteStore, Store, StoreError,
-    StoredRollout,
+    ApplyOutcome, CommitItem, FlagKey, FlagStore, FlagStoreError, ListQuery, MAX_PAGE, NewToken,
+    PostgresStore, RolloutKey, SqliteStore, Store, StoreError, StoredRollout, TokenScope,
+    TokenStore, TokenStoreError,
 };
+use weir_testkit::postgres::PgCluster;
 use weir_testkit::process::Guard;
 use weir_testkit::wait::DEADLINE;
+
+// === backends ===
+
+/// A fresh database of one kind, its stores, and raw SQL on it (to look behind the store, or to
+/// corrupt a row). SQL given to it uses `$1`, `$2`, ... for parameters (both databases read them).
+trait Backend: Sized {
+    type Store: Store + FlagStore + TokenStore;
+    /// An empty database.
+    async fn fresh() -> Self;
+    /// A store on it (another one each call: another process, as far as the store knows).
+    async fn open(&self) -> Self::Store;
+    async fn close(store: &Self::Store);
+    /// Runs `sql` with text parameters.
+    async fn execute(&self, sql: &str, binds: &[&str]);
+    /// The rows `sql` returns, every column as text (integers printed).
+    async fn rows(&self, sql: &str, binds: &[&str]) -> Vec<Vec<String>>;
+    /// What only this kind of database can say about its schema after several opens.
+    async fn check_schema(&self);
+}
+
+struct Sqlite {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl Backend for Sqlite {
+    type Store = SqliteStore;
+
+    async fn fresh() -> Sqlite {
+        let dir = tempfile::tempdir().unwrap();
+        // The parent directories are created by open.
+        let path = dir.path().join("state/nested/weir.db");
+        Sqlite { _dir: dir, path }
+    }
+
+    async fn open(&self) -> SqliteStore {
+        SqliteStore::open(&self.path).await.unwrap()
+    }
+
+    async fn close(store: &SqliteStore) {
+        store.close().await;
+    }
+
+    async fn execute(&self, sql: &str, binds: &[&str]) {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()));
+        for bind in binds {
+            query = query.bind(bind.to_string());
+        }
+        query.execute(&mut raw(&self.path).await).await.unwrap();
+    }
+
+    async fn rows(&self, sql: &str, binds: &[&str]) -> Vec<Vec<String>> {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()));
+        for bind in binds {
+            query = query.bind(bind.to_string());
+        }
+        let rows = query.fetch_all(&mut raw(&self.path).await).await.unwrap();
+        rows.iter()
+            .map(|row| {
+                (0..row.len())
+                    .map(|i| {
+                        row.try_get::<String, _>(i)
+                            .unwrap_or_else(|_| row.get::<i64, _>(i).to_string())
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    async fn check_schema(&self) {
+        let mut connection = raw(&self.path).await;
+        let mode: String = sqlx::query("PRAGMA journal_mode")
+            .fetch_one(&mut connection)
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(mode, "wal");
+        let migrations: i64 = sqlx::query("SELECT count(*) FROM _sqlx_migrations WHERE success")
+            .fetch_one(&mut connection)
+            .await
+            .unwrap()
+            .get(0);
+        // 1: rollouts and events; 2: flags; 3: tokens and server keys.
+        assert_eq!(migrations, 3);
+    }
+}
+
+struct Postgres {
+    url: String,
+    // Dropped last: stops the server after the stores' connections are gone with the test.
+    _cluster: PgCluster,
+}
+
+impl Backend for Postgres {
+    type Store = PostgresStore;
+
+    async fn fresh() -> Postgres {
+        let cluster = PgCluster::start();
+        let url = cluster.database("weir");
+        Postgres {
+            url,
+            _cluster: cluster,
+        }
+    }
+
+    async fn open(&self) -> PostgresStore {
+        PostgresStore::open(&self.url, "test-host").await.unwrap()
+    }
+
+    async fn close(store: &PostgresStore) {
+        store.close().await;
+    }
+
+    async fn execute(&self, sql: &str, binds: &[&str]) {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()));
+        for bind in binds {
+            query = query.bind(bind.to_string());
+        }
+        let mut connection = PgConnection::connect(&self.url).await.unwrap();
+        query.execute(&mut connection).await.unwrap();
+    }
+
+    async fn rows(&self, sql: &str, binds: &[&str]) -> Vec<Vec<String>> {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()));
+        for bind in binds {
+            query = query.bind(bind.to_string());
+        }
+        let mut connection = PgConnection::connect(&self.url).await.unwrap();
+        let rows = query.fetch_all(&mut connection).await.unwrap();
+        rows.iter()
+            .map(|row| {
+                (0..row.len())
+                    .map(|i| {
+                        row.try_get::<String, _>(i)
+                            .unwrap_or_else(|_| row.get::<i64, _>(i).to_string())
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    async fn check_schema(&self) {
+        let migrations = self
+            .rows("SELECT count(*) FROM _sqlx_migrations WHERE success", &[])
+            .await;
+        // 1: every table (migrations/postgres/0001_schema.sql).
+        assert_eq!(migrations, [["1"]]);
+    }
+}
 
 // === fixtures ===
 
@@ -127,29 +283,24 @@ fn delivery_ids(stored: &StoredRollout) -> Vec<String> {
         .collect()
 }
 
-async fn store_in(dir: &tempfile::TempDir) -> (SqliteStore, PathBuf) {
-    let path = dir.path().join("weir.db");
-    (SqliteStore::open(&path).await.unwrap(), path)
-}
-
 async fn raw(path: &Path) -> SqliteConnection {
     SqliteConnection::connect(&format!("sqlite://{}", path.display()))
         .await
         .unwrap()
 }
 
-async fn event_rows(path: &Path, key: &RolloutKey) -> i64 {
-    sqlx::query("SELECT count(*) FROM events WHERE namespace = ? AND name = ?")
-        .bind(&key.namespace)
-        .bind(&key.name)
-        .fetch_one(&mut raw(path).await)
-        .await
-        .unwrap()
-        .get(0)
+async fn event_rows<B: Backend>(db: &B, key: &RolloutKey) -> i64 {
+    let rows = db
+        .rows(
+            "SELECT count(*) FROM events WHERE namespace = $1 AND name = $2",
+            &[&key.namespace, &key.name],
+        )
+        .await;
+    rows[0][0].parse().unwrap()
 }
 
 /// Every event of a rollout, checking that the sequence is 1, 2, 3, ... without gaps.
-async fn all_events(store: &SqliteStore, key: &RolloutKey) -> Vec<Event> {
+async fn all_events(store: &impl Store, key: &RolloutKey) -> Vec<Event> {
     let mut events = Vec::new();
     loop {
         let page = store
@@ -172,10 +323,9 @@ async fn all_events(store: &SqliteStore, key: &RolloutKey) -> Vec<Event> {
 
 // === apply, get ===
 
-#[tokio::test]
-async fn apply_creates_updates_and_recognises_unchanged_documents() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, _) = store_in(&dir).await;
+async fn apply_creates_updates_and_recognises_unchanged_documents<B: Backend>() {
+    let db = B::fresh().await;
+    let store = db.open().await;
     let key = RolloutKey::new("shop", "checkout");
     assert_eq!(store.get(&key).await.unwrap(), None);
 
@@ -245,10 +395,9 @@ async fn apply_creates_updates_and_recognises_unchanged_documents() {
 
 // === optimistic concurrency ===
 
-#[tokio::test]
-async fn conflicting_writes_fail_and_change_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, path) = store_in(&dir).await;
+async fn conflicting_writes_fail_and_change_nothing<B: Backend>() {
+    let db = B::fresh().await;
+    let store = db.open().await;
     let key = RolloutKey::new("shop", "checkout");
     store
         .apply(&rollout("shop", "checkout"), None, at(0))
@@ -322,7 +471,7 @@ async fn conflicting_writes_fail_and_change_nothing() {
         })
     ));
     assert_eq!(store.get(&key).await.unwrap(), Some(before.clone()));
-    assert_eq!(event_rows(&path, &key).await, 1);
+    assert_eq!(event_rows(&db, &key).await, 1);
     assert_eq!(all_events(&store, &key).await.len(), 1);
 
     // Writes to a rollout that does not exist.
@@ -360,13 +509,12 @@ async fn conflicting_writes_fail_and_change_nothing() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_commits_on_one_version_have_exactly_one_winner() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, path) = store_in(&dir).await;
-    // A second store on the same file stands for another process: its writes meet ours in
-    // SQLite's file lock, not in our writer queue.
-    let other = SqliteStore::open(&path).await.unwrap();
+async fn concurrent_commits_on_one_version_have_exactly_one_winner<B: Backend>() {
+    let db = B::fresh().await;
+    let store = db.open().await;
+    // A second store on the same database stands for another process: its writes meet ours in
+    // the database's locks (SQLite's file lock, PostgreSQL's row lock), not in our writer queue.
+    let other = db.open().await;
     let key = RolloutKey::new("shop", "checkout");
     store
         .apply(&rollout("shop", "checkout"), None, at(0))
@@ -429,10 +577,9 @@ async fn concurrent_commits_on_one_version_have_exactly_one_winner() {
 
 // === commit, events, clear_pending ===
 
-#[tokio::test]
-async fn commits_write_status_events_and_pending_effects_together() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, path) = store_in(&dir).await;
+async fn commits_write_status_events_and_pending_effects_together<B: Backend>() {
+    let db = B::fresh().await;
+    let store = db.open().await;
     let key = RolloutKey::new("shop", "checkout");
     store
         .apply(&rollout("shop", "checkout"), None, at(0))
@@ -486,30 +633,25 @@ async fn commits_write_status_events_and_pending_effects_together() {
     assert_eq!(all_events(&store, &key).await, expected_events);
 
     // The inspection columns follow the status.
-    let row = sqlx::query("SELECT phase, canary_revision FROM rollouts")
-        .fetch_one(&mut raw(&path).await)
+    let row = db
+        .rows("SELECT phase, canary_revision FROM rollouts", &[])
+        .await;
+    assert_eq!(row, [["Succeeded", "rev-60"]]);
+    let reasons: Vec<(i64, String)> = db
+        .rows("SELECT seq, reason FROM events ORDER BY seq LIMIT 2", &[])
         .await
-        .unwrap();
-    assert_eq!(row.get::<String, _>(0), "Succeeded");
-    assert_eq!(row.get::<String, _>(1), "rev-60");
-    let reasons: Vec<(i64, String)> =
-        sqlx::query("SELECT seq, reason FROM events ORDER BY seq LIMIT 2")
-            .fetch_all(&mut raw(&path).await)
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| (row.get(0), row.get(1)))
-            .collect();
+        .into_iter()
+        .map(|row| (row[0].parse().unwrap(), row[1].clone()))
+        .collect();
     assert_eq!(
         reasons,
         [(1, "Advanced".to_string()), (2, "Advanced".to_string())]
     );
 }
 
-#[tokio::test]
-async fn events_page_after_a_sequence_number() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, _) = store_in(&dir).await;
+async fn events_page_after_a_sequence_number<B: Backend>() {
+    let db = B::fresh().await;
+    let store = db.open().await;
     let key = RolloutKey::new("shop", "checkout");
     store
         .apply(&rollout("shop", "checkout"), None, at(0))
@@ -564,10 +706,9 @@ async fn events_page_after_a_sequence_number() {
     assert_eq!(all_events(&store, &key).await, events);
 }
 
-#[tokio::test]
-async fn clear_pending_removes_only_the_named_deliveries() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, _) = store_in(&dir).await;
+async fn clear_pending_removes_only_the_named_deliveries<B: Backend>() {
+    let db = B::fresh().await;
+    let store = db.open().await;
     let key = RolloutKey::new("shop", "checkout");
     store
         .apply(&rollout("shop", "checkout"), None, at(0))
@@ -639,10 +780,9 @@ async fn clear_pending_removes_only_the_named_deliveries() {
 
 // === delete ===
 
-#[tokio::test]
-async fn delete_removes_the_rollout_and_its_events() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, path) = store_in(&dir).await;
+async fn delete_removes_the_rollout_and_its_events<B: Backend>() {
+    let db = B::fresh().await;
+    let store = db.open().await;
     let key = RolloutKey::new("shop", "checkout");
     let other = RolloutKey::new("shop", "checkout-2");
     for name in ["checkout", "checkout-2"] {
@@ -663,11 +803,11 @@ async fn delete_removes_the_rollout_and_its_events() {
             .await
             .unwrap();
     }
-    assert_eq!(event_rows(&path, &key).await, 5);
+    assert_eq!(event_rows(&db, &key).await, 5);
 
     store.delete(&key, Some(2)).await.unwrap();
     assert_eq!(store.get(&key).await.unwrap(), None);
-    assert_eq!(event_rows(&path, &key).await, 0);
+    assert_eq!(event_rows(&db, &key).await, 0);
     assert!(matches!(
         store.events(&key, 0, 10).await,
         Err(StoreError::NotFound(_))
@@ -704,15 +844,14 @@ async fn delete_removes_the_rollout_and_its_events() {
     assert_eq!(store.events(&key, 0, 10).await.unwrap()[0].seq, 1);
 
     store.delete(&other, None).await.unwrap();
-    assert_eq!(event_rows(&path, &other).await, 0);
+    assert_eq!(event_rows(&db, &other).await, 0);
 }
 
 // === list ===
 
-#[tokio::test]
-async fn list_pages_in_key_order_with_filters_and_cursors() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, _) = store_in(&dir).await;
+async fn list_pages_in_key_order_with_filters_and_cursors<B: Backend>() {
+    let db = B::fresh().await;
+    let store = db.open().await;
     let namespaces = ["alpha", "beta/x", "gamma"];
     let mut keys = Vec::new();
     for i in 0..250u32 {
@@ -882,12 +1021,10 @@ async fn list_pages_in_key_order_with_filters_and_cursors() {
 
 // === files ===
 
-#[tokio::test]
-async fn everything_is_there_after_reopening_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    // The parent directories are created.
-    let path = dir.path().join("state/nested/weir.db");
-    let store = SqliteStore::open(&path).await.unwrap();
+async fn everything_is_there_after_reopening_the_file<B: Backend>() {
+    // SQLite: the parent directories are created (Sqlite::fresh names a nested path).
+    let db = B::fresh().await;
+    let store = db.open().await;
     let key = RolloutKey::new("shop", "checkout");
     store
         .apply(&rollout("shop", "checkout"), None, at(0))
@@ -913,28 +1050,15 @@ async fn everything_is_there_after_reopening_the_file() {
     // Dropped without closing, as a process that exits without cleaning up.
     drop(store);
 
-    let reopened = SqliteStore::open(&path).await.unwrap();
+    let reopened = db.open().await;
     assert_eq!(reopened.load_all().await.unwrap(), before);
     assert_eq!(all_events(&reopened, &key).await, events);
-    reopened.close().await;
+    B::close(&reopened).await;
 
     // Opening runs the (already applied) migrations again without harm.
-    let again = SqliteStore::open(&path).await.unwrap();
+    let again = db.open().await;
     assert_eq!(again.load_all().await.unwrap(), before);
-    let mut connection = raw(&path).await;
-    let mode: String = sqlx::query("PRAGMA journal_mode")
-        .fetch_one(&mut connection)
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(mode, "wal");
-    let migrations: i64 = sqlx::query("SELECT count(*) FROM _sqlx_migrations WHERE success")
-        .fetch_one(&mut connection)
-        .await
-        .unwrap()
-        .get(0);
-    // 1: rollouts and events; 2: flags; 3: tokens and server keys.
-    assert_eq!(migrations, 3);
+    db.check_schema().await;
 }
 
 #[tokio::test]
@@ -961,10 +1085,9 @@ async fn in_memory_store_works_and_forgets() {
     assert_eq!(other.load_all().await.unwrap(), vec![]);
 }
 
-#[tokio::test]
-async fn corrupt_rows_are_reported_with_the_rollout_not_panicked_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, path) = store_in(&dir).await;
+async fn corrupt_rows_are_reported_with_the_rollout_not_panicked_on<B: Backend>() {
+    let db = B::fresh().await;
+    let store = db.open().await;
     let key = RolloutKey::new("shop", "checkout");
     store
         .apply(&rollout("shop", "checkout"), None, at(0))
@@ -987,14 +1110,10 @@ async fn corrupt_rows_are_reported_with_the_rollout_not_panicked_on() {
         .unwrap();
 
     let corrupt = |column: &'static str, value: &'static str| {
-        let path = path.clone();
+        let db = &db;
         async move {
-            let sql = format!("UPDATE rollouts SET {column} = ? WHERE name = 'checkout'");
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .bind(value)
-                .execute(&mut raw(&path).await)
-                .await
-                .unwrap();
+            let sql = format!("UPDATE rollouts SET {column} = $1 WHERE name = 'checkout'");
+            db.execute(&sql, &[value]).await;
         }
     };
     let is_corrupt = |result: Result<Option<StoredRollout>, StoreError>, column: &str| match result
@@ -1012,13 +1131,14 @@ async fn corrupt_rows_are_reported_with_the_rollout_not_panicked_on() {
         ("pending_effects", "[{\"teleport\": {}}]"),
         ("created_at", "yesterday"),
     ] {
-        let good: String = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {column} FROM rollouts WHERE name = 'checkout'"
-        )))
-        .fetch_one(&mut raw(&path).await)
-        .await
-        .unwrap()
-        .get(0);
+        let good = db
+            .rows(
+                &format!("SELECT {column} FROM rollouts WHERE name = 'checkout'"),
+                &[],
+            )
+            .await
+            .remove(0)
+            .remove(0);
         corrupt(column, value).await;
         is_corrupt(store.get(&key).await, column);
         assert!(matches!(
@@ -1036,29 +1156,22 @@ async fn corrupt_rows_are_reported_with_the_rollout_not_panicked_on() {
             Err(StoreError::Corrupt { .. })
         ));
         // Put it back for the next column.
-        let restore = format!("UPDATE rollouts SET {column} = ? WHERE name = 'checkout'");
-        sqlx::query(sqlx::AssertSqlSafe(restore))
-            .bind(good)
-            .execute(&mut raw(&path).await)
-            .await
-            .unwrap();
+        let restore = format!("UPDATE rollouts SET {column} = $1 WHERE name = 'checkout'");
+        db.execute(&restore, &[&good]).await;
         assert!(store.get(&key).await.unwrap().is_some());
     }
 
     // A document naming another rollout.
     let other_document = serde_json::to_string(&rollout("shop", "fine")).unwrap();
-    sqlx::query("UPDATE rollouts SET document = ? WHERE name = 'checkout'")
-        .bind(other_document)
-        .execute(&mut raw(&path).await)
-        .await
-        .unwrap();
+    db.execute(
+        "UPDATE rollouts SET document = $1 WHERE name = 'checkout'",
+        &[&other_document],
+    )
+    .await;
     is_corrupt(store.get(&key).await, "document");
 
     // A corrupt event.
-    sqlx::query("UPDATE events SET event = 'garbage'")
-        .execute(&mut raw(&path).await)
-        .await
-        .unwrap();
+    db.execute("UPDATE events SET event = 'garbage'", &[]).await;
     match store.events(&key, 0, 10).await {
         Err(StoreError::Corrupt { key: k, detail }) => {
             assert_eq!(k, key);
@@ -1247,10 +1360,9 @@ fn kill_9_loses_no_acknowledged_commit() {
     }
 }
 
-#[tokio::test]
-async fn a_batch_commits_every_item_that_is_current_and_only_those() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, path) = store_in(&dir).await;
+async fn a_batch_commits_every_item_that_is_current_and_only_those<B: Backend>() {
+    let db = B::fresh().await;
+    let store = db.open().await;
     let mut keys = Vec::new();
     for name in ["a", "b", "c"] {
         let (stored, _) = store
@@ -1288,7 +1400,7 @@ async fn a_batch_commits_every_item_that_is_current_and_only_those() {
         let stored = store.get(key).await.unwrap().unwrap();
         if index == 1 {
             assert_eq!(stored.version, *version, "the stale item changed nothing");
-            assert_eq!(event_rows(&path, key).await, 0);
+            assert_eq!(event_rows(&db, key).await, 0);
             assert!(stored.pending_effects.is_empty());
         } else {
             assert_eq!(stored.version, version + 1);
@@ -1306,3 +1418,220 @@ async fn a_batch_commits_every_item_that_is_current_and_only_those() {
     }
     assert!(store.commit_batch(Vec::new()).await.is_empty());
 }
+
+// === flags ===
+
+fn flag(namespace: &str, key: &str, default_variant: &str) -> Flag {
+    let yaml = format!(
+        "apiVersion: weir.dev/v1alpha1\nkind: Flag\nmetadata: {{name: {key}, namespace: {namespace}}}\n\
+         spec:\n  variations: [{{name: enabled, value: true}}, {{name: disabled, value: false}}]\n  \
+         defaultStrategy: {{variation: {default_variant}}}\n"
+    );
+    let mut results = load(yaml.as_bytes());
+    assert_eq!(results.len(), 1);
+    let Document::Flag(flag) = results.remove(0).unwrap().document else {
+        panic!("not a flag");
+    };
+    *flag
+}
+
+async fn flags_are_versioned_like_rollouts<B: Backend>() {
+    let db = B::fresh().await;
+    let store = db.open().await;
+    let key = FlagKey::new("shop", "new-checkout");
+    assert_eq!(store.get_flag(&key).await.unwrap(), None);
+    let (created, outcome) = store
+        .put_flag(&flag("shop", "new-checkout", "disabled"), Some(0), at(0))
+        .await
+        .unwrap();
+    assert_eq!(outcome, ApplyOutcome::Created);
+    assert_eq!((created.key.clone(), created.version), (key.clone(), 1));
+    assert_eq!((created.created_at, created.updated_at), (at(0), at(0)));
+    assert_eq!(store.get_flag(&key).await.unwrap(), Some(created.clone()));
+
+    // The same document: nothing written.
+    let (same, outcome) = store
+        .put_flag(&flag("shop", "new-checkout", "disabled"), None, at(1))
+        .await
+        .unwrap();
+    assert_eq!((outcome, same), (ApplyOutcome::Unchanged, created.clone()));
+
+    let on = flag("shop", "new-checkout", "enabled");
+    assert_eq!(
+        store.put_flag(&on, Some(0), at(2)).await,
+        Err(FlagStoreError::AlreadyExists(key.clone()))
+    );
+    assert_eq!(
+        store.put_flag(&on, Some(5), at(2)).await,
+        Err(FlagStoreError::Conflict {
+            key: key.clone(),
+            expected: 5,
+            actual: 1
+        })
+    );
+    let (updated, outcome) = store.put_flag(&on, Some(1), at(2)).await.unwrap();
+    assert_eq!((outcome, updated.version), (ApplyOutcome::Updated, 2));
+    assert_eq!((updated.created_at, updated.updated_at), (at(0), at(2)));
+    assert_eq!(updated.flag, on);
+    assert_eq!(
+        store
+            .put_flag(&flag("shop", "missing", "enabled"), Some(3), at(2))
+            .await,
+        Err(FlagStoreError::NotFound(FlagKey::new("shop", "missing")))
+    );
+
+    // Listed by namespace and key.
+    for (namespace, name) in [("alpha", "z"), ("shop", "a-flag"), ("alpha", "b")] {
+        store
+            .put_flag(&flag(namespace, name, "enabled"), None, at(3))
+            .await
+            .unwrap();
+    }
+    let listed: Vec<FlagKey> = store
+        .list_flags()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|stored| stored.key)
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            FlagKey::new("alpha", "b"),
+            FlagKey::new("alpha", "z"),
+            FlagKey::new("shop", "a-flag"),
+            key.clone(),
+        ]
+    );
+
+    assert_eq!(
+        store.delete_flag(&key, Some(1)).await,
+        Err(FlagStoreError::Conflict {
+            key: key.clone(),
+            expected: 1,
+            actual: 2
+        })
+    );
+    store.delete_flag(&key, Some(2)).await.unwrap();
+    assert_eq!(store.get_flag(&key).await.unwrap(), None);
+    assert_eq!(
+        store.delete_flag(&key, None).await,
+        Err(FlagStoreError::NotFound(key.clone()))
+    );
+    assert_eq!(store.list_flags().await.unwrap().len(), 3);
+}
+
+// === tokens ===
+
+fn new_token(name: &str, hash: &str) -> NewToken {
+    NewToken {
+        name: name.into(),
+        scope: TokenScope::Operate,
+        namespaces: Some(vec!["team-a".into()]),
+        expires_at: None,
+        secret_hash: hash.into(),
+    }
+}
+
+async fn tokens_round_trip_and_names_are_unique<B: Backend>() {
+    let db = B::fresh().await;
+    let store = db.open().await;
+    assert!(!store.has_tokens().await.unwrap());
+    let now = Timestamp::from_second(1_800_000_000).unwrap();
+    let created = store
+        .create_token(&new_token("ci", "aa11"), now)
+        .await
+        .unwrap();
+    assert_eq!(created.name, "ci");
+    assert_eq!(created.scope, TokenScope::Operate);
+    assert_eq!(created.namespaces, Some(vec!["team-a".to_string()]));
+    assert_eq!(created.created_at, now);
+    assert!(store.has_tokens().await.unwrap());
+    assert_eq!(
+        store.create_token(&new_token("ci", "bb22"), now).await,
+        Err(TokenStoreError::AlreadyExists("ci".into()))
+    );
+    assert_eq!(
+        store.token_by_hash("aa11").await.unwrap(),
+        Some(created.clone())
+    );
+    assert_eq!(store.token_by_hash("bb22").await.unwrap(), None);
+    assert_eq!(
+        store.token_by_id(created.id).await.unwrap(),
+        Some(created.clone())
+    );
+
+    let later = Timestamp::from_second(1_800_000_100).unwrap();
+    store.touch_token(created.id, later).await.unwrap();
+    let revoked = store.revoke_token("ci", later).await.unwrap();
+    assert_eq!(revoked.revoked_at, Some(later));
+    assert_eq!(revoked.last_used_at, Some(later));
+    assert!(revoked.usable(later).is_err());
+    let again = store
+        .revoke_token("ci", Timestamp::from_second(1_800_000_200).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        again.revoked_at,
+        Some(later),
+        "the first revocation time is kept"
+    );
+    assert_eq!(
+        store.revoke_token("nobody", later).await,
+        Err(TokenStoreError::NotFound("nobody".into()))
+    );
+    // Revoked tokens still count: revoking the last one does not open the server.
+    assert!(store.has_tokens().await.unwrap());
+
+    let key = store.server_key("session", &[1; 32]).await.unwrap();
+    assert_eq!(key, vec![1; 32]);
+    B::close(&store).await;
+    let reopened = db.open().await;
+    assert_eq!(
+        reopened.server_key("session", &[2; 32]).await.unwrap(),
+        vec![1; 32]
+    );
+    assert_eq!(reopened.list_tokens().await.unwrap(), vec![again]);
+}
+
+// === on both backends ===
+
+macro_rules! suite {
+    ($($test:ident),* $(,)?) => {
+        /// The suite on SQLite files.
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    super::$test::<super::Sqlite>().await;
+                }
+            )*
+        }
+
+        /// The suite on PostgreSQL databases.
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    super::$test::<super::Postgres>().await;
+                }
+            )*
+        }
+    };
+}
+
+suite!(
+    apply_creates_updates_and_recognises_unchanged_documents,
+    conflicting_writes_fail_and_change_nothing,
+    concurrent_commits_on_one_version_have_exactly_one_winner,
+    commits_write_status_events_and_pending_effects_together,
+    events_page_after_a_sequence_number,
+    clear_pending_removes_only_the_named_deliveries,
+    delete_removes_the_rollout_and_its_events,
+    list_pages_in_key_order_with_filters_and_cursors,
+    everything_is_there_after_reopening_the_file,
+    corrupt_rows_are_reported_with_the_rollout_not_panicked_on,
+    a_batch_commits_every_item_that_is_current_and_only_those,
+    flags_are_versioned_like_rollouts,
+    tokens_round_trip_and_names_are_unique,
+);
