@@ -6,13 +6,13 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
 use weir_core::document::{Document, load_value};
 use weir_core::machine::{Command, GateRef};
 use weir_core::model::{HookType, Rollout};
 use weir_core::{FieldError, Warning};
-use jiff::Timestamp;
 use weir_store::{ApplyOutcome, ListQuery, RolloutKey, Store, StoredRollout};
 
 use crate::ApiState;

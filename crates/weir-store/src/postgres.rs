@@ -859,6 +859,10 @@ impl Store for PostgresStore {
             })
             .collect()
     }
+
+    async fn owner_of(&self, key: &RolloutKey) -> Result<Option<crate::Lease>, StoreError> {
+        crate::Cluster::lease(self, key).await
+    }
 }
 
 // === rows ===

@@ -75,7 +75,9 @@ fn counter(server: &Weir, name: &str) -> f64 {
     answer
         .body
         .lines()
-        .find(|line| line.starts_with(&format!("{name}_total ")) || line.starts_with(&format!("{name} ")))
+        .find(|line| {
+            line.starts_with(&format!("{name}_total ")) || line.starts_with(&format!("{name} "))
+        })
         .and_then(|line| line.rsplit(' ').next()?.parse().ok())
         .unwrap_or(0.0)
 }
@@ -113,7 +115,12 @@ fn rollouts(server: &Weir) -> Option<BTreeMap<String, Value>> {
         page["items"]
             .as_array()?
             .iter()
-            .map(|item| (item["metadata"]["name"].as_str().unwrap().to_owned(), item.clone()))
+            .map(|item| {
+                (
+                    item["metadata"]["name"].as_str().unwrap().to_owned(),
+                    item.clone(),
+                )
+            })
             .collect(),
     )
 }
@@ -138,7 +145,11 @@ fn rollouts_survive_killed_and_stalled_instances_with_every_step_committed_once(
         assert_eq!(created.status, 201, "{}", created.body);
     }
     for index in 0..ROLLOUTS {
-        let created = post(&instances[index % INSTANCES], "/api/v1/rollouts", &rollout(index));
+        let created = post(
+            &instances[index % INSTANCES],
+            "/api/v1/rollouts",
+            &rollout(index),
+        );
         assert_eq!(created.status, 201, "{}", created.body);
     }
 
@@ -153,13 +164,12 @@ fn rollouts_survive_killed_and_stalled_instances_with_every_step_committed_once(
     let mut fenced = 0.0;
     let deadline = Instant::now() + Duration::from_secs(300);
     let done = |instances: &[Weir]| -> bool {
-        instances
-            .iter()
-            .find_map(rollouts)
-            .is_some_and(|all| {
-                all.len() == ROLLOUTS
-                    && all.values().all(|item| item["status"]["phase"] == "Succeeded")
-            })
+        instances.iter().find_map(rollouts).is_some_and(|all| {
+            all.len() == ROLLOUTS
+                && all
+                    .values()
+                    .all(|item| item["status"]["phase"] == "Succeeded")
+        })
     };
     // Random moments: a kill (and a restart) every 0.5-2 s until five were made, a stall
     // past the lease until one of them met a commit (fencing), then let the rollouts finish.
@@ -174,11 +184,15 @@ fn rollouts_survive_killed_and_stalled_instances_with_every_step_committed_once(
         );
         std::thread::sleep(Duration::from_millis(500 + rng.next_u64() % 1500));
         let victim = (rng.next_u64() % INSTANCES as u64) as usize;
-        if kills < 5 && (kills < 2 || stalls > 0 && fenced > 0.0 || rng.next_u64() % 2 == 0) {
+        if kills < 5
+            && (kills < 2 || stalls > 0 && fenced > 0.0 || rng.next_u64().is_multiple_of(2))
+        {
             instances[victim].kill();
             instances[victim] = serve(&url);
             kills += 1;
-            eprintln!("chaos: killed instance {victim} with SIGKILL and restarted it ({kills} kills)");
+            eprintln!(
+                "chaos: killed instance {victim} with SIGKILL and restarted it ({kills} kills)"
+            );
         } else if fenced == 0.0 {
             let before = counter(&instances[victim], "weir_cluster_fencing_rejections");
             signal(&instances[victim], "-STOP");
@@ -194,41 +208,64 @@ fn rollouts_survive_killed_and_stalled_instances_with_every_step_committed_once(
             // Its jobs due while it was stopped run within a second of waking.
             let settled = wait_until_within(Duration::from_secs(30), "its overdue jobs", || {
                 let lost = counter(&instances[victim], "weir_cluster_leases_lost");
-                (lost > 0.0 || after > before).then(|| counter(&instances[victim], "weir_cluster_fencing_rejections"))
+                (lost > 0.0 || after > before)
+                    .then(|| counter(&instances[victim], "weir_cluster_fencing_rejections"))
             });
             fenced += settled - before;
-            eprintln!("chaos: stalled instance {victim} past its lease ({stalls} stalls, {fenced} fenced commits)");
+            eprintln!(
+                "chaos: stalled instance {victim} past its lease ({stalls} stalls, {fenced} fenced commits)"
+            );
         }
     }
     let finished = Instant::now() + Duration::from_secs(240);
     while !done(&instances) {
-        assert!(Instant::now() < finished, "rollouts did not all succeed; seed {seed}");
+        assert!(
+            Instant::now() < finished,
+            "rollouts did not all succeed; seed {seed}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 
     // Every history: gap-free, one run, each weight step exactly once and in order.
     let expected: Vec<u64> = (1..=20).map(|step| step * 2).collect();
     for index in 0..ROLLOUTS {
-        let events = get_json(&instances[0], &format!("/api/v1/rollouts/chaos/roll-{index}/events?limit=500"))
-            .unwrap();
+        let events = get_json(
+            &instances[0],
+            &format!("/api/v1/rollouts/chaos/roll-{index}/events?limit=500"),
+        )
+        .unwrap();
         let events = events["items"].as_array().unwrap();
-        let seqs: Vec<u64> = events.iter().map(|event| event["seq"].as_u64().unwrap()).collect();
-        assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "roll-{index}: gaps");
+        let seqs: Vec<u64> = events
+            .iter()
+            .map(|event| event["seq"].as_u64().unwrap())
+            .collect();
+        assert_eq!(
+            seqs,
+            (1..=seqs.len() as u64).collect::<Vec<_>>(),
+            "roll-{index}: gaps"
+        );
         let steps: Vec<u64> = events
             .iter()
             .filter(|event| event["reason"] == "Advanced")
             .map(|event| event["canaryWeight"].as_f64().unwrap().round() as u64)
             .collect();
         assert_eq!(steps, expected, "roll-{index}: weight steps; seed {seed}");
-        let succeeded = events.iter().filter(|event| event["reason"] == "Succeeded").count();
+        let succeeded = events
+            .iter()
+            .filter(|event| event["reason"] == "Succeeded")
+            .count();
         assert_eq!(succeeded, 1, "roll-{index}: one success; seed {seed}");
         // Run 0 is before the first run starts (the rollout's initialisation).
         assert!(
-            events.iter().all(|event| event["run"].as_u64().unwrap() <= 1),
+            events
+                .iter()
+                .all(|event| event["run"].as_u64().unwrap() <= 1),
             "roll-{index}: one run"
         );
     }
-    eprintln!("chaos: {kills} kills, {stalls} stalls, {fenced} fenced commits; every step once (seed {seed})");
+    eprintln!(
+        "chaos: {kills} kills, {stalls} stalls, {fenced} fenced commits; every step once (seed {seed})"
+    );
     assert!(kills >= 5 && fenced > 0.0);
 }
 
@@ -242,9 +279,10 @@ fn a_command_sent_to_another_instance_is_executed_once_by_the_owner() {
     let created = post(&first, "/api/v1/flags", &flag);
     assert_eq!(created.status, 201, "{}", created.body);
     // A hundred steps: still progressing when the command comes.
-    let slow = rollout(0)
-        .replace("chaos", "fwd")
-        .replace("stepWeight: 2, maxWeight: 40", "stepWeight: 1, maxWeight: 99");
+    let slow = rollout(0).replace("chaos", "fwd").replace(
+        "stepWeight: 2, maxWeight: 40",
+        "stepWeight: 1, maxWeight: 99",
+    );
     let created = post(&first, "/api/v1/rollouts", &slow);
     assert_eq!(created.status, 201, "{}", created.body);
     let owner = wait_until("an owner for the rollout", || {
@@ -273,7 +311,9 @@ fn a_command_sent_to_another_instance_is_executed_once_by_the_owner() {
     assert_eq!(paused.status, 200, "{}", paused.body);
     let answered: Value = serde_json::from_str(&paused.body).unwrap();
     assert_eq!(answered["status"]["paused"], true, "{answered:#}");
-    eprintln!("a pause sent to the other instance was executed by the owner and answered in {took:?}");
+    eprintln!(
+        "a pause sent to the other instance was executed by the owner and answered in {took:?}"
+    );
     // Executed once, by the owner: one Paused event, and the owner counted it.
     let events = get_json(owner_server, "/api/v1/rollouts/fwd/roll-0/events?limit=500").unwrap();
     let pauses = events["items"]
