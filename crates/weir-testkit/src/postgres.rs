@@ -225,3 +225,34 @@ fn run(command: &mut Command) -> Output {
     );
     output
 }
+
+/// Where a test's store lives: a SQLite file by default, or a database on a throwaway
+/// PostgreSQL cluster when `WEIR_TEST_STORE=postgres` (`.ci/run` runs the API and engine tests
+/// both ways). Anything else in the variable fails the test, naming the values allowed.
+#[derive(Debug)]
+pub enum TestDb {
+    /// A SQLite file in a temporary directory.
+    Sqlite(crate::fixtures::TempDb),
+    /// A fresh database (`url`) on its own cluster.
+    Postgres {
+        /// The cluster (stopped when this is dropped).
+        cluster: PgCluster,
+        /// The database's sqlx URL.
+        url: String,
+    },
+}
+
+impl TestDb {
+    /// The store `WEIR_TEST_STORE` asks for (`sqlite`, the default, or `postgres`).
+    pub fn from_env() -> TestDb {
+        match std::env::var("WEIR_TEST_STORE").as_deref() {
+            Err(_) | Ok("" | "sqlite") => TestDb::Sqlite(crate::fixtures::TempDb::new()),
+            Ok("postgres") => {
+                let cluster = PgCluster::start();
+                let url = cluster.database("weir");
+                TestDb::Postgres { cluster, url }
+            }
+            Ok(other) => panic!("WEIR_TEST_STORE={other:?}: expected sqlite or postgres"),
+        }
+    }
+}
