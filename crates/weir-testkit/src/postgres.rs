@@ -208,7 +208,7 @@ fn server_programs() -> PathBuf {
 }
 
 fn running_as_root() -> bool {
-    let output = run(&mut Command::new("id").arg("-u"));
+    let output = run(Command::new("id").arg("-u"));
     String::from_utf8_lossy(&output.stdout).trim() == "0"
 }
 
