@@ -1,9 +1,9 @@
 //! The store suite: every test runs against `SqliteStore` (a real file in a temporary
 //! directory) and `PostgresStore` (a database in a throwaway PostgreSQL cluster, weir-testkit's
 //! `PgCluster`), from one generic body each (`mod sqlite` and `mod postgres` at the end):
-//! rollouts, flags and tokens. What
-//! only SQLite has (the in-memory store, the kill -9 test of the file's durability) runs on SQLite
-//! alone.
+//! rollouts, flags and tokens. What only SQLite has (the in-memory store, the kill -9 test of the
+//! file's durability) runs on SQLite alone; what only PostgreSQL has (leases, fencing, requests,
+//! notifications) is tested in `src/postgres/tests.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
