@@ -117,12 +117,41 @@ impl PgCluster {
         ]));
     }
 
-    /// Starts the server again after [`PgCluster::stop_immediately`].
+    /// Starts the server again after [`PgCluster::stop_immediately`] or a kill of the
+    /// postmaster, retrying until [`crate::wait::DEADLINE`]: after a SIGKILL the old backends
+    /// hold the shared memory for a moment and a start fails meanwhile.
     pub fn restart(&self) {
-        self.pg_ctl_start();
+        let until = std::time::Instant::now() + crate::wait::DEADLINE;
+        loop {
+            match self.try_start() {
+                Ok(()) => return,
+                Err(error) if std::time::Instant::now() >= until => {
+                    panic!("restarting PostgreSQL: {error}")
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(200)),
+            }
+        }
+    }
+
+    /// The postmaster's process id (the first line of `postmaster.pid`), while it runs; for
+    /// tests that kill it.
+    pub fn postmaster_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.data_dir().join("postmaster.pid"))
+            .ok()?
+            .lines()
+            .next()?
+            .trim()
+            .parse()
+            .ok()
     }
 
     fn pg_ctl_start(&self) {
+        if let Err(error) = self.try_start() {
+            panic!("{error}");
+        }
+    }
+
+    fn try_start(&self) -> Result<(), String> {
         let output = self
             .program("pg_ctl")
             .arg("-D")
@@ -131,14 +160,16 @@ impl PgCluster {
             .arg(self.dir.path().join("server.log"))
             .args(["-w", "-t", "120", "start"])
             .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
+            .map_err(|error| format!("running pg_ctl: {error}"))?;
+        if output.status.success() {
+            return Ok(());
+        }
+        Err(format!(
             "pg_ctl start failed: {}{}\nserver log:\n{}",
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr),
             self.log()
-        );
+        ))
     }
 
     fn data_dir(&self) -> PathBuf {
