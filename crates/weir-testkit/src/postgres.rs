@@ -36,6 +36,7 @@ impl PgCluster {
             .tempdir_in("/tmp")
             .unwrap();
         let cluster = PgCluster { bin, dir, as_root };
+        cluster.watchdog();
         std::fs::create_dir(cluster.socket_dir()).unwrap();
         if as_root {
             run(Command::new("chown")
@@ -64,6 +65,33 @@ impl PgCluster {
         std::fs::write(&conf, text).unwrap();
         cluster.pg_ctl_start();
         cluster
+    }
+
+    /// Stops the server and removes its directory once this process is gone, should it die
+    /// without dropping the cluster (killed by nextest's timeout, or by a signal): pg_ctl
+    /// detaches the postmaster from the test's process group, so it would outlive the test.
+    /// `setsid` keeps the watchdog out of that group too.
+    fn watchdog(&self) {
+        let script = r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done
+if [ -d "$2/data" ]; then
+  if [ "$4" = root ]; then runuser -u postgres -- "$3/pg_ctl" -D "$2/data" -m immediate stop
+  else "$3/pg_ctl" -D "$2/data" -m immediate stop; fi
+fi
+rm -rf "$2""#;
+        let spawned = Command::new("setsid")
+            .args(["sh", "-c", script, "weir-pg-watchdog"])
+            .arg(std::process::id().to_string())
+            .arg(self.dir.path())
+            .arg(&self.bin)
+            .arg(if self.as_root { "root" } else { "user" })
+            .current_dir("/")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        // Not waited for: it ends after this process. Without setsid the cluster is still
+        // stopped by Drop on every ordinary end of a test.
+        drop(spawned);
     }
 
     /// The directory holding the socket, the data and the server log.
