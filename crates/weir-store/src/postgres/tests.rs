@@ -538,3 +538,27 @@ async fn every_write_notifies_the_channel_on_commit_and_failed_ones_do_not() {
     assert_eq!(next().await, rollout_changed(0, 0));
     store.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_commits_survive_a_server_crash() {
+    let cluster = PgCluster::start();
+    let url = cluster.database("weir");
+    let store = open(&url).await;
+    let a = key("a");
+    store.apply(&rollout("a"), None, at(0)).await.unwrap();
+    let committed = store
+        .commit_batch(vec![item(&a, 1, None)])
+        .await
+        .remove(0)
+        .unwrap();
+    store.close().await;
+    // No checkpoint, no clean shutdown: the commit is only in the WAL.
+    cluster.stop_immediately();
+    assert_eq!(cluster.postmaster_pid(), None);
+    cluster.restart();
+    assert!(cluster.postmaster_pid().is_some());
+    let reopened = open(&url).await;
+    assert_eq!(reopened.get(&a).await.unwrap(), Some(committed));
+    assert_eq!(reopened.events(&a, 0, 10).await.unwrap().len(), 1);
+    reopened.close().await;
+}
