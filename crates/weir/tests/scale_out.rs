@@ -337,3 +337,77 @@ fn a_command_sent_to_another_instance_is_executed_once_by_the_owner() {
     assert_eq!(again.status, 409, "{}", again.body);
     assert!(again.body.contains("rejected"), "{}", again.body);
 }
+
+/// What OFREP on `server` answers for flag `flag-0` of namespace `fwd` and user `user`.
+fn evaluate(server: &Weir, user: &str) -> Option<String> {
+    let answer = http::request(
+        server.address("api"),
+        "POST",
+        "/ns/fwd/ofrep/v1/evaluate/flags/flag-0",
+        &[("Content-Type", "application/json")],
+        &format!(r#"{{"context": {{"targetingKey": "{user}"}}}}"#),
+    )?;
+    let body: Value = serde_json::from_str(&answer.body).ok()?;
+    body["variant"].as_str().map(str::to_owned)
+}
+
+#[test]
+fn every_instance_shows_every_rollout_and_a_dead_owner_until_another_takes_over() {
+    let postgres = PgCluster::start();
+    let url = postgres.database("follow");
+    let mut first = serve(&url);
+    let second = serve(&url);
+    let flag = flag(0).replace("chaos", "fwd");
+    let created = post(&first, "/api/v1/flags", &flag);
+    assert_eq!(created.status, 201, "{}", created.body);
+    let mut watch = http::open_stream(
+        second.address("api"),
+        "/api/v1/watch?namespace=fwd",
+        &[("Accept", "text/event-stream")],
+    )
+    .unwrap();
+    assert_eq!(watch.status, 200);
+    let slow = rollout(0).replace("chaos", "fwd").replace(
+        "stepWeight: 2, maxWeight: 40",
+        "stepWeight: 1, maxWeight: 99",
+    );
+    let created = post(&first, "/api/v1/rollouts", &slow);
+    assert_eq!(created.status, 201, "{}", created.body);
+    let owner = instance_id(&first);
+    let view = get_json(&second, "/api/v1/rollouts/fwd/roll-0").unwrap();
+    assert_eq!(view["owner"]["instance"], owner.as_str(), "{view:#}");
+
+    // The other instance's watch stream carries the owner's steps, events included.
+    assert!(
+        watch.read_until(r#""reason":"Advanced""#),
+        "no step relayed: {}",
+        watch.received
+    );
+    // Its OFREP serves the weights the owner's rollout has in force (the stored flag still
+    // says "off" for everyone).
+    wait_until("the other instance to serve the rollout's weights", || {
+        (0..200)
+            .any(|user| evaluate(&second, &format!("user-{user}")).as_deref() == Some("on"))
+            .then_some(())
+    });
+
+    // The owner dies: the survivor shows it as the owner, its lease ageing, until it takes over.
+    first.kill();
+    let stale = wait_until("the dead owner shown with its lease ageing", || {
+        let view = get_json(&second, "/api/v1/rollouts/fwd/roll-0")?;
+        (view["owner"]["instance"] == owner.as_str()
+            && view["owner"]["leaseAgeSeconds"].as_f64()? >= 1.0)
+            .then_some(view)
+    });
+    let weight_then = stale["status"]["canaryWeight"].as_f64().unwrap();
+    let survivor = instance_id(&second);
+    wait_until("the survivor to take over and step on", || {
+        let view = get_json(&second, "/api/v1/rollouts/fwd/roll-0")?;
+        (view["owner"]["instance"] == survivor.as_str()
+            && view["owner"]["epoch"].as_u64()? >= 2
+            && view["status"]["canaryWeight"].as_f64()? > weight_then)
+            .then_some(())
+    });
+    assert!(counter(&second, "weir_cluster_takeovers") >= 1.0);
+    assert_eq!(counter(&second, "weir_cluster_leases_held"), 1.0);
+}
