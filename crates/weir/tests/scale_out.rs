@@ -410,4 +410,12 @@ fn every_instance_shows_every_rollout_and_a_dead_owner_until_another_takes_over(
     });
     assert!(counter(&second, "weir_cluster_takeovers") >= 1.0);
     assert_eq!(counter(&second, "weir_cluster_leases_held"), 1.0);
+    // `weir get` shows the owner and the age of its lease.
+    let listed = weir_testkit::process::output(WEIR, &["get", "--server", &second.url("api")]);
+    let table = String::from_utf8_lossy(&listed.stdout);
+    let mut lines = table.lines();
+    let header = lines.next().unwrap_or_default();
+    assert!(header.contains("OWNER") && header.contains("LEASE"), "{table}");
+    let row = lines.find(|line| line.contains("roll-0")).unwrap_or_default();
+    assert!(row.contains(&survivor), "{table}");
 }
