@@ -21,7 +21,12 @@ const LEASE_SECONDS: u64 = 2;
 
 /// An instance of `weir serve` on `url`.
 fn serve(url: &str) -> Weir {
-    let lease = format!("{LEASE_SECONDS}s");
+    serve_with_lease(url, LEASE_SECONDS)
+}
+
+/// An instance of `weir serve` on `url` holding leases for `seconds`.
+fn serve_with_lease(url: &str, seconds: u64) -> Weir {
+    let lease = format!("{seconds}s");
     Weir::start(
         WEIR,
         &[
@@ -415,7 +420,45 @@ fn every_instance_shows_every_rollout_and_a_dead_owner_until_another_takes_over(
     let table = String::from_utf8_lossy(&listed.stdout);
     let mut lines = table.lines();
     let header = lines.next().unwrap_or_default();
-    assert!(header.contains("OWNER") && header.contains("LEASE"), "{table}");
-    let row = lines.find(|line| line.contains("roll-0")).unwrap_or_default();
+    assert!(
+        header.contains("OWNER") && header.contains("LEASE"),
+        "{table}"
+    );
+    let row = lines
+        .find(|line| line.contains("roll-0"))
+        .unwrap_or_default();
     assert!(row.contains(&survivor), "{table}");
+}
+
+#[test]
+fn a_stopped_instance_gives_its_rollouts_back_at_once() {
+    // Leases of five minutes: only a release, not an expiry, hands the rollout over within the
+    // wait's deadline.
+    let postgres = PgCluster::start();
+    let url = postgres.database("leave");
+    let mut first = serve_with_lease(&url, 300);
+    let second = serve_with_lease(&url, 300);
+    let flag = flag(0).replace("chaos", "fwd");
+    assert_eq!(post(&first, "/api/v1/flags", &flag).status, 201);
+    let slow = rollout(0).replace("chaos", "fwd").replace(
+        "stepWeight: 2, maxWeight: 40",
+        "stepWeight: 1, maxWeight: 99",
+    );
+    assert_eq!(post(&first, "/api/v1/rollouts", &slow).status, 201);
+    let leaving = instance_id(&first);
+    let view = get_json(&second, "/api/v1/rollouts/fwd/roll-0").unwrap();
+    assert_eq!(view["owner"]["instance"], leaving.as_str(), "{view:#}");
+    signal(&first, "-TERM");
+    assert!(first.wait().success(), "SIGTERM ends weir serve cleanly");
+    let staying = instance_id(&second);
+    wait_until("the other instance to take the rollout over", || {
+        let view = get_json(&second, "/api/v1/rollouts/fwd/roll-0")?;
+        (view["owner"]["instance"] == staying.as_str()).then_some(())
+    });
+    assert_eq!(
+        counter(&second, "weir_cluster_takeovers"),
+        0.0,
+        "a release, not a takeover"
+    );
+    assert!(counter(&second, "weir_cluster_claims") >= 1.0);
 }
