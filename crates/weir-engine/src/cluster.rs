@@ -299,7 +299,9 @@ impl<S: Cluster> ClusterMember<S> {
         for key in self.store.renew(lease_time).await? {
             tracing::info!(rollout = %key, "cluster: lease lost");
             self.metrics.leases_lost.inc();
-            let _ = handle.release(key).await;
+            // Not awaited: the job under way may take a while, and the next renewal must not.
+            let handle = handle.clone();
+            tokio::spawn(async move { handle.release(key).await });
         }
         self.balance(handle).await
     }
@@ -318,31 +320,55 @@ impl<S: Cluster> ClusterMember<S> {
                 .unwrap_or(usize::MAX)
                 .min(self.options.claim_batch);
             let claimed = self.store.claim(want, lease_time).await?;
+            let mut adopting = tokio::task::JoinSet::new();
             for lease in claimed {
                 self.metrics.claims.inc();
                 if lease.previous_owner.is_some() {
                     self.metrics.takeovers.inc();
                     tracing::info!(rollout = %lease.key, from = ?lease.previous_owner, epoch = lease.epoch, "cluster: took over");
                 }
-                let _ = handle.adopt(lease.key).await;
+                let handle = handle.clone();
+                adopting.spawn(async move {
+                    let adopted = handle.adopt(lease.key.clone()).await;
+                    (lease.key, adopted)
+                });
+            }
+            let mut unread = Vec::new();
+            while let Some(Ok((key, adopted))) = adopting.join_next().await {
+                if let Err(error) = adopted {
+                    tracing::warn!(rollout = %key, "cluster: cannot take the rollout over now: {error}");
+                    unread.push(key);
+                }
+            }
+            // Given back, so that this instance or another claims it again later.
+            if !unread.is_empty() {
+                self.store.release(&unread).await?;
             }
         } else if holding > share + 1 && summary.live_instances.len() > 1 {
             let excess = usize::try_from(holding - share).unwrap_or(usize::MAX);
             let mut give: Vec<RolloutKey> = held.into_iter().map(|(key, _)| key).collect();
             give.sort();
             give.truncate(excess);
-            // The engine lets go first (a local router stops), then the lease is freed.
-            for key in &give {
-                let _ = handle.release(key.clone()).await;
-            }
-            self.store.release(&give).await?;
-            self.metrics.releases.inc_by(give.len() as u64);
             tracing::info!(
                 count = give.len(),
                 share,
                 me,
-                "cluster: gave back leases beyond the share"
+                "cluster: giving back leases beyond the share"
             );
+            self.metrics.releases.inc_by(give.len() as u64);
+            // The engine lets go first (a local router stops), then the lease is freed; in the
+            // background, so that renewals never wait for a job under way.
+            let (store, handle) = (self.store.clone(), handle.clone());
+            tokio::spawn(async move {
+                for key in &give {
+                    let _ = handle.release(key.clone()).await;
+                }
+                if let Err(error) = store.release(&give).await {
+                    tracing::warn!(
+                        "cluster: giving leases back failed (they lapse instead): {error}"
+                    );
+                }
+            });
         }
         self.metrics
             .leases_held
