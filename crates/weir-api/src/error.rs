@@ -226,9 +226,9 @@ impl From<StoreError> for ApiError {
             StoreError::Corrupt { .. } | StoreError::Database(_) => {
                 ApiError::Internal(error.to_string())
             }
-            StoreError::Fenced { .. } | StoreError::AlreadyExecuted(_) => ApiError::Moving(format!(
-                "{error}; the rollout is changing owner, try again in a few seconds"
-            )),
+            StoreError::Fenced { .. } | StoreError::AlreadyExecuted(_) => ApiError::Moving(
+                format!("{error}; the rollout is changing owner, try again in a few seconds"),
+            ),
         }
     }
 }

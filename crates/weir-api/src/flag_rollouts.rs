@@ -226,11 +226,18 @@ pub(crate) async fn list<S: Store>(
     request.order.sort(&mut items);
     let end = request.start.saturating_add(request.limit).min(items.len());
     let next_cursor = (end < items.len()).then(|| end.to_string());
-    let items = items
+    let mut items: Vec<FlagRolloutView> = items
         .into_iter()
         .skip(request.start)
         .take(request.limit)
         .collect();
+    for item in &mut items {
+        // Each as /api/v1/rollouts shows it, its owner included (several instances).
+        let metadata = &item.rollout.document.metadata;
+        let key =
+            weir_store::RolloutKey::new(metadata.namespace_or_default(), metadata.name.clone());
+        item.rollout.owner = crate::rollouts::owner_view(&state.store, &key).await?;
+    }
     Ok(Json(FlagRolloutPage { items, next_cursor }).into_response())
 }
 

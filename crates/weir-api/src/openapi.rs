@@ -262,14 +262,7 @@ fn patches(components: &mut Map<String, Value>) {
     );
     // The documents: apiVersion and kind are fixed, metadata has the names' rules; what a GET
     // returns can be sent back, the server's fields are ignored on apply.
-    let rollout_fields: &[&str] = &[
-        "status",
-        "version",
-        "generation",
-        "lastEventSeq",
-        "createdAt",
-        "updatedAt",
-    ];
+    let rollout_fields: &[&str] = &crate::rollouts::SERVER_FIELDS;
     let flag_fields: &[&str] = &[
         "version",
         "createdAt",

@@ -6,13 +6,13 @@ use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
 use weir_core::document::{Document, load_value};
 use weir_core::machine::{Command, GateRef};
 use weir_core::model::{HookType, Rollout};
 use weir_core::{FieldError, Warning};
-use jiff::Timestamp;
 use weir_store::{ApplyOutcome, ListQuery, RolloutKey, Store, StoredRollout};
 
 use crate::ApiState;
@@ -27,13 +27,14 @@ type QueryPairs = Result<Query<Vec<(String, String)>>, QueryRejection>;
 
 /// Fields the server writes; ignored in applied documents so that what a GET returns can be
 /// edited and PUT back.
-const SERVER_FIELDS: [&str; 6] = [
+pub(crate) const SERVER_FIELDS: [&str; 7] = [
     "status",
     "version",
     "generation",
     "lastEventSeq",
     "createdAt",
     "updatedAt",
+    "owner",
 ];
 
 fn etag(version: u64) -> Option<HeaderValue> {
@@ -145,10 +146,19 @@ pub(crate) async fn get_one<S: Store>(
 
 /// The view of a rollout with its owner, when the store is shared by several instances.
 async fn with_owner<S: Store>(store: &S, stored: StoredRollout) -> Result<RolloutView, ApiError> {
-    let owner = store.owner_of(&stored.key).await?;
+    let owner = owner_view(store, &stored.key).await?;
     let mut view = RolloutView::from(stored);
-    view.owner = owner.map(|lease| crate::types::OwnerView::of(lease, Timestamp::now()));
+    view.owner = owner;
     Ok(view)
+}
+
+/// Who owns rollout `key` now (`None` for a store no other instance shares).
+pub(crate) async fn owner_view<S: Store>(
+    store: &S,
+    key: &RolloutKey,
+) -> Result<Option<crate::types::OwnerView>, ApiError> {
+    let owner = store.owner_of(key).await?;
+    Ok(owner.map(|lease| crate::types::OwnerView::of(lease, Timestamp::now())))
 }
 
 // === apply ===

@@ -21,10 +21,10 @@ use weir_core::model::TargetKind;
 use weir_engine::clock::{Clock, ManualClock, SystemClock};
 use weir_engine::synthetic::{SyntheticMetrics, SyntheticTargets};
 use weir_engine::{Engine, EngineOptions, Providers};
-use weir_store::SqliteStore;
+use weir_store::{PostgresStore, SqliteStore};
 use weir_testkit::client::{HttpClient, http1_client, request};
 use weir_testkit::engine::Background;
-use weir_testkit::fixtures::TempDb;
+use weir_testkit::postgres::TestDb;
 use weir_testkit::wait::{DEADLINE, wait_for_ok};
 use weir_webhooks::hooks::{HttpHookRunner, LogNotifier};
 
@@ -37,7 +37,7 @@ struct Server {
     base: String,
     client: HttpClient,
     clock: ManualClock,
-    _db: TempDb,
+    _db: TestDb,
     _engine: Background,
 }
 
@@ -76,10 +76,39 @@ async fn start() -> Server {
     start_with(None).await
 }
 
-/// A server whose watch streams end when `watch_shutdown` fires (as `weir serve` wires it).
+/// A server whose watch streams end when `watch_shutdown` fires (as `weir serve` wires it), on
+/// the store `WEIR_TEST_STORE` names (SQLite by default, or PostgreSQL).
 async fn start_with(watch_shutdown: Option<oneshot::Receiver<()>>) -> Server {
-    let db = TempDb::new();
-    let store = SqliteStore::open(&db.path()).await.unwrap();
+    let db = TestDb::from_env();
+    let clock = ManualClock::new(SystemClock.now());
+    let (addr, engine) = match &db {
+        TestDb::Sqlite(dir) => {
+            let store = SqliteStore::open(&dir.path()).await.unwrap();
+            serve_on(store, &clock, watch_shutdown).await
+        }
+        TestDb::Postgres { url, .. } => {
+            let store = PostgresStore::open(url, "test").await.unwrap();
+            serve_on(store, &clock, watch_shutdown).await
+        }
+    };
+    Server {
+        base: format!("http://{addr}"),
+        client: http1_client(),
+        clock,
+        _db: db,
+        _engine: engine,
+    }
+}
+
+/// The engine and the API over `store`, on a port of its own.
+async fn serve_on<S>(
+    store: S,
+    clock: &ManualClock,
+    watch_shutdown: Option<oneshot::Receiver<()>>,
+) -> (SocketAddr, Background)
+where
+    S: weir_store::Store + weir_store::FlagStore + weir_store::TokenStore,
+{
     let synthetic = Arc::new(SyntheticTargets::default());
     let providers = Providers {
         targets: vec![
@@ -93,7 +122,6 @@ async fn start_with(watch_shutdown: Option<oneshot::Receiver<()>>) -> Server {
         notifier: Arc::new(LogNotifier),
         catalog: Default::default(),
     };
-    let clock = ManualClock::new(SystemClock.now());
     let options = EngineOptions {
         clock: clock.shared(),
         ..EngineOptions::default()
@@ -124,13 +152,7 @@ async fn start_with(watch_shutdown: Option<oneshot::Receiver<()>>) -> Server {
         )
         .await
     });
-    Server {
-        base: format!("http://{addr}"),
-        client: http1_client(),
-        clock,
-        _db: db,
-        _engine: engine,
-    }
+    (addr, engine)
 }
 
 impl Server {

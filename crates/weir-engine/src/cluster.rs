@@ -83,6 +83,8 @@ struct Shared {
     waiters: Mutex<HashMap<i64, Vec<oneshot::Sender<serde_json::Value>>>>,
     /// Woken when requests may be waiting for this instance.
     requests: Notify,
+    /// Woken when leases were freed (claim now rather than at the next round).
+    freed: Notify,
 }
 
 /// This instance's part in a cluster (see the module documentation).
@@ -138,6 +140,7 @@ impl<S: Cluster> Forwarder for StoreForwarder<S> {
                 .or_default()
                 .push(tell);
             let deadline = tokio::time::Instant::now() + timeout;
+            let mut listening = true;
             let result = loop {
                 // The notification is the fast path; reading the row covers an answer that
                 // came before the waiter was registered, or a notification that was missed.
@@ -146,9 +149,10 @@ impl<S: Cluster> Forwarder for StoreForwarder<S> {
                 }
                 let poll = tokio::time::sleep(Duration::from_millis(500));
                 tokio::select! {
-                    answer = &mut answered => match answer {
+                    answer = &mut answered, if listening => match answer {
                         Ok(answer) => break Ok(answer),
-                        Err(_) => answered = oneshot::channel().1,
+                        // The notice came but its answer could not be read: poll instead.
+                        Err(_) => listening = false,
                     },
                     () = poll => {}
                     () = tokio::time::sleep_until(deadline) => {
@@ -191,33 +195,6 @@ impl<S: Cluster> ClusterMember<S> {
         self
     }
 
-    /// Reads every rollout this instance does not hold into the mirrors.
-    async fn resync(&self) {
-        if self.mirrors.is_empty() {
-            return;
-        }
-        let all = match self.store.load_all().await {
-            Ok(all) => all,
-            Err(error) => {
-                tracing::warn!("cluster: reading the rollouts again failed: {error}");
-                return;
-            }
-        };
-        let held: HashSet<RolloutKey> = self
-            .store
-            .held_leases()
-            .into_iter()
-            .map(|(key, _)| key)
-            .collect();
-        let others: Vec<StoredRollout> = all
-            .into_iter()
-            .filter(|stored| !held.contains(&stored.key))
-            .collect();
-        for mirror in &self.mirrors {
-            mirror.resync(&others).await;
-        }
-    }
-
     /// What the engine hands requests for rollouts it does not hold to
     /// (`EngineOptions::forwarder`).
     pub fn forwarder(&self) -> Arc<dyn Forwarder> {
@@ -247,7 +224,7 @@ impl<S: Cluster> ClusterMember<S> {
     pub async fn run(
         self,
         handle: EngineHandle,
-        mut notices: mpsc::Receiver<Notice>,
+        notices: mpsc::Receiver<Notice>,
         shutdown: impl std::future::Future<Output = ()>,
     ) {
         tokio::pin!(shutdown);
@@ -256,8 +233,15 @@ impl<S: Cluster> ClusterMember<S> {
         rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (answered, mut executed) = mpsc::unbounded_channel::<i64>();
         let mut in_flight: HashSet<i64> = HashSet::new();
-        let mut relay = Relay::default();
-        self.resync().await;
+        // Other instances' changes are followed in a task of their own: however many arrive,
+        // renewals never wait behind them.
+        let follower = tokio::spawn(follow(
+            self.store.clone(),
+            handle.clone(),
+            self.mirrors.clone(),
+            Arc::clone(&self.shared),
+            notices,
+        ));
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
@@ -270,19 +254,17 @@ impl<S: Cluster> ClusterMember<S> {
                 () = self.shared.requests.notified() => {
                     self.serve_requests(&handle, &mut in_flight, &answered).await;
                 }
+                () = self.shared.freed.notified() => {
+                    if let Err(error) = self.balance(&handle).await {
+                        tracing::warn!("cluster: balancing failed: {error}");
+                    }
+                }
                 Some(id) = executed.recv() => {
                     in_flight.remove(&id);
                 }
-                notice = notices.recv() => match notice {
-                    Some(notice) => self.on_notice(notice, &handle, &mut relay).await,
-                    None => {
-                        // The listener gave up; rounds still renew and serve.
-                        tracing::warn!("cluster: notifications stopped; polling only");
-                        notices = mpsc::channel(1).1;
-                    }
-                },
             }
         }
+        follower.abort();
         match self.store.leave().await {
             Ok(()) => tracing::info!("cluster: left, leases given back"),
             Err(error) => tracing::warn!("cluster: leaving failed (leases lapse instead): {error}"),
@@ -299,7 +281,9 @@ impl<S: Cluster> ClusterMember<S> {
         for key in self.store.renew(lease_time).await? {
             tracing::info!(rollout = %key, "cluster: lease lost");
             self.metrics.leases_lost.inc();
-            let _ = handle.release(key).await;
+            // Not awaited: the job under way may take a while, and the next renewal must not.
+            let handle = handle.clone();
+            tokio::spawn(async move { handle.release(key).await });
         }
         self.balance(handle).await
     }
@@ -318,31 +302,55 @@ impl<S: Cluster> ClusterMember<S> {
                 .unwrap_or(usize::MAX)
                 .min(self.options.claim_batch);
             let claimed = self.store.claim(want, lease_time).await?;
+            let mut adopting = tokio::task::JoinSet::new();
             for lease in claimed {
                 self.metrics.claims.inc();
                 if lease.previous_owner.is_some() {
                     self.metrics.takeovers.inc();
                     tracing::info!(rollout = %lease.key, from = ?lease.previous_owner, epoch = lease.epoch, "cluster: took over");
                 }
-                let _ = handle.adopt(lease.key).await;
+                let handle = handle.clone();
+                adopting.spawn(async move {
+                    let adopted = handle.adopt(lease.key.clone()).await;
+                    (lease.key, adopted)
+                });
+            }
+            let mut unread = Vec::new();
+            while let Some(Ok((key, adopted))) = adopting.join_next().await {
+                if let Err(error) = adopted {
+                    tracing::warn!(rollout = %key, "cluster: cannot take the rollout over now: {error}");
+                    unread.push(key);
+                }
+            }
+            // Given back, so that this instance or another claims it again later.
+            if !unread.is_empty() {
+                self.store.release(&unread).await?;
             }
         } else if holding > share + 1 && summary.live_instances.len() > 1 {
             let excess = usize::try_from(holding - share).unwrap_or(usize::MAX);
             let mut give: Vec<RolloutKey> = held.into_iter().map(|(key, _)| key).collect();
             give.sort();
             give.truncate(excess);
-            // The engine lets go first (a local router stops), then the lease is freed.
-            for key in &give {
-                let _ = handle.release(key.clone()).await;
-            }
-            self.store.release(&give).await?;
-            self.metrics.releases.inc_by(give.len() as u64);
             tracing::info!(
                 count = give.len(),
                 share,
                 me,
-                "cluster: gave back leases beyond the share"
+                "cluster: giving back leases beyond the share"
             );
+            self.metrics.releases.inc_by(give.len() as u64);
+            // The engine lets go first (a local router stops), then the lease is freed; in the
+            // background, so that renewals never wait for a job under way.
+            let (store, handle) = (self.store.clone(), handle.clone());
+            tokio::spawn(async move {
+                for key in &give {
+                    let _ = handle.release(key.clone()).await;
+                }
+                if let Err(error) = store.release(&give).await {
+                    tracing::warn!(
+                        "cluster: giving leases back failed (they lapse instead): {error}"
+                    );
+                }
+            });
         }
         self.metrics
             .leases_held
@@ -384,28 +392,34 @@ impl<S: Cluster> ClusterMember<S> {
             });
         }
     }
+}
 
-    async fn on_notice(&self, notice: Notice, handle: &EngineHandle, relay: &mut Relay) {
+/// Follows the notifications: wakes up request handling and claims, completes forwarded
+/// requests' waits, and relays other instances' changes (to subscribers and mirrors).
+async fn follow<S: Cluster>(
+    store: S,
+    handle: EngineHandle,
+    mirrors: Vec<Arc<dyn Mirror>>,
+    shared: Arc<Shared>,
+    mut notices: mpsc::Receiver<Notice>,
+) {
+    let mut relay = Relay::default();
+    resync(&store, &mirrors).await;
+    while let Some(notice) = notices.recv().await {
         match notice {
             Notice::RequestSubmitted { key, .. } => {
-                if self
-                    .store
-                    .held_leases()
-                    .iter()
-                    .any(|(held, _)| *held == key)
-                {
-                    self.shared.requests.notify_one();
+                if store.held_leases().iter().any(|(held, _)| *held == key) {
+                    shared.requests.notify_one();
                 }
             }
             Notice::RequestAnswered { id } => {
-                let waiters = self
-                    .shared
+                let waiters = shared
                     .waiters
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .remove(&id);
                 if let Some(waiters) = waiters
-                    && let Ok(Some(answer)) = self.store.request_answer(id).await
+                    && let Ok(Some(answer)) = store.request_answer(id).await
                 {
                     for waiter in waiters {
                         let _ = waiter.send(answer.clone());
@@ -418,34 +432,62 @@ impl<S: Cluster> ClusterMember<S> {
                 last_event_seq,
                 by,
             } => {
-                if by != self.store.instance_id() {
+                // Read back only when someone here looks: a watcher, or a mirror.
+                if by != store.instance_id()
+                    && (handle.changes.receiver_count() > 0 || !mirrors.is_empty())
+                {
                     let stored = relay
-                        .announce(&self.store, handle, key.clone(), version, last_event_seq)
+                        .announce(&store, &handle, key.clone(), version, last_event_seq)
                         .await;
-                    for mirror in &self.mirrors {
+                    for mirror in &mirrors {
                         mirror.rollout_changed(&key, stored.as_ref()).await;
                     }
                 }
             }
-            Notice::LeasesFreed | Notice::Reconnected => {
-                if let Err(error) = self.balance(handle).await {
-                    tracing::warn!("cluster: balancing failed: {error}");
-                }
-                self.shared.requests.notify_one();
-                if matches!(notice, Notice::Reconnected) {
-                    self.resync().await;
-                }
+            Notice::LeasesFreed => shared.freed.notify_one(),
+            Notice::Reconnected => {
+                shared.freed.notify_one();
+                shared.requests.notify_one();
+                resync(&store, &mirrors).await;
             }
             Notice::FlagChanged {
                 namespace, key, by, ..
             } => {
-                if by != self.store.instance_id() {
-                    for mirror in &self.mirrors {
+                if by != store.instance_id() {
+                    for mirror in &mirrors {
                         mirror.flag_changed(&namespace, &key).await;
                     }
                 }
             }
         }
+    }
+    // The listener gave up; rounds still renew, claim and serve requests by polling.
+    tracing::warn!("cluster: notifications stopped; polling only");
+}
+
+/// Reads every rollout this instance does not hold into the mirrors.
+async fn resync<S: Cluster>(store: &S, mirrors: &[Arc<dyn Mirror>]) {
+    if mirrors.is_empty() {
+        return;
+    }
+    let all = match store.load_all().await {
+        Ok(all) => all,
+        Err(error) => {
+            tracing::warn!("cluster: reading the rollouts again failed: {error}");
+            return;
+        }
+    };
+    let held: HashSet<RolloutKey> = store
+        .held_leases()
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
+    let others: Vec<StoredRollout> = all
+        .into_iter()
+        .filter(|stored| !held.contains(&stored.key))
+        .collect();
+    for mirror in mirrors {
+        mirror.resync(&others).await;
     }
 }
 

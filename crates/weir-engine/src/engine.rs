@@ -210,7 +210,9 @@ struct Entry {
 enum Job {
     Restore,
     /// Load the rollout from the store, then as `Restore` (its lease was just claimed).
-    Adopt,
+    Adopt {
+        reply: oneshot::Sender<Result<(), EngineError>>,
+    },
     Tick {
         due: Timestamp,
     },
@@ -427,12 +429,13 @@ impl<S: Store> Engine<S> {
                     },
                 )
             }
-            Request::Adopt { key } => {
+            Request::Adopt { key, reply } => {
                 if self.entries.contains_key(&key) {
                     // Created here (and leased at once), or adopted already.
+                    let _ = reply.send(Ok(()));
                     return;
                 }
-                (key, Job::Adopt)
+                (key, Job::Adopt { reply })
             }
             Request::Release { key, reply } => {
                 self.release(key, reply);
@@ -777,7 +780,7 @@ impl<S: Store> JobContext<S> {
         let clock = self.clock.clone();
         let done = match job {
             Job::Restore => self.restore().await,
-            Job::Adopt => self.adopt().await,
+            Job::Adopt { reply } => self.adopt(reply).await,
             Job::Tick { due } => self.tick(due).await,
             Job::Apply {
                 rollout,
@@ -860,21 +863,26 @@ impl<S: Store> JobContext<S> {
 
     /// A rollout whose lease was just claimed: read it as the previous owner left it, then
     /// restore it.
-    async fn adopt(mut self) -> JobDone {
+    /// Answers `reply` once the rollout is read (not after the restore, which may wait on
+    /// targets and notifications: the cluster member must not wait that long between renewals).
+    async fn adopt(mut self, reply: oneshot::Sender<Result<(), EngineError>>) -> JobDone {
         match self.store.get(&self.key).await {
             Ok(Some(stored)) => {
+                let _ = reply.send(Ok(()));
                 self.telemetry.record_status(&self.key, &stored.status);
                 self.stored = Some(stored);
                 self.restore().await
             }
             // Deleted meanwhile: the entry goes.
-            Ok(None) => self.unchanged(None),
+            Ok(None) => {
+                let _ = reply.send(Ok(()));
+                self.unchanged(None)
+            }
             Err(error) => {
-                // Tried again at the next claim: the lease is held, so give it back.
-                self.provider_error("read an adopted rollout", error);
-                let mut done = self.unchanged(None);
-                done.lost = true;
-                done
+                // The entry goes; the caller gives the lease back, so it is claimed again.
+                self.provider_error("read an adopted rollout", &error);
+                let _ = reply.send(Err(error.into()));
+                self.unchanged(None)
             }
         }
     }

@@ -174,6 +174,7 @@ pub fn result_of<T: DeserializeOwned>(answer: serde_json::Value) -> Result<T, En
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
 

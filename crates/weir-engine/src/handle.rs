@@ -99,8 +99,12 @@ pub(crate) enum Request {
         request: Option<i64>,
         reply: oneshot::Sender<Result<StoredRollout, EngineError>>,
     },
-    /// This instance now holds the rollout's lease: load it and take over its schedule.
-    Adopt { key: RolloutKey },
+    /// This instance now holds the rollout's lease: load it and take over its schedule
+    /// (answered once it is loaded, or could not be).
+    Adopt {
+        key: RolloutKey,
+        reply: oneshot::Sender<Result<(), EngineError>>,
+    },
     /// This instance no longer holds the rollout's lease: stop stepping it (after the job under
     /// way, if any) and answer once it is dropped.
     Release {
@@ -190,8 +194,11 @@ impl EngineHandle {
     /// Takes over a rollout whose lease this instance has just claimed (several instances,
     /// docs/SCALE-OUT.md): the engine loads it, re-applies its desired state, delivers what is
     /// pending and resumes its schedule.
+    /// Fails when the rollout could not be read; the caller should then give the lease back.
     pub async fn adopt(&self, key: RolloutKey) -> Result<(), EngineError> {
-        self.send(Request::Adopt { key }).await
+        let (reply, answer) = oneshot::channel();
+        self.send(Request::Adopt { key, reply }).await?;
+        answer.await.map_err(|_| EngineError::ShuttingDown)?
     }
 
     /// Stops stepping a rollout whose lease this instance gave up or lost; returns once the

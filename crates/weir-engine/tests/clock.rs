@@ -12,9 +12,9 @@ use weir_core::model::{EventReason, Phase, Rollout, TargetKind};
 use weir_engine::clock::{Clock, ManualClock};
 use weir_engine::synthetic::{SyntheticMetrics, SyntheticTargets};
 use weir_engine::{Engine, EngineOptions, Providers};
-use weir_store::{RolloutKey, SqliteStore, Store};
+use weir_store::{PostgresStore, RolloutKey, SqliteStore, Store};
 use weir_testkit::engine::Background;
-use weir_testkit::fixtures::TempDb;
+use weir_testkit::postgres::TestDb;
 use weir_testkit::wait::wait_for;
 use weir_webhooks::{HttpHookRunner, LogNotifier};
 
@@ -38,10 +38,21 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_minute_steps_run_as_fast_as_the_clock_is_moved() {
+    // On the store WEIR_TEST_STORE names: SQLite by default, or PostgreSQL.
+    let db = TestDb::from_env();
+    match &db {
+        TestDb::Sqlite(dir) => {
+            ten_minute_steps_on(SqliteStore::open(&dir.path()).await.unwrap()).await
+        }
+        TestDb::Postgres { url, .. } => {
+            ten_minute_steps_on(PostgresStore::open(url, "test").await.unwrap()).await
+        }
+    }
+}
+
+async fn ten_minute_steps_on<S: Store>(store: S) {
     let start: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
     let clock = ManualClock::new(start);
-    let db = TempDb::new();
-    let store = SqliteStore::open(&db.path()).await.unwrap();
     let providers = Providers::new(
         weir_core::catalog::SharedCatalog::default(),
         Arc::new(HttpHookRunner::default()),

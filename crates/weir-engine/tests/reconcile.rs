@@ -16,9 +16,9 @@ use weir_engine::synthetic::{SyntheticMetrics, SyntheticTargets};
 use weir_engine::{
     BoxFuture, Engine, EngineOptions, ProviderError, Providers, TargetObservation, TargetProvider,
 };
-use weir_store::{RolloutKey, SqliteStore};
+use weir_store::{PostgresStore, RolloutKey, SqliteStore};
 use weir_testkit::engine::Background;
-use weir_testkit::fixtures::TempDb;
+use weir_testkit::postgres::TestDb;
 use weir_testkit::wait::wait_for;
 use weir_webhooks::{HttpHookRunner, LogNotifier};
 
@@ -79,9 +79,20 @@ impl TargetProvider for FlakyScale {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_apply_is_reconciled_at_the_next_tick_even_after_a_request() {
+    // On the store WEIR_TEST_STORE names: SQLite by default, or PostgreSQL.
+    let db = TestDb::from_env();
+    match &db {
+        TestDb::Sqlite(dir) => {
+            reconciled_at_the_next_tick_on(SqliteStore::open(&dir.path()).await.unwrap()).await
+        }
+        TestDb::Postgres { url, .. } => {
+            reconciled_at_the_next_tick_on(PostgresStore::open(url, "test").await.unwrap()).await
+        }
+    }
+}
+
+async fn reconciled_at_the_next_tick_on<S: weir_store::Store>(store: S) {
     let clock = ManualClock::new("2026-01-01T00:00:00Z".parse::<Timestamp>().unwrap());
-    let db = TempDb::new();
-    let store = SqliteStore::open(&db.path()).await.unwrap();
     let target = Arc::new(FlakyScale::default());
     let providers = Providers {
         targets: vec![(TargetKind::Flag, target.clone() as Arc<dyn TargetProvider>)],

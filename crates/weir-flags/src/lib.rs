@@ -37,8 +37,8 @@ use weir_core::flag::CompiledFlag;
 use weir_core::model::{Flag, Strategy};
 use weir_store::{ApplyOutcome, FlagKey, FlagStore, FlagStoreError, RolloutKey, StoredFlag};
 
-pub use outcomes::{LATENCY_BUCKETS, MAX_REQUESTS_PER_REPORT, Outcome, Report, VariationCounts};
 pub use mirror::FlagMirror;
+pub use outcomes::{LATENCY_BUCKETS, MAX_REQUESTS_PER_REPORT, Outcome, Report, VariationCounts};
 pub use target::FlagTargets;
 
 use chunked::ChunkedMap;
@@ -364,7 +364,9 @@ impl<S: FlagStore> Flags<S> {
         let _writing = self.writing.lock().await;
         let stored = self.store.get_flag(key).await?;
         let current = self.snapshot();
-        let known = current.get(&key.namespace, &key.key).map(|entry| entry.stored.version);
+        let known = current
+            .get(&key.namespace, &key.key)
+            .map(|entry| entry.stored.version);
         if known == stored.as_ref().map(|stored| stored.version) {
             return Ok(());
         }

@@ -35,7 +35,11 @@ impl<S: FlagStore> FlagMirror<S> {
         }
         let status = &stored.status;
         let route = Route::of(&stored.rollout.spec, status);
-        let Ok(Overlay { key: flag, strategy }) = overlay(&stored.rollout, status, &route) else {
+        let Ok(Overlay {
+            key: flag,
+            strategy,
+        }) = overlay(&stored.rollout, status, &route)
+        else {
             return;
         };
         let running = moving(status);

@@ -7,7 +7,8 @@
 //! once; each carries a delivery id for de-duplication).
 //!
 //! [`Store`] is the interface; [`SqliteStore`] the default implementation (a file in WAL mode,
-//! migrations embedded). Every write takes the version the writer last read (optimistic
+//! migrations embedded), [`PostgresStore`] the one several instances share (leases and fencing
+//! through [`Cluster`]). Every write takes the version the writer last read (optimistic
 //! concurrency): a writer that lost a race gets [`StoreError::Conflict`] and changes nothing.
 
 #![forbid(unsafe_code)]
@@ -393,7 +394,8 @@ pub enum FlagStoreError {
     Database(String),
 }
 
-/// Where flags live. Implemented by [`SqliteStore`] (the operator keeps no flags).
+/// Where flags live. Implemented by [`SqliteStore`] and [`PostgresStore`] (the operator keeps no
+/// flags).
 pub trait FlagStore: Clone + Send + Sync + 'static {
     /// Creates or replaces a flag. `expected_version`: `None` any, `Some(0)` create only, `Some(v)`
     /// only if the stored version is `v`. An identical document writes nothing (`Unchanged`).

@@ -199,34 +199,6 @@ impl PostgresStore {
         self.pool.close().await;
     }
 
-    /// Test hook: joins as [`crate::Cluster::heartbeat`] would, without touching the database
-    /// (`lease_time_ms` for the leases of rollouts this store creates), or leaves when `None`.
-    #[doc(hidden)]
-    pub fn test_set_joined(&self, lease_time_ms: Option<u64>) {
-        match lease_time_ms {
-            Some(ms) => {
-                self.node.lease_time_ms.store(ms, Ordering::SeqCst);
-                self.node.joined.store(true, Ordering::SeqCst);
-            }
-            None => self.node.joined.store(false, Ordering::SeqCst),
-        }
-    }
-
-    /// Test hook: records (`Some(epoch)`) or forgets (`None`) a held lease, as claim and release
-    /// would, without touching the database.
-    #[doc(hidden)]
-    pub fn test_set_held(&self, key: &RolloutKey, epoch: Option<u64>) {
-        let mut held = self
-            .node
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match epoch {
-            Some(epoch) => held.insert(key.clone(), epoch),
-            None => held.remove(key),
-        };
-    }
-
     async fn begin(
         &self,
         what: &str,
@@ -352,8 +324,9 @@ impl PostgresStore {
             sqlx::query(
                 "INSERT INTO leases (namespace, name, owner, epoch, host, acquired_at, \
                  renewed_at, expires_at) \
-                 VALUES ($1, $2, $3, 1, $4, clock_timestamp(), clock_timestamp(), \
-                 clock_timestamp() + make_interval(secs => $5::double precision / 1000.0))",
+                 SELECT $1, $2, $3, 1, $4, now.t, now.t, \
+                 now.t + make_interval(secs => $5::double precision / 1000.0) \
+                 FROM (SELECT clock_timestamp() AS t) AS now",
             )
             .bind(&key.namespace)
             .bind(&key.name)
@@ -380,6 +353,136 @@ impl PostgresStore {
             .await
             .map_err(database("notifying about", key))?;
         Ok(Some(stored))
+    }
+
+    /// One attempt at an apply inside its transaction; `None` when a concurrent apply created
+    /// the rollout between the read and the insert.
+    async fn apply_in(
+        &self,
+        tx: &mut PgConnection,
+        key: &RolloutKey,
+        document: &Rollout,
+        document_json: &str,
+        expected_version: Option<u64>,
+        now: Timestamp,
+    ) -> Result<Option<(StoredRollout, ApplyOutcome)>, StoreError> {
+        let Some(current) = fetch_rollout(&mut *tx, key, true).await? else {
+            if let Some(expected) = expected_version
+                && expected != 0
+            {
+                return Err(StoreError::NotFound(key.clone()));
+            }
+            let created = self.create(tx, key, document, document_json, now).await?;
+            return Ok(created.map(|stored| (stored, ApplyOutcome::Created)));
+        };
+        if expected_version == Some(0) {
+            return Err(StoreError::AlreadyExists(key.clone()));
+        }
+        check_version(key, expected_version, current.version)?;
+        if current.rollout == *document {
+            // Nothing to write (and so nothing to fence).
+            return Ok(Some((current, ApplyOutcome::Unchanged)));
+        }
+        self.fence(&mut *tx, key).await?;
+        let generation = if current.rollout.spec == document.spec {
+            current.generation
+        } else {
+            current.generation + 1
+        };
+        let version = current.version + 1;
+        sqlx::query(
+            "UPDATE rollouts SET document = $1, version = $2, generation = $3, \
+             updated_at = $4 WHERE namespace = $5 AND name = $6",
+        )
+        .bind(document_json)
+        .bind(to_sql(version))
+        .bind(to_sql(generation))
+        .bind(now.to_string())
+        .bind(&key.namespace)
+        .bind(&key.name)
+        .execute(&mut *tx)
+        .await
+        .map_err(database("updating", key))?;
+        self.notify_rollout(tx, key, version, current.last_event_seq)
+            .await?;
+        let stored = StoredRollout {
+            rollout: document.clone(),
+            version,
+            generation,
+            updated_at: now,
+            ..current
+        };
+        Ok(Some((stored, ApplyOutcome::Updated)))
+    }
+
+    /// clear_pending inside its transaction; whether it wrote anything.
+    async fn clear_pending_in(
+        &self,
+        tx: &mut PgConnection,
+        key: &RolloutKey,
+        delivery_ids: &[String],
+    ) -> Result<bool, StoreError> {
+        let row = sqlx::query(
+            "SELECT pending_effects, version, last_event_seq FROM rollouts \
+             WHERE namespace = $1 AND name = $2 FOR UPDATE",
+        )
+        .bind(&key.namespace)
+        .bind(&key.name)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(database("reading pending effects of", key))?
+        .ok_or_else(|| StoreError::NotFound(key.clone()))?;
+        let mut pending: Vec<Effect> = decode_column(&row, "pending_effects", key)?;
+        let before = pending.len();
+        pending.retain(|effect| {
+            effect
+                .delivery_id()
+                .is_none_or(|id| !delivery_ids.iter().any(|delivered| delivered == id))
+        });
+        if pending.len() == before {
+            return Ok(false);
+        }
+        self.fence(&mut *tx, key).await?;
+        sqlx::query("UPDATE rollouts SET pending_effects = $1 WHERE namespace = $2 AND name = $3")
+            .bind(encode(&pending, "pending effects", key)?)
+            .bind(&key.namespace)
+            .bind(&key.name)
+            .execute(&mut *tx)
+            .await
+            .map_err(database("clearing pending effects of", key))?;
+        let version = decode_u64(&row, "version", key)?;
+        let seq = decode_u64(&row, "last_event_seq", key)?;
+        self.notify_rollout(tx, key, version, seq).await?;
+        Ok(true)
+    }
+
+    /// delete inside its transaction.
+    async fn delete_in(
+        &self,
+        tx: &mut PgConnection,
+        key: &RolloutKey,
+        expected_version: Option<u64>,
+    ) -> Result<(), StoreError> {
+        let row = sqlx::query(
+            "SELECT version FROM rollouts WHERE namespace = $1 AND name = $2 FOR UPDATE",
+        )
+        .bind(&key.namespace)
+        .bind(&key.name)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(database("deleting", key))?
+        .ok_or_else(|| StoreError::NotFound(key.clone()))?;
+        let version = decode_u64(&row, "version", key)?;
+        self.fence(&mut *tx, key).await?;
+        check_version(key, expected_version, version)?;
+        // The events and the lease go with the row (ON DELETE CASCADE).
+        sqlx::query("DELETE FROM rollouts WHERE namespace = $1 AND name = $2")
+            .bind(&key.namespace)
+            .bind(&key.name)
+            .execute(&mut *tx)
+            .await
+            .map_err(database("deleting", key))?;
+        self.notify_rollout(tx, key, 0, 0).await
     }
 
     /// One step's writes inside an open transaction: lock the row, check the lease, the version
@@ -498,6 +601,33 @@ pub(crate) fn database(what: &str, key: &RolloutKey) -> impl FnOnce(sqlx::Error)
     move |error| StoreError::Database(format!("{what} {key}: {error}"))
 }
 
+/// Ends a write's transaction: commits when `result` says something was written
+/// (`Ok((_, true))`), rolls back otherwise. Rolled back explicitly, not on drop: a dropped
+/// transaction's ROLLBACK waits for the connection's next use, and until then its row locks
+/// would stall every other writer of the rollout.
+async fn finish<T>(
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    result: Result<(T, bool), StoreError>,
+    what: &str,
+    key: &RolloutKey,
+) -> Result<T, StoreError> {
+    match result {
+        Ok((value, true)) => {
+            tx.commit().await.map_err(database(what, key))?;
+            Ok(value)
+        }
+        Ok((value, false)) => {
+            tx.rollback().await.map_err(database(what, key))?;
+            Ok(value)
+        }
+        Err(error) => {
+            // The error says what went wrong; a failed rollback only closes the connection.
+            let _ = tx.rollback().await;
+            Err(error)
+        }
+    }
+}
+
 impl Store for PostgresStore {
     async fn apply(
         &self,
@@ -512,70 +642,39 @@ impl Store for PostgresStore {
 
         for _ in 0..CREATE_ATTEMPTS {
             let mut tx = self.begin("applying", &key).await?;
-            let current = fetch_rollout(&mut tx, &key, true).await?;
-            let Some(current) = current else {
-                if let Some(expected) = expected_version
-                    && expected != 0
-                {
-                    return Err(StoreError::NotFound(key));
-                }
-                let Some(stored) = self
-                    .create(&mut tx, &key, &document, &document_json, now)
-                    .await?
-                else {
-                    // Created concurrently since the read: start over, and find it.
-                    continue;
-                };
-                tx.commit().await.map_err(database("creating", &key))?;
-                if self.node.joined.load(Ordering::SeqCst) {
-                    self.node
-                        .held
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .insert(key.clone(), 1);
-                }
-                return Ok((stored, ApplyOutcome::Created));
-            };
-
-            if expected_version == Some(0) {
-                return Err(StoreError::AlreadyExists(key));
-            }
-            check_version(&key, expected_version, current.version)?;
-            if current.rollout == document {
-                // Dropping the transaction rolls it back; it wrote nothing (and needs no fence).
-                return Ok((current, ApplyOutcome::Unchanged));
-            }
-            self.fence(&mut tx, &key).await?;
-            let generation = if current.rollout.spec == document.spec {
-                current.generation
-            } else {
-                current.generation + 1
-            };
-            let version = current.version + 1;
-            sqlx::query(
-                "UPDATE rollouts SET document = $1, version = $2, generation = $3, \
-                 updated_at = $4 WHERE namespace = $5 AND name = $6",
+            let result = self
+                .apply_in(
+                    &mut tx,
+                    &key,
+                    &document,
+                    &document_json,
+                    expected_version,
+                    now,
+                )
+                .await;
+            let written = matches!(
+                result,
+                Ok(Some((_, ApplyOutcome::Created | ApplyOutcome::Updated)))
+            );
+            let Some((stored, outcome)) = finish(
+                tx,
+                result.map(|outcome| (outcome, written)),
+                "applying",
+                &key,
             )
-            .bind(&document_json)
-            .bind(to_sql(version))
-            .bind(to_sql(generation))
-            .bind(now.to_string())
-            .bind(&key.namespace)
-            .bind(&key.name)
-            .execute(&mut *tx)
-            .await
-            .map_err(database("updating", &key))?;
-            self.notify_rollout(&mut tx, &key, version, current.last_event_seq)
-                .await?;
-            tx.commit().await.map_err(database("updating", &key))?;
-            let stored = StoredRollout {
-                rollout: document,
-                version,
-                generation,
-                updated_at: now,
-                ..current
+            .await?
+            else {
+                // Created concurrently since the read: start over, and find it.
+                continue;
             };
-            return Ok((stored, ApplyOutcome::Updated));
+            if outcome == ApplyOutcome::Created && self.node.joined.load(Ordering::SeqCst) {
+                self.node
+                    .held
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(key.clone(), 1);
+            }
+            return Ok((stored, outcome));
         }
         Err(StoreError::Database(format!(
             "applying {key}: it was created and deleted concurrently {CREATE_ATTEMPTS} times"
@@ -696,7 +795,17 @@ impl Store for PostgresStore {
             Ok(tx) => tx,
             Err(error) => return all_fail(error.to_string()),
         };
-        let single = items.len() == 1;
+        if let [item] = items.as_slice() {
+            // One item: the transaction itself is its unit (no savepoint round trips).
+            let result = match self.commit_in(&mut tx, item).await {
+                Ok(stored) => self
+                    .notify_rollout(&mut tx, &item.key, stored.version, stored.last_event_seq)
+                    .await
+                    .map(|()| (stored, true)),
+                Err(error) => Err(error),
+            };
+            return vec![finish(tx, result, "committing", &item.key).await];
+        }
         // Items run in key order (stable: two items of one rollout keep theirs), so the lease
         // rows' FOR SHARE locks of the fencing check are taken in the order `renew` takes its
         // FOR UPDATE locks. In arrival order the two deadlocked under load (the scale_pg
@@ -707,23 +816,21 @@ impl Store for PostgresStore {
             (0..items.len()).map(|_| None).collect();
         for index in order {
             let item = &items[index];
-            let outcome = if single {
-                // One item: the transaction itself is its unit (no savepoint round trips).
-                self.commit_in(&mut tx, item).await
-            } else {
-                // A savepoint per item: a conflicting or failing item is undone alone.
-                match sqlx::Connection::begin(&mut *tx).await {
-                    Ok(mut savepoint) => match self.commit_in(&mut savepoint, item).await {
-                        Ok(stored) => savepoint
-                            .commit()
-                            .await
-                            .map(|()| stored)
-                            .map_err(database("committing", &item.key)),
-                        // Dropping the savepoint rolls it back.
-                        Err(error) => Err(error),
-                    },
-                    Err(error) => Err(database("committing", &item.key)(error)),
-                }
+            // A savepoint per item: a conflicting or failing item is undone alone.
+            let outcome = match sqlx::Connection::begin(&mut *tx).await {
+                Ok(mut savepoint) => match self.commit_in(&mut savepoint, item).await {
+                    Ok(stored) => savepoint
+                        .commit()
+                        .await
+                        .map(|()| stored)
+                        .map_err(database("committing", &item.key)),
+                    Err(error) => {
+                        // Should this fail, the batch's COMMIT fails too and says so.
+                        let _ = savepoint.rollback().await;
+                        Err(error)
+                    }
+                },
+                Err(error) => Err(database("committing", &item.key)(error)),
             };
             // Queued outside the item's savepoint, so only committed items announce themselves.
             let outcome = match outcome {
@@ -733,10 +840,6 @@ impl Store for PostgresStore {
                     .map(|()| stored),
                 Err(error) => Err(error),
             };
-            if single && outcome.is_err() {
-                // Dropping the transaction rolls it back: nothing of the item was written.
-                return vec![outcome];
-            }
             results[index] = Some(outcome);
         }
         if let Err(error) = tx.commit().await {
@@ -761,40 +864,14 @@ impl Store for PostgresStore {
         delivery_ids: &[String],
     ) -> Result<(), StoreError> {
         let mut tx = self.begin("clearing pending effects of", key).await?;
-        let row = sqlx::query(
-            "SELECT pending_effects, version, last_event_seq FROM rollouts \
-             WHERE namespace = $1 AND name = $2 FOR UPDATE",
+        let result = self.clear_pending_in(&mut tx, key, delivery_ids).await;
+        finish(
+            tx,
+            result.map(|written| ((), written)),
+            "clearing pending effects of",
+            key,
         )
-        .bind(&key.namespace)
-        .bind(&key.name)
-        .fetch_optional(&mut *tx)
         .await
-        .map_err(database("reading pending effects of", key))?
-        .ok_or_else(|| StoreError::NotFound(key.clone()))?;
-        let mut pending: Vec<Effect> = decode_column(&row, "pending_effects", key)?;
-        let before = pending.len();
-        pending.retain(|effect| {
-            effect
-                .delivery_id()
-                .is_none_or(|id| !delivery_ids.iter().any(|delivered| delivered == id))
-        });
-        if pending.len() == before {
-            return Ok(());
-        }
-        self.fence(&mut tx, key).await?;
-        sqlx::query("UPDATE rollouts SET pending_effects = $1 WHERE namespace = $2 AND name = $3")
-            .bind(encode(&pending, "pending effects", key)?)
-            .bind(&key.namespace)
-            .bind(&key.name)
-            .execute(&mut *tx)
-            .await
-            .map_err(database("clearing pending effects of", key))?;
-        let version = decode_u64(&row, "version", key)?;
-        let seq = decode_u64(&row, "last_event_seq", key)?;
-        self.notify_rollout(&mut tx, key, version, seq).await?;
-        tx.commit()
-            .await
-            .map_err(database("clearing pending effects of", key))
     }
 
     async fn delete(
@@ -803,27 +880,8 @@ impl Store for PostgresStore {
         expected_version: Option<u64>,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin("deleting", key).await?;
-        let row = sqlx::query(
-            "SELECT version FROM rollouts WHERE namespace = $1 AND name = $2 FOR UPDATE",
-        )
-        .bind(&key.namespace)
-        .bind(&key.name)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(database("deleting", key))?
-        .ok_or_else(|| StoreError::NotFound(key.clone()))?;
-        let version = decode_u64(&row, "version", key)?;
-        self.fence(&mut tx, key).await?;
-        check_version(key, expected_version, version)?;
-        // The events and the lease go with the row (ON DELETE CASCADE).
-        sqlx::query("DELETE FROM rollouts WHERE namespace = $1 AND name = $2")
-            .bind(&key.namespace)
-            .bind(&key.name)
-            .execute(&mut *tx)
-            .await
-            .map_err(database("deleting", key))?;
-        self.notify_rollout(&mut tx, key, 0, 0).await?;
-        tx.commit().await.map_err(database("deleting", key))?;
+        let result = self.delete_in(&mut tx, key, expected_version).await;
+        finish(tx, result.map(|()| ((), true)), "deleting", key).await?;
         self.node
             .held
             .lock()
@@ -876,6 +934,10 @@ impl Store for PostgresStore {
                 Ok(StoredEvent { seq, event })
             })
             .collect()
+    }
+
+    async fn owner_of(&self, key: &RolloutKey) -> Result<Option<crate::Lease>, StoreError> {
+        crate::Cluster::lease(self, key).await
     }
 }
 

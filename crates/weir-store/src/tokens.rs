@@ -142,7 +142,8 @@ pub enum TokenStoreError {
     Database(String),
 }
 
-/// Where tokens live. Implemented by [`crate::SqliteStore`] (table `tokens`, migration 3).
+/// Where tokens live. Implemented by [`crate::SqliteStore`] (table `tokens`, migration 3) and
+/// [`crate::PostgresStore`].
 pub trait TokenStore: Clone + Send + Sync + 'static {
     /// Stores a new token.
     fn create_token(

@@ -1,9 +1,9 @@
 //! The store suite: every test runs against `SqliteStore` (a real file in a temporary
 //! directory) and `PostgresStore` (a database in a throwaway PostgreSQL cluster, weir-testkit's
 //! `PgCluster`), from one generic body each (`mod sqlite` and `mod postgres` at the end):
-//! rollouts, flags and tokens. What
-//! only SQLite has (the in-memory store, the kill -9 test of the file's durability) runs on SQLite
-//! alone.
+//! rollouts, flags and tokens. What only SQLite has (the in-memory store, the kill -9 test of the
+//! file's durability) runs on SQLite alone; what only PostgreSQL has (leases, fencing, requests,
+//! notifications) is tested in `src/postgres/tests.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -572,6 +572,44 @@ async fn concurrent_commits_on_one_version_have_exactly_one_winner<B: Backend>()
             format!("round {round} writer {writer} b")
         );
         assert_eq!(won.pending_effects.len() as u64, round + 1);
+    }
+}
+
+async fn concurrent_creates_of_one_rollout_have_exactly_one_creator<B: Backend>() {
+    let db = B::fresh().await;
+    let store = db.open().await;
+    let other = db.open().await;
+    for (round, expected) in [None, Some(0)].into_iter().enumerate() {
+        let name = format!("new-{round}");
+        let mut tasks = Vec::new();
+        for writer in 0..8 {
+            let store = if writer % 2 == 0 {
+                store.clone()
+            } else {
+                other.clone()
+            };
+            let document = rollout("shop", &name);
+            tasks.push(tokio::spawn(async move {
+                store.apply(&document, expected, at(0)).await
+            }));
+        }
+        let mut created = 0;
+        for task in tasks {
+            match (task.await.unwrap(), expected) {
+                (Ok((_, ApplyOutcome::Created)), _) => created += 1,
+                // Identical documents: the others find it there and write nothing.
+                (Ok((stored, ApplyOutcome::Unchanged)), None) => assert_eq!(stored.version, 1),
+                (Err(StoreError::AlreadyExists(key)), Some(0)) => assert_eq!(key.name, name),
+                (other, _) => panic!("round {round}: unexpected {other:?}"),
+            }
+        }
+        assert_eq!(created, 1, "round {round}");
+        let stored = store
+            .get(&RolloutKey::new("shop", &name))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((stored.version, stored.generation), (1, 1));
     }
 }
 
@@ -1624,6 +1662,7 @@ suite!(
     apply_creates_updates_and_recognises_unchanged_documents,
     conflicting_writes_fail_and_change_nothing,
     concurrent_commits_on_one_version_have_exactly_one_winner,
+    concurrent_creates_of_one_rollout_have_exactly_one_creator,
     commits_write_status_events_and_pending_effects_together,
     events_page_after_a_sequence_number,
     clear_pending_removes_only_the_named_deliveries,

@@ -152,6 +152,7 @@ impl Default for ClosedPort {
 }
 
 /// A temporary directory (removed on drop) with a database path in it.
+#[derive(Debug)]
 pub struct TempDb {
     /// The directory; other files of the test may go here too.
     pub dir: tempfile::TempDir,

@@ -36,6 +36,7 @@ impl PgCluster {
             .tempdir_in("/tmp")
             .unwrap();
         let cluster = PgCluster { bin, dir, as_root };
+        cluster.watchdog();
         std::fs::create_dir(cluster.socket_dir()).unwrap();
         if as_root {
             run(Command::new("chown")
@@ -64,6 +65,33 @@ impl PgCluster {
         std::fs::write(&conf, text).unwrap();
         cluster.pg_ctl_start();
         cluster
+    }
+
+    /// Stops the server and removes its directory once this process is gone, should it die
+    /// without dropping the cluster (killed by nextest's timeout, or by a signal): pg_ctl
+    /// detaches the postmaster from the test's process group, so it would outlive the test.
+    /// `setsid` keeps the watchdog out of that group too.
+    fn watchdog(&self) {
+        let script = r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done
+if [ -d "$2/data" ]; then
+  if [ "$4" = root ]; then runuser -u postgres -- "$3/pg_ctl" -D "$2/data" -m immediate stop
+  else "$3/pg_ctl" -D "$2/data" -m immediate stop; fi
+fi
+rm -rf "$2""#;
+        let spawned = Command::new("setsid")
+            .args(["sh", "-c", script, "weir-pg-watchdog"])
+            .arg(std::process::id().to_string())
+            .arg(self.dir.path())
+            .arg(&self.bin)
+            .arg(if self.as_root { "root" } else { "user" })
+            .current_dir("/")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        // Not waited for: it ends after this process. Without setsid the cluster is still
+        // stopped by Drop on every ordinary end of a test.
+        drop(spawned);
     }
 
     /// The directory holding the socket, the data and the server log.
@@ -117,12 +145,41 @@ impl PgCluster {
         ]));
     }
 
-    /// Starts the server again after [`PgCluster::stop_immediately`].
+    /// Starts the server again after [`PgCluster::stop_immediately`] or a kill of the
+    /// postmaster, retrying until [`crate::wait::DEADLINE`]: after a SIGKILL the old backends
+    /// hold the shared memory for a moment and a start fails meanwhile.
     pub fn restart(&self) {
-        self.pg_ctl_start();
+        let until = std::time::Instant::now() + crate::wait::DEADLINE;
+        loop {
+            match self.try_start() {
+                Ok(()) => return,
+                Err(error) if std::time::Instant::now() >= until => {
+                    panic!("restarting PostgreSQL: {error}")
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(200)),
+            }
+        }
+    }
+
+    /// The postmaster's process id (the first line of `postmaster.pid`), while it runs; for
+    /// tests that kill it.
+    pub fn postmaster_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.data_dir().join("postmaster.pid"))
+            .ok()?
+            .lines()
+            .next()?
+            .trim()
+            .parse()
+            .ok()
     }
 
     fn pg_ctl_start(&self) {
+        if let Err(error) = self.try_start() {
+            panic!("{error}");
+        }
+    }
+
+    fn try_start(&self) -> Result<(), String> {
         let output = self
             .program("pg_ctl")
             .arg("-D")
@@ -131,14 +188,16 @@ impl PgCluster {
             .arg(self.dir.path().join("server.log"))
             .args(["-w", "-t", "120", "start"])
             .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
+            .map_err(|error| format!("running pg_ctl: {error}"))?;
+        if output.status.success() {
+            return Ok(());
+        }
+        Err(format!(
             "pg_ctl start failed: {}{}\nserver log:\n{}",
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr),
             self.log()
-        );
+        ))
     }
 
     fn data_dir(&self) -> PathBuf {
@@ -208,7 +267,7 @@ fn server_programs() -> PathBuf {
 }
 
 fn running_as_root() -> bool {
-    let output = run(&mut Command::new("id").arg("-u"));
+    let output = run(Command::new("id").arg("-u"));
     String::from_utf8_lossy(&output.stdout).trim() == "0"
 }
 
@@ -224,4 +283,35 @@ fn run(command: &mut Command) -> Output {
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// Where a test's store lives: a SQLite file by default, or a database on a throwaway
+/// PostgreSQL cluster when `WEIR_TEST_STORE=postgres` (`.ci/run` runs the API and engine tests
+/// both ways). Anything else in the variable fails the test, naming the values allowed.
+#[derive(Debug)]
+pub enum TestDb {
+    /// A SQLite file in a temporary directory.
+    Sqlite(crate::fixtures::TempDb),
+    /// A fresh database (`url`) on its own cluster.
+    Postgres {
+        /// The cluster (stopped when this is dropped).
+        cluster: PgCluster,
+        /// The database's sqlx URL.
+        url: String,
+    },
+}
+
+impl TestDb {
+    /// The store `WEIR_TEST_STORE` asks for (`sqlite`, the default, or `postgres`).
+    pub fn from_env() -> TestDb {
+        match std::env::var("WEIR_TEST_STORE").as_deref() {
+            Err(_) | Ok("" | "sqlite") => TestDb::Sqlite(crate::fixtures::TempDb::new()),
+            Ok("postgres") => {
+                let cluster = PgCluster::start();
+                let url = cluster.database("weir");
+                TestDb::Postgres { cluster, url }
+            }
+            Ok(other) => panic!("WEIR_TEST_STORE={other:?}: expected sqlite or postgres"),
+        }
+    }
 }

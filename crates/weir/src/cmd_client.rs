@@ -337,7 +337,16 @@ fn print_owned_table(rollouts: &[RolloutView]) {
         })
         .collect();
     print_columns(
-        &["NAMESPACE", "NAME", "PHASE", "CANARY", "RUN", "OWNER", "LEASE", "MESSAGE"],
+        &[
+            "NAMESPACE",
+            "NAME",
+            "PHASE",
+            "CANARY",
+            "RUN",
+            "OWNER",
+            "LEASE",
+            "MESSAGE",
+        ],
         &rows,
     );
 }

@@ -126,7 +126,7 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
         // In a cluster the API is reached by Service and pod names: no Host checks here
         // (docs/SECURITY.md); access is the cluster's network policy's to limit.
         let stopped =
-            crate::cmd_serve::run_until_stopped(listener.into(), store, handle, engine, None, None, None, None)
+            crate::cmd_serve::run_until_stopped(listener.into(), store, handle, engine, Default::default())
                 .await;
         leading.release().await;
         stopped

@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use weir_api::HostPolicy;
+use weir_engine::cluster::{ClusterMember, ClusterOptions};
 use weir_engine::{Engine, EngineHandle, EngineOptions};
 use weir_http::policy::{Cidr, ListenPolicy};
-use weir_engine::cluster::{ClusterMember, ClusterOptions};
 use weir_store::{Cluster, PostgresStore, SqliteStore};
 
 /// The address `weir serve` listens on, and client verbs talk to, by default.
@@ -120,7 +120,8 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
                     lease_time: args.lease_time,
                     ..ClusterOptions::default()
                 };
-                let member = ClusterMember::new(store.clone(), options, telemetry.cluster().clone());
+                let member =
+                    ClusterMember::new(store.clone(), options, telemetry.cluster().clone());
                 let notices = member
                     .join()
                     .await
@@ -250,17 +251,13 @@ where
     let flags: MoreRoutes =
         Box::new(move |stopped| weir_api::flags_router_with_shutdown(flags, stopped));
     let auth: Guard = Box::new(move |router| auth.apply(router));
-    run_until_stopped(
-        listener,
-        store,
-        handle,
-        engine,
-        Some(flags),
-        Some(hosts),
-        Some(auth),
+    let around = Around {
+        more: Some(flags),
+        hosts: Some(hosts),
+        guard: Some(auth),
         member,
-    )
-    .await
+    };
+    run_until_stopped(listener, store, handle, engine, around).await
 }
 
 /// Log lines on stderr at the level `RUST_LOG` names (`error`, `warn`, `info`, `debug`,
@@ -341,19 +338,35 @@ pub(crate) type MoreRoutes = Box<
         + Send,
 >;
 
-/// Runs `engine` and the HTTP API on `listener` (plain HTTP or HTTPS: `listener.is_tls()`; with the `more` routes, e.g. flags, and the
-/// Host and Origin checks of `hosts` in front of every route) until Ctrl-C or SIGTERM, then
-/// waits for both to stop (the engine finishes the step it is taking).
+/// What `weir serve` adds around the engine and the API (`weir operator` runs without them).
+#[derive(Default)]
+pub(crate) struct Around {
+    /// More routes, e.g. flags.
+    pub more: Option<MoreRoutes>,
+    /// The Host and Origin checks in front of every route.
+    pub hosts: Option<HostPolicy>,
+    /// Access control around every route.
+    pub guard: Option<Guard>,
+    /// The cluster member (several instances on PostgreSQL).
+    pub member: Option<RunMember>,
+}
+
+/// Runs `engine` and the HTTP API on `listener` (plain HTTP or HTTPS: `listener.is_tls()`),
+/// with what `around` adds, until Ctrl-C or SIGTERM, then waits for both to stop (the engine
+/// finishes the step it is taking; the cluster member gives its leases back).
 pub(crate) async fn run_until_stopped<S: weir_store::Store>(
     listener: crate::tls::ApiListener,
     store: S,
     handle: EngineHandle,
     engine: Engine<S>,
-    more: Option<MoreRoutes>,
-    hosts: Option<HostPolicy>,
-    guard: Option<Guard>,
-    member: Option<RunMember>,
+    around: Around,
 ) -> Result<ExitCode> {
+    let Around {
+        more,
+        hosts,
+        guard,
+        member,
+    } = around;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let signal = move || {
         let mut stopped = stopped.clone();

@@ -18,7 +18,13 @@ fn weir(args: &[&str]) -> std::process::Output {
 /// `weir serve` on a port it picks (a restart gets a new one: the test reads it back each time).
 fn serve(db: &Path) -> (Weir, String) {
     // Some rollouts here start their versions as commands, which `weir serve` needs allowed.
-    let server = Weir::serve(env!("CARGO_BIN_EXE_weir"), db, &["--allow-commands"]);
+    let mut extra = vec!["--allow-commands"];
+    if db.to_string_lossy().starts_with("postgres://") {
+        // A restarted instance is a new one: it takes the killed one's rollouts over once their
+        // leases lapse, so short leases keep the test short.
+        extra.extend(["--lease-time", "2s"]);
+    }
+    let server = Weir::serve(env!("CARGO_BIN_EXE_weir"), db, &extra);
     let url = server.url("api");
     (server, url)
 }
@@ -40,12 +46,24 @@ const STEPS: [u32; 10] = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100];
 
 #[test]
 fn serve_killed_at_random_points_resumes_every_run_exactly() {
+    let dir = TempDb::new();
+    killed_at_random_points_resumes_every_run_exactly(&dir.path(), &dir);
+}
+
+#[test]
+fn serve_on_postgres_killed_at_random_points_resumes_every_run_exactly() {
+    let postgres = weir_testkit::postgres::PgCluster::start();
+    let url = postgres.database("durability");
+    let dir = TempDb::new();
+    killed_at_random_points_resumes_every_run_exactly(Path::new(&url), &dir);
+}
+
+/// Kills `weir serve` on database `db` six times at random moments (files go to `dir`).
+fn killed_at_random_points_resumes_every_run_exactly(db: &Path, dir: &TempDb) {
     let runtime = runtime();
     // The versions are URLs served by this test, so they outlive every kill of the server.
     let versions = sample_apps(&runtime, &["v1", "v2"]);
     let (v1, v2) = (versions[0], versions[1]);
-    let dir = TempDb::new();
-    let db = dir.path();
     let names = ["alpha", "beta", "gamma"];
     let mut file = String::new();
     for name in names {
@@ -56,7 +74,7 @@ fn serve_killed_at_random_points_resumes_every_run_exactly() {
     let rollouts = dir.file("rollouts.yaml");
     std::fs::write(&rollouts, file).unwrap();
 
-    let (mut child, mut server) = serve(&db);
+    let (mut child, mut server) = serve(db);
     apply(env!("CARGO_BIN_EXE_weir"), &rollouts, &server);
 
     let mut random = Lcg(0x5eed_u64);
@@ -73,7 +91,7 @@ fn serve_killed_at_random_points_resumes_every_run_exactly() {
         kills_mid_run += usize::from(progressing);
         child.kill(); // SIGKILL
         kills += 1;
-        (child, server) = serve(&db);
+        (child, server) = serve(db);
     }
 
     assert!(

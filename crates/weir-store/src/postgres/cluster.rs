@@ -305,6 +305,13 @@ impl Cluster for PostgresStore {
         &self.node.id
     }
 
+    fn held_leases(&self) -> Vec<(RolloutKey, u64)> {
+        held(&self.node)
+            .iter()
+            .map(|(key, epoch)| (key.clone(), *epoch))
+            .collect()
+    }
+
     fn host_label(&self) -> &str {
         &self.node.host_label
     }

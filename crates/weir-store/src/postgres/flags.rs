@@ -7,7 +7,7 @@ use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgRow};
 use weir_core::model::Flag;
 
-use super::{PostgresStore, notify};
+use super::{CREATE_ATTEMPTS, PostgresStore, notify};
 use crate::sqlite::to_sql;
 use crate::{ApplyOutcome, FlagKey, FlagStore, FlagStoreError, StoredFlag};
 
@@ -15,6 +15,30 @@ const COLUMNS: &str = "namespace, key, document, version, created_at, updated_at
 
 fn database(what: &str, key: &FlagKey) -> impl FnOnce(sqlx::Error) -> FlagStoreError {
     move |error| FlagStoreError::Database(format!("{what} flag {key}: {error}"))
+}
+
+/// Ends a flag write's transaction: commits when `result` says something was written, rolls back
+/// otherwise (explicitly: see `finish` in postgres.rs).
+async fn finish<T>(
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    result: Result<(T, bool), FlagStoreError>,
+    key: &FlagKey,
+) -> Result<T, FlagStoreError> {
+    match result {
+        Ok((value, true)) => {
+            tx.commit().await.map_err(database("committing", key))?;
+            Ok(value)
+        }
+        Ok((value, false)) => {
+            tx.rollback().await.map_err(database("writing", key))?;
+            Ok(value)
+        }
+        Err(error) => {
+            // The error says what went wrong; a failed rollback only closes the connection.
+            let _ = tx.rollback().await;
+            Err(error)
+        }
+    }
 }
 
 fn decode(row: &PgRow) -> Result<StoredFlag, FlagStoreError> {
@@ -48,6 +72,108 @@ fn decode(row: &PgRow) -> Result<StoredFlag, FlagStoreError> {
 }
 
 impl PostgresStore {
+    /// One attempt at put_flag inside its transaction: the outcome and whether it wrote
+    /// anything; `None` when a concurrent write created the flag between the read and the insert.
+    async fn put_flag_in(
+        &self,
+        tx: &mut PgConnection,
+        flag: &Flag,
+        key: &FlagKey,
+        document: &str,
+        expected_version: Option<u64>,
+        now: Timestamp,
+    ) -> Result<Option<((StoredFlag, ApplyOutcome), bool)>, FlagStoreError> {
+        let current = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM flags WHERE namespace = $1 AND key = $2 FOR UPDATE"
+        )))
+        .bind(&key.namespace)
+        .bind(&key.key)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(database("reading", key))?
+        .map(|row| decode(&row))
+        .transpose()?;
+        let stored = match current {
+            None => {
+                if let Some(expected) = expected_version
+                    && expected != 0
+                {
+                    return Err(FlagStoreError::NotFound(key.clone()));
+                }
+                let inserted = sqlx::query(
+                    "INSERT INTO flags (namespace, key, document, version, created_at, updated_at) \
+                     VALUES ($1, $2, $3, 1, $4, $5) ON CONFLICT (namespace, key) DO NOTHING",
+                )
+                .bind(&key.namespace)
+                .bind(&key.key)
+                .bind(document)
+                .bind(now.to_string())
+                .bind(now.to_string())
+                .execute(&mut *tx)
+                .await
+                .map_err(database("creating", key))?
+                .rows_affected();
+                if inserted == 0 {
+                    // Created concurrently since the read.
+                    return Ok(None);
+                }
+                (
+                    StoredFlag {
+                        key: key.clone(),
+                        flag: flag.clone(),
+                        version: 1,
+                        created_at: now,
+                        updated_at: now,
+                    },
+                    ApplyOutcome::Created,
+                )
+            }
+            Some(current) => {
+                if expected_version == Some(0) {
+                    return Err(FlagStoreError::AlreadyExists(key.clone()));
+                }
+                if let Some(expected) = expected_version
+                    && expected != current.version
+                {
+                    return Err(FlagStoreError::Conflict {
+                        key: key.clone(),
+                        expected,
+                        actual: current.version,
+                    });
+                }
+                if current.flag == *flag {
+                    return Ok(Some(((current, ApplyOutcome::Unchanged), false)));
+                }
+                let version = current.version + 1;
+                sqlx::query(
+                    "UPDATE flags SET document = $1, version = $2, updated_at = $3 \
+                     WHERE namespace = $4 AND key = $5",
+                )
+                .bind(document)
+                .bind(to_sql(version))
+                .bind(now.to_string())
+                .bind(&key.namespace)
+                .bind(&key.key)
+                .execute(&mut *tx)
+                .await
+                .map_err(database("updating", key))?;
+                (
+                    StoredFlag {
+                        key: key.clone(),
+                        flag: flag.clone(),
+                        version,
+                        created_at: current.created_at,
+                        updated_at: now,
+                    },
+                    ApplyOutcome::Updated,
+                )
+            }
+        };
+        self.notify_flag(tx, &stored.0.key, stored.0.version)
+            .await?;
+        Ok(Some((stored, true)))
+    }
+
     /// Queues a flag notification in the transaction (sent on COMMIT); version 0: deleted.
     async fn notify_flag(
         &self,
@@ -78,94 +204,23 @@ impl FlagStore for PostgresStore {
         let key = FlagKey::of(flag);
         let document = serde_json::to_string(flag)
             .map_err(|error| FlagStoreError::Database(format!("encoding flag {key}: {error}")))?;
-        let mut tx = self.pool.begin().await.map_err(database("writing", &key))?;
-        let current = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM flags WHERE namespace = $1 AND key = $2 FOR UPDATE"
+        for _ in 0..CREATE_ATTEMPTS {
+            let mut tx = self.pool.begin().await.map_err(database("writing", &key))?;
+            let result = self
+                .put_flag_in(&mut tx, flag, &key, &document, expected_version, now)
+                .await;
+            let outcome = match result {
+                Ok(Some((stored, written))) => Ok((Some(stored), written)),
+                Ok(None) => Ok((None, false)),
+                Err(error) => Err(error),
+            };
+            if let Some(stored) = finish(tx, outcome, &key).await? {
+                return Ok(stored);
+            }
+        }
+        Err(FlagStoreError::Database(format!(
+            "writing flag {key}: it was created and deleted concurrently {CREATE_ATTEMPTS} times"
         )))
-        .bind(&key.namespace)
-        .bind(&key.key)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(database("reading", &key))?
-        .map(|row| decode(&row))
-        .transpose()?;
-        let stored = match current {
-            None => {
-                if let Some(expected) = expected_version
-                    && expected != 0
-                {
-                    return Err(FlagStoreError::NotFound(key));
-                }
-                sqlx::query(
-                    "INSERT INTO flags (namespace, key, document, version, created_at, updated_at) \
-                     VALUES ($1, $2, $3, 1, $4, $5)",
-                )
-                .bind(&key.namespace)
-                .bind(&key.key)
-                .bind(&document)
-                .bind(now.to_string())
-                .bind(now.to_string())
-                .execute(&mut *tx)
-                .await
-                .map_err(database("creating", &key))?;
-                (
-                    StoredFlag {
-                        key,
-                        flag: flag.clone(),
-                        version: 1,
-                        created_at: now,
-                        updated_at: now,
-                    },
-                    ApplyOutcome::Created,
-                )
-            }
-            Some(current) => {
-                if expected_version == Some(0) {
-                    return Err(FlagStoreError::AlreadyExists(key));
-                }
-                if let Some(expected) = expected_version
-                    && expected != current.version
-                {
-                    return Err(FlagStoreError::Conflict {
-                        key,
-                        expected,
-                        actual: current.version,
-                    });
-                }
-                if current.flag == *flag {
-                    return Ok((current, ApplyOutcome::Unchanged));
-                }
-                let version = current.version + 1;
-                sqlx::query(
-                    "UPDATE flags SET document = $1, version = $2, updated_at = $3 \
-                     WHERE namespace = $4 AND key = $5",
-                )
-                .bind(&document)
-                .bind(to_sql(version))
-                .bind(now.to_string())
-                .bind(&key.namespace)
-                .bind(&key.key)
-                .execute(&mut *tx)
-                .await
-                .map_err(database("updating", &key))?;
-                (
-                    StoredFlag {
-                        key,
-                        flag: flag.clone(),
-                        version,
-                        created_at: current.created_at,
-                        updated_at: now,
-                    },
-                    ApplyOutcome::Updated,
-                )
-            }
-        };
-        self.notify_flag(&mut tx, &stored.0.key, stored.0.version)
-            .await?;
-        tx.commit()
-            .await
-            .map_err(database("committing", &stored.0.key))?;
-        Ok(stored)
     }
 
     async fn get_flag(&self, key: &FlagKey) -> Result<Option<StoredFlag>, FlagStoreError> {
@@ -199,33 +254,38 @@ impl FlagStore for PostgresStore {
         expected_version: Option<u64>,
     ) -> Result<(), FlagStoreError> {
         let mut tx = self.pool.begin().await.map_err(database("deleting", key))?;
-        let version: Option<i64> =
-            sqlx::query("SELECT version FROM flags WHERE namespace = $1 AND key = $2 FOR UPDATE")
-                .bind(&key.namespace)
-                .bind(&key.key)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(database("reading", key))?
-                .and_then(|row| row.try_get("version").ok());
-        let Some(version) = version.and_then(|version| u64::try_from(version).ok()) else {
-            return Err(FlagStoreError::NotFound(key.clone()));
-        };
-        if let Some(expected) = expected_version
-            && expected != version
-        {
-            return Err(FlagStoreError::Conflict {
-                key: key.clone(),
-                expected,
-                actual: version,
-            });
-        }
-        sqlx::query("DELETE FROM flags WHERE namespace = $1 AND key = $2")
+        let result = async {
+            let version: Option<i64> = sqlx::query(
+                "SELECT version FROM flags WHERE namespace = $1 AND key = $2 FOR UPDATE",
+            )
             .bind(&key.namespace)
             .bind(&key.key)
-            .execute(&mut *tx)
+            .fetch_optional(&mut *tx)
             .await
-            .map_err(database("deleting", key))?;
-        self.notify_flag(&mut tx, key, 0).await?;
-        tx.commit().await.map_err(database("deleting", key))
+            .map_err(database("reading", key))?
+            .and_then(|row| row.try_get("version").ok());
+            let Some(version) = version.and_then(|version| u64::try_from(version).ok()) else {
+                return Err(FlagStoreError::NotFound(key.clone()));
+            };
+            if let Some(expected) = expected_version
+                && expected != version
+            {
+                return Err(FlagStoreError::Conflict {
+                    key: key.clone(),
+                    expected,
+                    actual: version,
+                });
+            }
+            sqlx::query("DELETE FROM flags WHERE namespace = $1 AND key = $2")
+                .bind(&key.namespace)
+                .bind(&key.key)
+                .execute(&mut *tx)
+                .await
+                .map_err(database("deleting", key))?;
+            self.notify_flag(&mut tx, key, 0).await?;
+            Ok(((), true))
+        }
+        .await;
+        finish(tx, result, key).await
     }
 }
