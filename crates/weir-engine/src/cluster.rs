@@ -31,13 +31,16 @@ use crate::handle::{EngineError, EngineHandle, Executed, StatusChange};
 use crate::providers::BoxFuture;
 use crate::telemetry::ClusterMetrics;
 
+/// The longest wait between two looks for free leases.
+const CLAIM_CHECK: Duration = Duration::from_secs(1);
+
 /// Settings of a cluster member.
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
     /// How long a lease lasts unless renewed (renewed every third of it). An instance that
     /// stops answering loses its rollouts to the others after at most this long.
     pub lease_time: Duration,
-    /// Most leases claimed in one round.
+    /// Most leases claimed in one statement (a round claims batch after batch up to its share).
     pub claim_batch: usize,
     /// How long a forwarded request waits for the owner's answer. Longer than the lease time,
     /// so a request to a rollout whose owner just died is executed by the next owner.
@@ -231,6 +234,11 @@ impl<S: Cluster> ClusterMember<S> {
         let round = self.options.lease_time / 3;
         let mut rounds = tokio::time::interval(round.max(Duration::from_millis(100)));
         rounds.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Free leases (an instance died, its leases lapsed) are looked for more often than
+        // leases are renewed, so a takeover follows the expiry within about a second.
+        let mut claim_checks =
+            tokio::time::interval(round.clamp(Duration::from_millis(100), CLAIM_CHECK));
+        claim_checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (answered, mut executed) = mpsc::unbounded_channel::<i64>();
         let mut in_flight: HashSet<i64> = HashSet::new();
         // Other instances' changes are followed in a task of their own: however many arrive,
@@ -253,6 +261,11 @@ impl<S: Cluster> ClusterMember<S> {
                 }
                 () = self.shared.requests.notified() => {
                     self.serve_requests(&handle, &mut in_flight, &answered).await;
+                }
+                _ = claim_checks.tick() => {
+                    if let Err(error) = self.balance(&handle).await {
+                        tracing::warn!("cluster: balancing failed: {error}");
+                    }
                 }
                 () = self.shared.freed.notified() => {
                     if let Err(error) = self.balance(&handle).await {
@@ -298,33 +311,18 @@ impl<S: Cluster> ClusterMember<S> {
         let held = self.store.held_leases();
         let holding = held.len() as u64;
         if holding < share && summary.free > 0 {
-            let want = usize::try_from(share - holding)
-                .unwrap_or(usize::MAX)
-                .min(self.options.claim_batch);
-            let claimed = self.store.claim(want, lease_time).await?;
-            let mut adopting = tokio::task::JoinSet::new();
-            for lease in claimed {
-                self.metrics.claims.inc();
-                if lease.previous_owner.is_some() {
-                    self.metrics.takeovers.inc();
-                    tracing::info!(rollout = %lease.key, from = ?lease.previous_owner, epoch = lease.epoch, "cluster: took over");
+            // Batch after batch up to the share, so a dead instance's rollouts are all taken
+            // over in one round, not one batch per round.
+            let mut holding = holding;
+            while holding < share {
+                let want = usize::try_from(share - holding)
+                    .unwrap_or(usize::MAX)
+                    .min(self.options.claim_batch.max(1));
+                let claimed = self.claim_batch(handle, want).await?;
+                if claimed == 0 {
+                    break;
                 }
-                let handle = handle.clone();
-                adopting.spawn(async move {
-                    let adopted = handle.adopt(lease.key.clone()).await;
-                    (lease.key, adopted)
-                });
-            }
-            let mut unread = Vec::new();
-            while let Some(Ok((key, adopted))) = adopting.join_next().await {
-                if let Err(error) = adopted {
-                    tracing::warn!(rollout = %key, "cluster: cannot take the rollout over now: {error}");
-                    unread.push(key);
-                }
-            }
-            // Given back, so that this instance or another claims it again later.
-            if !unread.is_empty() {
-                self.store.release(&unread).await?;
+                holding += claimed as u64;
             }
         } else if holding > share + 1 && summary.live_instances.len() > 1 {
             let excess = usize::try_from(holding - share).unwrap_or(usize::MAX);
@@ -356,6 +354,37 @@ impl<S: Cluster> ClusterMember<S> {
             .leases_held
             .set(i64::try_from(self.store.held_leases().len()).unwrap_or(i64::MAX));
         Ok(())
+    }
+
+    /// Claims up to `want` free leases and adopts their rollouts; returns how many were won.
+    async fn claim_batch(&self, handle: &EngineHandle, want: usize) -> Result<usize, StoreError> {
+        let claimed = self.store.claim(want, self.options.lease_time).await?;
+        let count = claimed.len();
+        let mut adopting = tokio::task::JoinSet::new();
+        for lease in claimed {
+            self.metrics.claims.inc();
+            if lease.previous_owner.is_some() {
+                self.metrics.takeovers.inc();
+                tracing::info!(rollout = %lease.key, from = ?lease.previous_owner, epoch = lease.epoch, "cluster: took over");
+            }
+            let handle = handle.clone();
+            adopting.spawn(async move {
+                let adopted = handle.adopt(lease.key.clone()).await;
+                (lease.key, adopted)
+            });
+        }
+        let mut unread = Vec::new();
+        while let Some(Ok((key, adopted))) = adopting.join_next().await {
+            if let Err(error) = adopted {
+                tracing::warn!(rollout = %key, "cluster: cannot take the rollout over now: {error}");
+                unread.push(key);
+            }
+        }
+        // Given back, so that this instance or another claims it again later.
+        if !unread.is_empty() {
+            self.store.release(&unread).await?;
+        }
+        Ok(count)
     }
 
     /// Executes the requests waiting for rollouts this instance holds (each once at a time).
