@@ -5,16 +5,17 @@
 //! A [`ClusterMember`] runs beside an [`crate::Engine`] built with
 //! `EngineOptions::forwarder` set to [`ClusterMember::forwarder`]:
 //!
-//! - every `lease_time / 3` it sends a heartbeat, renews its leases (telling the engine to drop
-//!   those it lost), and balances: it claims free leases up to its fair share (the claimable
+//! - every `lease_time / 3` it sends a heartbeat and renews its leases (telling the engine to
+//!   drop those it lost); every second, and at once when leases were freed (an instance left, a
+//!   rollout was created), it balances: it claims free leases up to its fair share (the claimable
 //!   rollouts divided by the live instances, rounded up) and gives back what it holds beyond that
-//!   share plus one, so a joining instance gets work and a leaving one's work is spread. A
-//!   notification that leases were freed (an instance left, a rollout was created) balances at
-//!   once.
+//!   share plus one, so a joining instance gets work and a dead or leaving one's work is spread.
 //! - requests for rollouts it holds are executed through the engine as soon as their
 //!   notification arrives (and at every round, in case one was missed), and answered.
-//! - changes other instances commit are read back and announced on the engine's broadcast, so
-//!   watch streams on this instance see every rollout.
+//! - a task of its own follows the notifications: changes other instances commit are read back
+//!   (when a watch stream or a mirror here needs them) and announced on the engine's broadcast,
+//!   so watch streams on this instance see every rollout; mirrors (the flags OFREP serves) are
+//!   kept in step.
 //!
 //! Fencing is the store's: a commit for a lease this instance no longer holds is refused, so an
 //! instance that was paused past its lease cannot step a rollout another one took over.
