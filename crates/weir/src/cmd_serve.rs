@@ -108,6 +108,12 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
     runtime.block_on(async {
         match postgres_url(&db) {
             Some(url) => {
+                if args.lease_time < std::time::Duration::from_secs(1) {
+                    anyhow::bail!(
+                        "--lease-time {:?} is too short: give at least 1s (leases are renewed every third of it; 10s is the default)",
+                        args.lease_time
+                    );
+                }
                 let host = match &args.host_label {
                     Some(label) => label.clone(),
                     None => hostname(),
