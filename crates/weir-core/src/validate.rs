@@ -588,6 +588,36 @@ fn analysis(analysis: &Analysis, errors: &mut Errors) {
             );
         }
     }
+    let evidence = &analysis.evidence;
+    let margin = evidence.margin_percent;
+    if !(margin.is_finite() && margin > 0.0 && margin < 100.0) {
+        errors.value(
+            &format!("{BASE}.evidence.marginPercent"),
+            margin,
+            "the tolerated excess of the canary's error rate over the primary's, in percentage \
+             points: a number above 0 and below 100 (default 2)",
+        );
+    }
+    if evidence.deadline < analysis.interval {
+        errors.value(
+            &format!("{BASE}.evidence.deadline"),
+            evidence.deadline,
+            format!(
+                "how long a run may hold for evidence: at least the interval ({}; default 1h)",
+                analysis.interval
+            ),
+        );
+    }
+    if let Some(from) = evidence.from_weight
+        && from >= Weight::FULL
+    {
+        errors.value(
+            &format!("{BASE}.evidence.fromWeight"),
+            from,
+            "a weight below 100% above which every increase needs evidence of health (omit it to \
+             ask only before the promotion)",
+        );
+    }
     let mut judge_names = BTreeSet::new();
     for (index, judge) in analysis.judges.iter().enumerate() {
         let path = format!("{BASE}.judges[{index}]");

@@ -271,6 +271,7 @@ fn to_input(spec: &RolloutSpec, action: &Action) -> Input {
                 canary_ready: ready.1,
                 checks,
                 hooks,
+                evidence: None,
             })
         }
         Action::Command(choice) => Input::Command(CommandInput {
@@ -479,6 +480,7 @@ proptest! {
             canary_ready: false,
             checks: Vec::new(),
             hooks: Vec::new(),
+            evidence: None,
         };
         for _ in 0..ticks {
             now = now.checked_add(spec.analysis.interval.get()).unwrap_or(now);

@@ -1031,6 +1031,7 @@ impl<S: Store> JobContext<S> {
             canary_ready: observed.canary_ready,
             checks,
             hooks,
+            evidence: None,
         }
     }
 

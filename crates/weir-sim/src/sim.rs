@@ -316,6 +316,7 @@ impl Live {
             canary_ready: true,
             checks,
             hooks: Vec::new(),
+            evidence: None,
         }
     }
 

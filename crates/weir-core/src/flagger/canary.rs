@@ -13,10 +13,11 @@ use super::{Converted, check_name, check_version_and_kind, dedup, object_meta, r
 use crate::document::{deserialize_collecting, json_type_name};
 use crate::error::FieldError;
 use crate::model::{
-    API_VERSION, AbTestPlan, Alert, Analysis, CanaryPlan, FailureAction, FailureCounting, HookType,
-    IterationsPlan, KubernetesTarget, MatchRule, Metric, MirrorPlan, NoDataPolicy, Plan,
-    REQUEST_SUCCESS_RATE, ROLLOUT_KIND, Rollout, RolloutSpec, SessionAffinity, Severity,
-    StringMatch, Target, TemplateRef, ThresholdRange, Webhook,
+    API_VERSION, AbTestPlan, Alert, Analysis, CanaryPlan, EvidenceRule, FailureAction,
+    FailureCounting, HookType, IterationsPlan, KubernetesTarget, MatchRule, Metric, MirrorPlan,
+    NoDataPolicy, Plan, PromotionEvidence, REQUEST_SUCCESS_RATE, ROLLOUT_KIND, Rollout,
+    RolloutSpec, SessionAffinity, Severity, StringMatch, Target, TemplateRef, ThresholdRange,
+    Webhook,
 };
 use crate::units::{GoDuration, Weight};
 use crate::validate;
@@ -80,6 +81,35 @@ const DEFAULT_METRIC_INTERVAL: GoDuration = GoDuration::from_secs(60);
 #[derive(Debug, Default)]
 struct Origins {
     metrics: Vec<usize>,
+}
+
+/// The annotation of a Flagger Canary that chooses what promotion needs: `health` opts into
+/// weir's evidence rule (and the sequential judge), `noHarm` keeps Flagger's semantics.
+pub const PROMOTE_ON_ANNOTATION: &str = "weir.dev/promote-on";
+
+/// The judge an opted-in Flagger canary gets.
+const SEQUENTIAL_JUDGE: &str = "sequential";
+
+/// The `weir.dev/promote-on` annotation's choice, if present.
+fn promote_on_annotation(
+    metadata: Option<&Value>,
+) -> Result<Option<PromotionEvidence>, FieldError> {
+    let Some(value) = metadata
+        .and_then(|metadata| metadata.get("annotations"))
+        .and_then(|annotations| annotations.get(PROMOTE_ON_ANNOTATION))
+    else {
+        return Ok(None);
+    };
+    match value.as_str() {
+        Some("health") => Ok(Some(PromotionEvidence::Health)),
+        Some("noHarm") => Ok(Some(PromotionEvidence::NoHarm)),
+        _ => Err(FieldError::with_value(
+            format!("metadata.annotations[\"{PROMOTE_ON_ANNOTATION}\"]"),
+            value,
+            "`health` (promote only on evidence of health, weir's rule) or `noHarm` (Flagger's: \
+             promote at the end of the plan unless a check failed)",
+        )),
+    }
 }
 
 pub(super) fn convert(document: &Value) -> Result<Converted<Rollout>, Vec<FieldError>> {
@@ -194,7 +224,18 @@ pub(super) fn convert(document: &Value) -> Result<Converted<Rollout>, Vec<FieldE
 
     // --- the plan and the analysis ---
     let plan = converter.plan(&analysis);
-    let rollout_analysis = converter.analysis(&analysis, spec.progress_deadline_seconds);
+    let mut rollout_analysis = converter.analysis(&analysis, spec.progress_deadline_seconds);
+    match promote_on_annotation(field(Some(document), "metadata")) {
+        Ok(None) => {}
+        Ok(Some(promote_on)) => {
+            rollout_analysis.evidence.promote_on = promote_on;
+            if promote_on == PromotionEvidence::Health {
+                // Evidence of health comes from a judge: the sequential judge watches the run.
+                rollout_analysis.judges = vec![SEQUENTIAL_JUDGE.to_string()];
+            }
+        }
+        Err(error) => converter.errors.push(error),
+    }
     let session_affinity = converter.session_affinity(analysis.session_affinity, &plan);
 
     let Converter {
@@ -701,6 +742,9 @@ impl Converter<'_> {
             webhooks,
             judges: Vec::new(),
             alerts,
+            // Flagger promotes at the end of the plan unless a check failed; the
+            // `weir.dev/promote-on` annotation opts into weir's evidence rule.
+            evidence: EvidenceRule::no_harm(),
         }
     }
 

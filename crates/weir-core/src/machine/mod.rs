@@ -23,9 +23,9 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    CheckOutcome, CheckResult, Event, EventReason, Evidence, FailureAction, FailureCounting,
-    GateDecision, HookResult, HookType, JudgeVerdict, MatchRule, NoDataPolicy, Phase, Plan,
-    RolloutSpec, RolloutStatus, ScheduleState, SessionAffinity, Severity, StoppedBy,
+    CheckOutcome, CheckResult, Event, EventReason, Evidence, EvidenceDeadlineAction, FailureAction,
+    FailureCounting, GateDecision, HookResult, HookType, JudgeVerdict, MatchRule, NoDataPolicy,
+    Phase, Plan, RolloutSpec, RolloutStatus, ScheduleState, SessionAffinity, Severity, StoppedBy,
     TriggeredEntry, VerdictOutcome,
 };
 use crate::units::Weight;
@@ -75,6 +75,23 @@ pub struct Observations {
     /// Webhook results (or gates opened by a person).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<HookResult>,
+    /// What the judges watching the run have shown about the canary's health, for the
+    /// evidence rule (`spec.analysis.evidence`); `None` when no judge watches the run, which
+    /// the rule then does not hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<EvidenceReport>,
+}
+
+/// The judges' evidence about the canary's health, as the machine sees it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvidenceReport {
+    /// Whether the judges show, at their confidence, that the canary is no worse than the
+    /// primary by more than the margin.
+    pub healthy: bool,
+    /// In words: what was shown, or what the run waits for and how long that should take
+    /// ("waiting for evidence: 86 of ~400 canary requests; about 5m at 1.1 req/s").
+    pub summary: String,
 }
 
 impl Observations {
@@ -87,6 +104,7 @@ impl Observations {
             canary_ready: true,
             checks: Vec::new(),
             hooks: Vec::new(),
+            evidence: None,
         }
     }
 
@@ -384,6 +402,7 @@ pub fn step(
         events: Vec::new(),
         wake_now: false,
         passed: Evidence::default(),
+        evidence: None,
     };
     match input {
         Input::Tick(observations) => machine.tick(observations),
@@ -516,6 +535,8 @@ struct Machine<'a> {
     wake_now: bool,
     /// The checks and hooks of this tick's passing analysis: the evidence a step is taken on.
     passed: Evidence,
+    /// This tick's report of the judges, for the evidence rule.
+    evidence: Option<EvidenceReport>,
 }
 
 /// How a gate answered in one tick.

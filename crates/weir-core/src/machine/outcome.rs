@@ -15,6 +15,7 @@ impl Machine<'_> {
         self.status.paused = false;
         self.status.waiting_for_resume = false;
         self.status.pause_until = None;
+        self.status.evidence_wait_since = None;
         self.set_phase(Phase::Promoting);
         self.progressed();
         self.event(EventReason::Promoting, message, evidence);
@@ -135,6 +136,7 @@ impl Machine<'_> {
         self.status.paused = false;
         self.status.waiting_for_resume = false;
         self.status.pause_until = None;
+        self.status.evidence_wait_since = None;
         self.status.skip_analysis = false;
         self.status.stopped_by = Some(failure.stopped_by());
         self.route_all_to_primary();

@@ -121,6 +121,7 @@ impl Machine<'_> {
         if self.status.paused {
             return;
         }
+        self.evidence = observations.evidence.clone();
         self.advance(&observations.hooks);
     }
 
@@ -216,7 +217,12 @@ impl Machine<'_> {
     /// nothing legitimate (a pause, a person, a future schedule entry) holds it.
     pub(super) fn stalled(&self) -> bool {
         let status = &self.status;
-        if status.phase != Phase::Progressing || status.paused || status.waiting_for_resume {
+        // Holding for evidence is bounded by the evidence rule's own deadline, not this one.
+        if status.phase != Phase::Progressing
+            || status.paused
+            || status.waiting_for_resume
+            || status.evidence_wait_since.is_some()
+        {
             return false;
         }
         let Some(mut reference) = status.last_progress_at else {
@@ -315,7 +321,7 @@ impl Machine<'_> {
             self.at_end_of_plan(hooks);
             return;
         };
-        if !self.traffic_increase_allowed(hooks) {
+        if !self.evidence_allows(next.weight, false) || !self.traffic_increase_allowed(hooks) {
             return;
         }
         self.status.canary_weight = next.weight;
@@ -450,6 +456,9 @@ impl Machine<'_> {
     }
 
     pub(super) fn at_end_of_plan(&mut self, hooks: &[HookResult]) {
+        if !self.evidence_allows(Weight::FULL, true) {
+            return;
+        }
         let GateAnswer {
             open,
             evidence,
@@ -484,6 +493,122 @@ impl Machine<'_> {
             return;
         }
         self.promote("analysis passed: promoting".into(), evidence);
+    }
+}
+
+impl Machine<'_> {
+    /// The evidence rule (`spec.analysis.evidence`): whether the run may move the canary to
+    /// `weight` (`promotion`: the move is the final promotion). When a judge watches the run and
+    /// the rule asks for evidence of health that is not there yet, the run holds at its weight
+    /// and says what it waits for (one event when the wait starts, the status message kept
+    /// current); past the deadline, `onDeadline` decides.
+    fn evidence_allows(&mut self, weight: Weight, promotion: bool) -> bool {
+        let rule = self.spec.analysis.evidence;
+        let Some(report) = self.evidence.clone() else {
+            return true;
+        };
+        if !rule.required_for(weight, promotion) {
+            return true;
+        }
+        let waited_since = self.status.evidence_wait_since;
+        if report.healthy {
+            if let Some(since) = waited_since {
+                self.status.evidence_wait_since = None;
+                self.progressed();
+                self.event(
+                    EventReason::EvidenceShown,
+                    format!(
+                        "evidence of health after waiting {}: {}",
+                        short_duration(self.now.duration_since(since)),
+                        report.summary
+                    ),
+                    Evidence::default(),
+                );
+            }
+            return true;
+        }
+        let since = *self.status.evidence_wait_since.get_or_insert(self.now);
+        let waited = self.now.duration_since(since);
+        let deadline = SignedDuration::try_from(rule.deadline.get()).unwrap_or(SignedDuration::MAX);
+        let current = self.status.canary_weight;
+        let before = if promotion {
+            "promoting".to_string()
+        } else {
+            format!("going to {weight}")
+        };
+        if waited <= deadline {
+            let message = format!("holding at {current} before {before}: {}", report.summary);
+            if waited_since.is_none() {
+                self.event(
+                    EventReason::WaitingForEvidence,
+                    message,
+                    Evidence::default(),
+                );
+            } else {
+                // Counts move every tick: the status says where the wait stands, the history
+                // keeps the start and the end of the wait.
+                self.status.message = message;
+            }
+            return false;
+        }
+        let late = format!(
+            "no evidence of health within spec.analysis.evidence.deadline ({})",
+            rule.deadline
+        );
+        match rule.on_deadline {
+            EvidenceDeadlineAction::Hold => {
+                let message = format!(
+                    "{late}: holding at {current} for a person (`weir promote` or `weir abort`); {}",
+                    report.summary
+                );
+                if !self.status.message.starts_with(&late) {
+                    self.notify(Severity::Warn, message.clone(), &Evidence::default());
+                    self.event(
+                        EventReason::WaitingForEvidence,
+                        message,
+                        Evidence::default(),
+                    );
+                } else {
+                    self.status.message = message;
+                }
+                false
+            }
+            EvidenceDeadlineAction::Rollback => {
+                self.fail(
+                    Failure::Forced(StoppedBy::Deadline),
+                    format!(
+                        "{late}: rolling back as onDeadline says; {}",
+                        report.summary
+                    ),
+                    Evidence::default(),
+                );
+                false
+            }
+            EvidenceDeadlineAction::Promote => {
+                self.status.evidence_wait_since = None;
+                self.progressed();
+                self.event(
+                    EventReason::EvidenceShown,
+                    format!(
+                        "{late}: {before} anyway as onDeadline says, WITHOUT evidence of health; {}",
+                        report.summary
+                    ),
+                    Evidence::default(),
+                );
+                true
+            }
+        }
+    }
+}
+
+/// A duration in whole seconds, minutes or hours for messages (`45s`, `12m`, `1h5m`).
+fn short_duration(duration: SignedDuration) -> String {
+    let seconds = duration.as_secs().max(0);
+    match seconds {
+        0..60 => format!("{seconds}s"),
+        60..3600 => format!("{}m", seconds / 60),
+        _ if seconds % 3600 / 60 == 0 => format!("{}h", seconds / 3600),
+        _ => format!("{}h{}m", seconds / 3600, seconds % 3600 / 60),
     }
 }
 

@@ -75,6 +75,7 @@ impl Machine<'_> {
         status.paused = false;
         status.waiting_for_resume = false;
         status.pause_until = None;
+        status.evidence_wait_since = None;
         status.gates.clear();
         status.alerted_hooks.clear();
         status.stopped_by = None;

@@ -57,6 +57,11 @@ pub enum EventReason {
     CanaryNotReady,
     /// At the end of the plan, waiting for confirm-promotion.
     WaitingPromotion,
+    /// The run holds until its judges show the canary healthy (`spec.analysis.evidence`), or
+    /// the evidence deadline passed and it holds for a person.
+    WaitingForEvidence,
+    /// The evidence a held run waited for arrived (or the deadline policy promoted without it).
+    EvidenceShown,
     /// Promotion started.
     Promoting,
     /// Traffic is moving back to the new primary.

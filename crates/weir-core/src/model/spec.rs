@@ -336,6 +336,10 @@ pub struct Analysis {
     /// Who is told what happened.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub alerts: Vec<Alert>,
+    /// What promotion needs when a judge watches the run: evidence of health (weir's default)
+    /// or only the absence of evidence of harm (Flagger's semantics).
+    #[serde(default, skip_serializing_if = "EvidenceRule::is_default")]
+    pub evidence: EvidenceRule,
 }
 
 impl Default for Analysis {
@@ -351,6 +355,7 @@ impl Default for Analysis {
             webhooks: Vec::new(),
             judges: Vec::new(),
             alerts: Vec::new(),
+            evidence: EvidenceRule::default(),
         }
     }
 }
@@ -379,6 +384,94 @@ fn default_threshold() -> u32 {
 
 fn default_progress_deadline() -> GoDuration {
     GoDuration::from_secs(600)
+}
+
+/// What promotion needs when a judge watches the run (`spec.analysis.evidence`).
+///
+/// With `promoteOn: health` (the default) the run promotes only once its judges show, at their
+/// confidence, that the canary fails no more often than the primary plus `marginPercent`
+/// percentage points (errors, and slow requests when latency is judged). Until then it holds at
+/// its weight and says what it waits for; `deadline` bounds the wait and `onDeadline` says what
+/// happens then. Rollouts without a judge are not affected.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct EvidenceRule {
+    /// What promotion needs (default `health`).
+    pub promote_on: PromotionEvidence,
+    /// The tolerated excess of the canary's error (and slow-request) rate over the primary's,
+    /// in percentage points (default 2: a primary at 0.5% errors tolerates a canary up to 2.5%).
+    pub margin_percent: f64,
+    /// Also require the evidence before raising the canary weight above this weight (default:
+    /// only before the final promotion).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_weight: Option<Weight>,
+    /// How long a run may hold for evidence before `onDeadline` applies (default 1h).
+    pub deadline: GoDuration,
+    /// What happens when the deadline passes without evidence (default `hold`).
+    pub on_deadline: EvidenceDeadlineAction,
+}
+
+/// The default tolerated excess, in percentage points.
+pub const DEFAULT_EVIDENCE_MARGIN_PERCENT: f64 = 2.0;
+
+impl Default for EvidenceRule {
+    fn default() -> Self {
+        EvidenceRule {
+            promote_on: PromotionEvidence::default(),
+            margin_percent: DEFAULT_EVIDENCE_MARGIN_PERCENT,
+            from_weight: None,
+            deadline: GoDuration::from_secs(3600),
+            on_deadline: EvidenceDeadlineAction::default(),
+        }
+    }
+}
+
+impl EvidenceRule {
+    /// Whether every field has its default (not written out).
+    pub fn is_default(&self) -> bool {
+        *self == EvidenceRule::default()
+    }
+
+    /// Flagger's semantics: promote at the end of the plan unless harm was shown.
+    pub fn no_harm() -> EvidenceRule {
+        EvidenceRule {
+            promote_on: PromotionEvidence::NoHarm,
+            ..EvidenceRule::default()
+        }
+    }
+
+    /// Whether moving the canary to `weight` needs evidence of health (`final_step`: the move
+    /// is the promotion).
+    pub fn required_for(&self, weight: Weight, final_step: bool) -> bool {
+        self.promote_on == PromotionEvidence::Health
+            && (final_step || self.from_weight.is_some_and(|from| weight > from))
+    }
+}
+
+/// What promotion needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum PromotionEvidence {
+    /// Evidence that the canary is no worse than the primary by more than the margin.
+    #[default]
+    Health,
+    /// The plan's end, unless a judge or check showed harm (Flagger's semantics; the default
+    /// of imported Flagger canaries).
+    NoHarm,
+}
+
+/// What happens when a run has held for evidence longer than its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum EvidenceDeadlineAction {
+    /// Keep holding and say a person must decide (`weir promote` / `weir abort`); evidence that
+    /// arrives later still promotes.
+    #[default]
+    Hold,
+    /// Roll back.
+    Rollback,
+    /// Promote anyway, recording that it was without evidence of health.
+    Promote,
 }
 
 /// How failed checks are counted against the threshold.

@@ -72,6 +72,10 @@ pub struct RolloutStatus {
     /// When the current step's timed pause ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_until: Option<Timestamp>,
+    /// Since when the run has held for evidence of health (`spec.analysis.evidence`); cleared
+    /// when the evidence arrives, the deadline policy lets it move on, or a new run starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence_wait_since: Option<Timestamp>,
     /// When the phase last changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_at: Option<Timestamp>,
