@@ -144,6 +144,8 @@ pub struct Engine<S: Store> {
     /// For the judge task, which sends its verdicts like any other request.
     verdicts: mpsc::Sender<Request>,
     watched: crate::judging::Watched,
+    /// The judges' latest evidence of health per run, for the evidence rule.
+    evidence: crate::judging::EvidenceReports,
     telemetry: Telemetry,
     failed_deliveries: FailedDeliveries,
     /// Reports of what the engine is doing, once someone asked for them.
@@ -299,6 +301,7 @@ impl<S: Store> Engine<S> {
             commit_queue: Some(commit_queue),
             verdicts: request_tx_for_judges,
             watched: crate::judging::Watched::default(),
+            evidence: crate::judging::EvidenceReports::default(),
             telemetry,
             failed_deliveries: FailedDeliveries::default(),
             activity: None,
@@ -346,6 +349,7 @@ impl<S: Store> Engine<S> {
         }
         let judges = tokio::spawn(crate::judging::judge_loop(
             self.watched.clone(),
+            self.evidence.clone(),
             self.providers.clone(),
             self.verdicts.clone(),
             self.options.judge_period,
@@ -620,6 +624,7 @@ impl<S: Store> Engine<S> {
                 stats: Arc::clone(&self.stats),
                 lateness: self.lateness.clone(),
                 telemetry: self.telemetry.clone(),
+                evidence: self.evidence.clone(),
                 failed_deliveries: Arc::clone(&self.failed_deliveries),
                 redelivery_pause: self.options.redelivery_pause,
                 clock: self.options.clock.clone(),
@@ -762,6 +767,7 @@ struct JobContext<S: Store> {
     stats: Arc<EngineStats>,
     lateness: Option<LatenessSink>,
     telemetry: Telemetry,
+    evidence: crate::judging::EvidenceReports,
     failed_deliveries: FailedDeliveries,
     redelivery_pause: Duration,
     clock: SharedClock,
@@ -987,7 +993,8 @@ impl<S: Store> JobContext<S> {
         done
     }
 
-    /// Calls the hooks and evaluates the checks the machine needs for this tick.
+    /// Calls the hooks and evaluates the checks the machine needs for this tick, and adds the
+    /// judges' latest evidence of health (`None` when no judge watches the rollout).
     async fn gather(&self, stored: &StoredRollout, observed: TargetObservation) -> Observations {
         let rollout = &stored.rollout;
         let status = &stored.status;
@@ -1031,7 +1038,7 @@ impl<S: Store> JobContext<S> {
             canary_ready: observed.canary_ready,
             checks,
             hooks,
-            evidence: None,
+            evidence: crate::judging::evidence_for(&self.evidence, &self.key, rollout, status.run),
         }
     }
 

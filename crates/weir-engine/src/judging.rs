@@ -4,14 +4,21 @@
 //! provider's `judge_window`), feeds each run's judges, and on the first failing verdict sends it to
 //! the engine, which rolls back at once (`Input::Verdict`) instead of at the next analysis tick.
 //! Local rollouts that name no judge get the sequential judge: weir's default.
+//!
+//! The task also keeps each run's latest evidence of health ([`EvidenceReports`]), which the
+//! engine's ticks hand to the machine for the evidence rule (`spec.analysis.evidence`): a run
+//! that a judge watches promotes only once its judges show the canary healthy. At the start of a
+//! run the sequential judge is given what the target counted for the primary before the run
+//! (`TargetProvider::judge_baseline`), when it can tell.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use weir_analysis::{Judge, SequentialConfig, SequentialJudge};
+use weir_analysis::{Baseline, Judge, SequentialConfig, SequentialJudge};
 use weir_core::FieldError;
+use weir_core::machine::EvidenceReport;
 use weir_core::model::{Phase, REQUEST_DURATION, Rollout, TargetKind, VerdictOutcome};
 use weir_store::RolloutKey;
 
@@ -51,13 +58,63 @@ pub fn validate(rollout: &Rollout) -> Vec<FieldError> {
         .collect()
 }
 
-fn build(name: &str, rollout: &Rollout) -> Option<Box<dyn Judge>> {
+/// A judge of a run. The sequential judge is the only kind so far; kept concrete (not a
+/// `Box<dyn Judge>`) because the evidence rule reads its health bound, which the `Judge` trait
+/// does not offer.
+fn build(name: &str, rollout: &Rollout, baseline: Option<Baseline>) -> Option<SequentialJudge> {
     match name {
-        "sequential" => Some(Box::new(SequentialJudge::new(SequentialConfig {
+        "sequential" => Some(SequentialJudge::new(SequentialConfig {
             latency_threshold_ms: latency_threshold(rollout),
+            // The spec's margin is in percentage points; the judge's is a fraction.
+            health_margin: Some(rollout.spec.analysis.evidence.margin_percent / 100.0),
+            baseline,
             ..SequentialConfig::default()
-        }))),
+        })),
         _ => None,
+    }
+}
+
+/// What the machine is told before a run's judges have seen their first window.
+pub const FIRST_WINDOW: &str = "waiting for the judges' first window";
+
+/// The evidence of health for the evidence rule: `None` when no judge watches the rollout (the
+/// rule does not apply), else the latest report of the judges of run `run`, or "waiting" before
+/// their first window.
+pub(crate) fn evidence_for(
+    reports: &EvidenceReports,
+    key: &RolloutKey,
+    rollout: &Rollout,
+    run: u64,
+) -> Option<EvidenceReport> {
+    if judges_of(rollout).is_empty() {
+        return None;
+    }
+    Some(reports.latest(key, run).unwrap_or_else(|| EvidenceReport {
+        healthy: false,
+        summary: FIRST_WINDOW.into(),
+    }))
+}
+
+/// The judges' combined report: healthy when every judge shows health; otherwise the first
+/// judge's summary that does not (each says what it waits for).
+fn combined(judges: &[(String, SequentialJudge)]) -> Option<EvidenceReport> {
+    let reports: Vec<EvidenceReport> = judges
+        .iter()
+        .map(|(_, judge)| judge.evidence_report())
+        .collect();
+    if reports.is_empty() {
+        return None;
+    }
+    match reports.iter().find(|report| !report.healthy) {
+        Some(waiting) => Some(waiting.clone()),
+        None => Some(EvidenceReport {
+            healthy: true,
+            summary: reports
+                .iter()
+                .map(|report| report.summary.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+        }),
     }
 }
 
@@ -105,10 +162,48 @@ impl Watched {
     }
 }
 
+/// The latest evidence report of each watched run's judges, written by the judge task and read
+/// by the engine's ticks.
+#[derive(Clone, Default)]
+pub(crate) struct EvidenceReports(Arc<Mutex<HashMap<RolloutKey, (u64, EvidenceReport)>>>);
+
+impl EvidenceReports {
+    fn set(&self, key: &RolloutKey, run: u64, report: EvidenceReport) {
+        let mut reports = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        reports.insert(key.clone(), (run, report));
+    }
+
+    fn remove(&self, key: &RolloutKey) {
+        let mut reports = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        reports.remove(key);
+    }
+
+    /// The report of run `run`, if its judges made one (a report of another run is stale).
+    fn latest(&self, key: &RolloutKey, run: u64) -> Option<EvidenceReport> {
+        let reports = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        reports
+            .get(key)
+            .filter(|(of_run, _)| *of_run == run)
+            .map(|(_, report)| report.clone())
+    }
+}
+
 struct RunJudges {
     run: u64,
-    judges: Vec<(String, Box<dyn Judge>)>,
+    judges: Vec<(String, SequentialJudge)>,
     reported: bool,
+}
+
+/// What the target counted for the primary before run `run` started, for the judges' prior.
+async fn baseline_of(
+    providers: &Providers,
+    key: &RolloutKey,
+    rollout: &Rollout,
+) -> Option<Baseline> {
+    providers
+        .target(rollout)?
+        .judge_baseline(key, rollout, latency_threshold(rollout))
+        .await
 }
 
 /// What both versions served since the previous window: from the first metric source that
@@ -130,10 +225,12 @@ async fn window_of(
         .await
 }
 
-/// Feeds every watched run's judges once per `period`, publishes each judge's e-value to
-/// `telemetry`, and reports the first failing verdict of a run to the engine.
+/// Feeds every watched run's judges once per `period`, publishes each judge's e-value and
+/// health bound to `telemetry` and the run's evidence of health to `reports`, and reports the
+/// first failing verdict of a run to the engine.
 pub(crate) async fn judge_loop(
     watched: Watched,
+    reports: EvidenceReports,
     providers: Providers,
     requests: mpsc::Sender<Request>,
     period: Duration,
@@ -150,6 +247,7 @@ pub(crate) async fn judge_loop(
             if !judged {
                 // The run ended (or the rollout is gone): its e-value means nothing any more.
                 telemetry.remove_judges(key);
+                reports.remove(key);
             }
             judged
         });
@@ -160,13 +258,18 @@ pub(crate) async fn judge_loop(
                 reported: false,
             });
             if state.run != run {
-                // A new run: fresh judges (and a fresh baseline for the windows).
+                // A new run: fresh judges, primed with what the primary served before it (the
+                // target's windows start after those counts).
                 telemetry.remove_judges(&key);
+                reports.remove(&key);
+                let baseline = baseline_of(&providers, &key, &rollout).await;
                 *state = RunJudges {
                     run,
                     judges: judges_of(&rollout)
                         .iter()
-                        .filter_map(|name| build(name, &rollout).map(|judge| (name.clone(), judge)))
+                        .filter_map(|name| {
+                            build(name, &rollout, baseline).map(|judge| (name.clone(), judge))
+                        })
                         .collect(),
                     reported: false,
                 };
@@ -187,6 +290,7 @@ pub(crate) async fn judge_loop(
                 {
                     telemetry.set_judge_log_evalue(&key, name, log_e_value);
                 }
+                telemetry.set_judge_excess_upper(&key, name, judge.health().excess_upper);
                 if verdict.outcome == VerdictOutcome::Fail {
                     state.reported = true;
                     let verdict = verdict.into_judge_verdict(name);
@@ -203,6 +307,9 @@ pub(crate) async fn judge_loop(
                     }
                     break;
                 }
+            }
+            if let Some(report) = combined(&state.judges) {
+                reports.set(&key, run, report);
             }
         }
         if requests.is_closed() {

@@ -148,6 +148,19 @@ pub trait TargetProvider: Send + Sync + 'static {
         Box::pin(async { None })
     }
 
+    /// What the primary served before the current run started, as the judges' prior
+    /// (`slow_above_ms` as for [`TargetProvider::judge_window`]), asked once at the start of
+    /// each judged run; the next [`TargetProvider::judge_window`] counts from the same moment,
+    /// so nothing is counted twice. `None` when this target cannot tell (the default).
+    fn judge_baseline<'a>(
+        &'a self,
+        _key: &'a RolloutKey,
+        _rollout: &'a Rollout,
+        _slow_above_ms: Option<f64>,
+    ) -> BoxFuture<'a, Option<weir_analysis::Baseline>> {
+        Box::pin(async { None })
+    }
+
     /// What the target did on its own since the previous call that belongs in the rollout's
     /// history (where its router listens, a version started again on another port), oldest
     /// first. The engine records each as a `Target` event after the job that caused it.

@@ -4,7 +4,7 @@
 //!
 //! - **per rollout** (`weir_rollout_*`, labels `namespace` and `rollout`): set by the engine from
 //!   every committed status change, so they never show a step that was not made durable; the
-//!   judge task adds each judge's current e-value. A deleted rollout's series are removed, so the
+//!   judge task adds each judge's current e-value and health bound. A deleted rollout's series are removed, so the
 //!   number of series follows the number of rollouts, not their history.
 //! - **engine health** (`weir_engine_*`): tick lateness, store commit time, ticks, provider errors
 //!   and the number of rollouts known.
@@ -148,6 +148,8 @@ struct Inner {
     promotions: Family<RolloutLabels, Counter>,
     rollbacks: Family<RolloutLabels, Counter>,
     judge_log_evalue: Family<JudgeLabels, FloatGauge>,
+    judge_excess_upper: Family<JudgeLabels, FloatGauge>,
+    waiting_for_evidence: Family<RolloutLabels, Gauge>,
     tick_lateness: Histogram,
     store_commit: Histogram,
     ticks: Counter,
@@ -209,6 +211,18 @@ impl Default for Inner {
             "Natural log of a judge's current e-value in a judged run (rollback at ln(1/alpha), 4.6 for alpha 1%)",
             judge_log_evalue.clone(),
         );
+        let judge_excess_upper = Family::<JudgeLabels, FloatGauge>::default();
+        registry.register(
+            "weir_rollout_judge_excess_upper_bound",
+            "A judge's anytime-valid upper bound on how much more often the canary fails than the primary (a fraction); the evidence rule promotes once it is below the margin",
+            judge_excess_upper.clone(),
+        );
+        let waiting_for_evidence = Family::<RolloutLabels, Gauge>::default();
+        registry.register(
+            "weir_rollout_waiting_for_evidence",
+            "1 while a run holds for evidence of health (spec.analysis.evidence), 0 while it runs otherwise; absent between runs",
+            waiting_for_evidence.clone(),
+        );
         let tick_lateness = Histogram::new(LATENESS_BUCKETS);
         registry.register_with_unit(
             "weir_engine_tick_lateness",
@@ -251,6 +265,8 @@ impl Default for Inner {
             promotions,
             rollbacks,
             judge_log_evalue,
+            judge_excess_upper,
+            waiting_for_evidence,
             tick_lateness,
             store_commit,
             ticks,
@@ -352,6 +368,15 @@ impl Telemetry {
             .failed_checks
             .get_or_create(&labels)
             .set(i64::from(status.failed_checks));
+        // A run's series: it means nothing between runs.
+        if status.phase.in_run() {
+            inner
+                .waiting_for_evidence
+                .get_or_create(&labels)
+                .set(i64::from(status.evidence_wait_since.is_some()));
+        } else {
+            inner.waiting_for_evidence.remove(&labels);
+        }
     }
 
     /// Removes every series of a deleted rollout.
@@ -368,6 +393,7 @@ impl Telemetry {
         let labels = RolloutLabels::of(key);
         inner.canary_weight.remove(&labels);
         inner.failed_checks.remove(&labels);
+        inner.waiting_for_evidence.remove(&labels);
         inner.promotions.remove(&labels);
         inner.rollbacks.remove(&labels);
         for result in ["succeeded", "failed"] {
@@ -378,21 +404,37 @@ impl Telemetry {
 
     /// Sets the natural log of a judge's current e-value in a rollout's run.
     pub fn set_judge_log_evalue(&self, key: &RolloutKey, judge: &str, log_e_value: f64) {
-        {
-            let mut judges = self
-                .inner
-                .judges
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let names = judges.entry(key.clone()).or_default();
-            if !names.contains(judge) {
-                names.insert(judge.to_owned());
-            }
-        }
+        self.note_judge(key, judge);
         self.inner
             .judge_log_evalue
             .get_or_create(&judge_labels(key, judge))
             .set(log_e_value);
+    }
+
+    /// Sets a judge's upper bound on the canary's excess failure rate in a rollout's run (not
+    /// finite: nothing is shown yet, and the series waits for a bound).
+    pub fn set_judge_excess_upper(&self, key: &RolloutKey, judge: &str, excess_upper: f64) {
+        if !excess_upper.is_finite() {
+            return;
+        }
+        self.note_judge(key, judge);
+        self.inner
+            .judge_excess_upper
+            .get_or_create(&judge_labels(key, judge))
+            .set(excess_upper);
+    }
+
+    /// Remembers that `judge` has series for `key`, so they go when the run ends.
+    fn note_judge(&self, key: &RolloutKey, judge: &str) {
+        let mut judges = self
+            .inner
+            .judges
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let names = judges.entry(key.clone()).or_default();
+        if !names.contains(judge) {
+            names.insert(judge.to_owned());
+        }
     }
 
     /// Removes a rollout's judge series (its run is no longer judged).
@@ -405,9 +447,9 @@ impl Telemetry {
             .remove(key)
             .unwrap_or_default();
         for name in names {
-            self.inner
-                .judge_log_evalue
-                .remove(&judge_labels(key, &name));
+            let labels = judge_labels(key, &name);
+            self.inner.judge_log_evalue.remove(&labels);
+            self.inner.judge_excess_upper.remove(&labels);
         }
     }
 

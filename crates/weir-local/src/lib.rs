@@ -701,6 +701,32 @@ impl TargetProvider for LocalTargets {
         })
     }
 
+    /// Everything the router counted for the primary's revision since it started listening in
+    /// this process (as primary, and as canary in the run that promoted it): the primary's
+    /// record before the run. The judge windows count from now on, so nothing counts twice.
+    /// `None` before the router serves, after a restart of weir until the primary serves again
+    /// (the counters live in the process), or when the primary served nothing yet.
+    fn judge_baseline<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        _rollout: &'a Rollout,
+        slow_above_ms: Option<f64>,
+    ) -> BoxFuture<'a, Option<weir_analysis::Baseline>> {
+        Box::pin(async move {
+            let slot = self.slot(key);
+            let mut local = slot.lock().await;
+            let now = local.router.as_ref()?.metrics();
+            local.judge_snapshot = Some(now.clone());
+            let primary = local.primary.as_ref()?.revision.clone();
+            let counts = version_counts(&now, &primary, slow_above_ms);
+            (counts.requests > 0).then_some(weir_analysis::Baseline {
+                requests: counts.requests,
+                errors: counts.errors,
+                slow: slow_above_ms.map(|_| counts.slow),
+            })
+        })
+    }
+
     fn take_notes<'a>(&'a self, key: &'a RolloutKey) -> BoxFuture<'a, Vec<String>> {
         Box::pin(async move {
             // Looked up, not created: a rollout removed meanwhile has nothing left to say.

@@ -68,9 +68,10 @@ async fn a_failed_notification_is_delivered_by_a_later_tick_exactly_once_more() 
         start_sample_app(sample_config("v1")).await,
         start_sample_app(sample_config("v2")).await,
     );
-    // No checks: every tick advances, and the promotion notifies.
+    // No checks: every tick advances, and the promotion notifies. No traffic either, so the
+    // run promotes on Flagger's semantics (`noHarm`): the evidence rule would hold it.
     let yaml = format!(
-        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: shop}}\nspec:\n  target:\n    kind: local\n    listen: \"127.0.0.1:0\"\n    primary: {{url: \"http://{v1}\", healthCheck: /healthz}}\n    canary: {{url: \"http://{v2}\", healthCheck: /healthz}}\n  plan: {{canary: {{stepWeights: [50, 100]}}}}\n  analysis: {{interval: 1s, progressDeadline: 30s}}\n"
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: shop}}\nspec:\n  target:\n    kind: local\n    listen: \"127.0.0.1:0\"\n    primary: {{url: \"http://{v1}\", healthCheck: /healthz}}\n    canary: {{url: \"http://{v2}\", healthCheck: /healthz}}\n  plan: {{canary: {{stepWeights: [50, 100]}}}}\n  analysis: {{interval: 1s, progressDeadline: 30s, evidence: {{promoteOn: noHarm}}}}\n"
     );
     let rollout: Rollout = serde_saphyr::from_str(&yaml).unwrap();
     let key = RolloutKey::of(&rollout);

@@ -1,6 +1,6 @@
 //! An engine running in the background of a test, on the test's runtime, until stopped;
 //! waiting until it has done everything due at its manual clock's time; load through the router
-//! of one of its local rollouts; the providers of local rollouts.
+//! of one of its local rollouts (or at a router's address); the providers of local rollouts.
 
 use std::sync::Arc;
 
@@ -104,6 +104,23 @@ impl Load {
             let config = LoadConfig::new(format!("http://{address}/"), rate, None);
             let summary = LoadGenerator::new(config)
                 .unwrap()
+                .run_until(async move {
+                    let _ = stopped.await;
+                })
+                .await;
+            Some(summary)
+        });
+        Load { stop, task }
+    }
+
+    /// Starts `rate` requests a second at `http://{address}/` now (a router this test reads the
+    /// address of, e.g. from a `weir serve` rollout's history). Needs a runtime context.
+    pub fn at(address: std::net::SocketAddr, rate: f64) -> Load {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let config = LoadConfig::new(format!("http://{address}/"), rate, None);
+        let generator = LoadGenerator::new(config).unwrap();
+        let task = tokio::spawn(async move {
+            let summary = generator
                 .run_until(async move {
                     let _ = stopped.await;
                 })

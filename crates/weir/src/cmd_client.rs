@@ -574,6 +574,15 @@ pub fn status(args: &NameArgs) -> Result<ExitCode> {
             status.failed_checks,
             if status.paused { ", paused" } else { "" },
         );
+        if let Some(since) = status.evidence_wait_since {
+            // How long the run has held for evidence of health (the message says for what).
+            let waited = jiff::Timestamp::now().duration_since(since);
+            println!(
+                "  waiting for evidence since {since} ({}s; spec.analysis.evidence.deadline {})",
+                waited.as_secs().max(0),
+                rollout.document.spec.analysis.evidence.deadline,
+            );
+        }
         let events = match events(&client, args).await? {
             Ok(events) => events,
             Err(code) => return Ok(code),
