@@ -317,6 +317,8 @@ spec:
   analysis:
     interval: 1s
     progressDeadline: 10m
+    # No traffic: Flagger's semantics, or the evidence rule would hold before the gate.
+    evidence: {{promoteOn: noHarm}}
     webhooks:
       - {{name: release, type: confirm-promotion, url: \"http://{hook}/\", timeout: 1s}}
 ",

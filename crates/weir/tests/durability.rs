@@ -65,10 +65,12 @@ fn killed_at_random_points_resumes_every_run_exactly(db: &Path, dir: &TempDb) {
     let versions = sample_apps(&runtime, &["v1", "v2"]);
     let (v1, v2) = (versions[0], versions[1]);
     let names = ["alpha", "beta", "gamma"];
+    // No traffic: the runs promote on Flagger's semantics (`noHarm`); the evidence rule would
+    // hold them at their last step.
     let mut file = String::new();
     for name in names {
         file.push_str(&format!(
-            "---\napiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: {name}}}\nspec:\n  target:\n    kind: local\n    listen: \"127.0.0.1:0\"\n    primary: {{url: \"http://{v1}\", healthCheck: /healthz}}\n    canary: {{url: \"http://{v2}\", healthCheck: /healthz}}\n  plan: {{canary: {{stepWeights: {STEPS:?}}}}}\n  analysis: {{interval: 1s, progressDeadline: 1m}}\n"
+            "---\napiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: {name}}}\nspec:\n  target:\n    kind: local\n    listen: \"127.0.0.1:0\"\n    primary: {{url: \"http://{v1}\", healthCheck: /healthz}}\n    canary: {{url: \"http://{v2}\", healthCheck: /healthz}}\n  plan: {{canary: {{stepWeights: {STEPS:?}}}}}\n  analysis: {{interval: 1s, progressDeadline: 1m, evidence: {{promoteOn: noHarm}}}}\n"
         ));
     }
     let rollouts = dir.file("rollouts.yaml");

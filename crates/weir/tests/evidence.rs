@@ -46,10 +46,11 @@ spec:
     )
 }
 
-/// The rollout as `weir get NAME -o json` shows it (`Null` until it answers).
+/// The rollout as `weir get NAME -o json` shows it (a list of one; `Null` until it answers).
 fn rollout_view(server: &str, name: &str) -> Value {
     let shown = weir(&["get", name, "--output", "json", "--server", server]);
-    serde_json::from_slice(&shown.stdout).unwrap_or(Value::Null)
+    let listed: Value = serde_json::from_slice(&shown.stdout).unwrap_or(Value::Null);
+    listed[0].clone()
 }
 
 /// The rollout's history, oldest first (`weir history NAME -o json`, one event a line).
@@ -180,8 +181,8 @@ fn a_quiet_canary_holds_for_evidence_then_promotes_once_traffic_arrives() {
         waiting_gauge(api, "quiet").is_none().then_some(())
     });
     println!(
-        "promoted: {shown_message} (slow load sent {}, fast load {})",
-        before.requests, after.requests
+        "promoted: {shown_message} (the slow load sent {} requests, the fast one {})",
+        before.sent, after.sent
     );
 }
 
@@ -214,21 +215,20 @@ fn without_evidence_by_the_deadline_on_deadline_rollback_rolls_back() {
         .iter()
         .position(|reason| reason == "WaitingForEvidence")
         .unwrap_or_else(|| panic!("no WaitingForEvidence event: {order:?}"));
-    let deadline = events
+    let rolled_back = events
         .iter()
-        .filter_map(|event| event["message"].as_str())
-        .find(|message| {
-            message.starts_with("no evidence of health within spec.analysis.evidence.deadline (3s)")
-        })
-        .unwrap_or_else(|| panic!("no event names the deadline: {events:?}"));
+        .skip(waited)
+        .find(|event| event["reason"] == "RolledBack")
+        .unwrap_or_else(|| panic!("no RolledBack event after the wait: {order:?}"));
+    let deadline = rolled_back["message"].as_str().unwrap();
     assert!(
-        deadline.contains("rolling back as onDeadline says"),
+        deadline.contains(
+            "no evidence of health within spec.analysis.evidence.deadline (3s): rolling back as \
+             onDeadline says"
+        ),
         "{deadline}"
     );
-    assert!(
-        order.iter().skip(waited).any(|reason| reason == "RolledBack"),
-        "{order:?}"
-    );
+    assert_eq!(rolled_back["phase"], "Failed", "{rolled_back}");
     assert!(
         !order.iter().any(|reason| reason == "Promoting"),
         "{order:?}"

@@ -146,14 +146,15 @@ fn an_invalid_local_target_exits_2_naming_the_field() {
 fn a_foreground_run_can_be_steered_through_its_api() {
     let runtime = runtime();
     let versions = sample_apps(&runtime, &["v1", "v2"]);
-    // The gate's hook always answers 403: it never says yes by itself.
+    // The gate's hook always answers 403: it never says yes by itself. No traffic: the run
+    // reaches the gate on Flagger's semantics (`noHarm`); the evidence rule would hold it before.
     let refusing = refusing_hook();
     let dir = TempDb::new();
     let file = dir.file("rollout.yaml");
     std::fs::write(
         &file,
         format!(
-            "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: gated}}\nspec:\n  target:\n    kind: local\n    listen: \"127.0.0.1:0\"\n    primary: {{url: \"http://{v1}\"}}\n    canary: {{url: \"http://{v2}\"}}\n  plan: {{canary: {{stepWeights: [50]}}}}\n  analysis:\n    interval: 1s\n    progressDeadline: 2m\n    webhooks:\n      - {{name: release, type: confirm-promotion, url: \"http://{refusing}/\", timeout: 1s}}\n",
+            "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: gated}}\nspec:\n  target:\n    kind: local\n    listen: \"127.0.0.1:0\"\n    primary: {{url: \"http://{v1}\"}}\n    canary: {{url: \"http://{v2}\"}}\n  plan: {{canary: {{stepWeights: [50]}}}}\n  analysis:\n    interval: 1s\n    progressDeadline: 2m\n    evidence: {{promoteOn: noHarm}}\n    webhooks:\n      - {{name: release, type: confirm-promotion, url: \"http://{refusing}/\", timeout: 1s}}\n",
             v1 = versions[0],
             v2 = versions[1],
         ),
