@@ -122,7 +122,11 @@ fn a_quiet_canary_holds_for_evidence_then_promotes_once_traffic_arrives() {
         .iter()
         .filter(|event| event["reason"] == "WaitingForEvidence")
         .collect();
-    assert_eq!(waiting.len(), 1, "one event when the wait starts: {events:?}");
+    assert_eq!(
+        waiting.len(),
+        1,
+        "one event when the wait starts: {events:?}"
+    );
     let waiting_message = waiting[0]["message"].as_str().unwrap();
     assert!(
         waiting_message.starts_with("holding at 50% before promoting: "),
@@ -259,22 +263,12 @@ fn a_bad_evidence_rule_is_refused_naming_the_field_and_nothing_is_stored() {
             "spec.analysis.evidence.fromWeight",
             "below 100%",
         ),
-        (
-            "{onDeadline: maybe}",
-            "onDeadline",
-            "`hold`, `rollback`",
-        ),
+        ("{onDeadline: maybe}", "onDeadline", "`hold`, `rollback`"),
     ];
     for (index, (evidence, field, allowed)) in cases.iter().enumerate() {
         let file = dir.file(&format!("bad-{index}.yaml"));
         std::fs::write(&file, rollout("picky", &versions, evidence)).unwrap();
-        let applied = weir(&[
-            "apply",
-            "-f",
-            &file.display().to_string(),
-            "--server",
-            &url,
-        ]);
+        let applied = weir(&["apply", "-f", &file.display().to_string(), "--server", &url]);
         let said = format!(
             "{}{}",
             String::from_utf8_lossy(&applied.stdout),
