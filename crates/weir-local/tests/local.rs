@@ -495,3 +495,65 @@ async fn a_canary_program_that_does_not_exist_rolls_back_at_once_saying_why() {
     );
     running.stop(&key).await;
 }
+
+/// The primary's record before a run (`judge_baseline`, the judges' prior): after a run that
+/// promoted v2 under load, everything the router counted for v2 (as canary, then as primary).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_primarys_counts_before_a_run_are_the_judges_baseline() {
+    use weir_engine::TargetProvider;
+    let dir = tempfile::tempdir().unwrap();
+    let running = start_engine(&dir.path().join("weir.db"), "shop").await;
+    let (v1, v2) = (sample_app("v1", 0.0).await, sample_app("v2", 0.0).await);
+    let spec = rollout(
+        &format!("{{url: \"http://{v1}\", healthCheck: /healthz}}"),
+        &format!("{{url: \"http://{v2}\", healthCheck: /healthz}}"),
+        "[50, 100]",
+    );
+    let key = RolloutKey::of(&spec);
+    assert_eq!(
+        running.targets.judge_baseline(&key, &spec, None).await,
+        None,
+        "no router yet: nothing to tell"
+    );
+    running.handle.apply(spec.clone(), None).await.unwrap();
+    let load = load(&running, &key);
+    assert_eq!(
+        wait_for(&running.store, &key, &[Phase::Succeeded, Phase::Failed]).await,
+        Phase::Succeeded
+    );
+    let summary = load.stop().await;
+    assert_eq!(summary.failed, 0, "{summary}");
+    // The run is over, so the engine's judges no longer look: the counts stay still.
+    let counted = running.targets.metrics(&key).await.unwrap();
+    let v2_revision = spec.spec.target.local().unwrap().canary.revision();
+    let v2_served = counted
+        .get(&v2_revision, weir_router::Traffic::Served)
+        .expect("v2 served")
+        .requests;
+    assert!(v2_served > 0);
+    let baseline = running
+        .targets
+        .judge_baseline(&key, &spec, Some(1_000.0))
+        .await
+        .expect("the router counted the primary");
+    assert_eq!(
+        baseline,
+        weir_analysis::Baseline {
+            requests: v2_served,
+            errors: 0,
+            slow: Some(0),
+        }
+    );
+    // It is the primary's whole record in this process: ten more requests, and it has them.
+    for _ in 0..10 {
+        assert!(body_at(running.listen).await.contains("v2"));
+    }
+    let again = running
+        .targets
+        .judge_baseline(&key, &spec, None)
+        .await
+        .unwrap();
+    assert_eq!(again.requests, v2_served + 10);
+    assert_eq!(again.slow, None);
+    running.stop(&key).await;
+}

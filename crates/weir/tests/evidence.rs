@@ -263,7 +263,11 @@ fn a_bad_evidence_rule_is_refused_naming_the_field_and_nothing_is_stored() {
             "spec.analysis.evidence.fromWeight",
             "below 100%",
         ),
-        ("{onDeadline: maybe}", "onDeadline", "`hold`, `rollback`"),
+        (
+            "{onDeadline: maybe}",
+            "spec.analysis.evidence.onDeadline",
+            "`hold`, `rollback`, `promote`",
+        ),
     ];
     for (index, (evidence, field, allowed)) in cases.iter().enumerate() {
         let file = dir.file(&format!("bad-{index}.yaml"));
