@@ -317,3 +317,72 @@ pub(crate) async fn judge_loop(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn rollout(yaml_target: &str, analysis: &str) -> Rollout {
+        serde_saphyr::from_str(&format!(
+            "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: shop}}\nspec:\n  target: {yaml_target}\n  plan: {{canary: {{stepWeights: [50]}}}}\n  analysis: {analysis}\n"
+        ))
+        .unwrap()
+    }
+
+    const LOCAL: &str = "{kind: local, listen: \"127.0.0.1:0\", primary: {url: \"http://127.0.0.1:1\"}, canary: {url: \"http://127.0.0.1:2\"}}";
+
+    #[test]
+    fn the_machine_hears_of_evidence_only_when_a_judge_watches_the_run() {
+        let reports = EvidenceReports::default();
+        let key = RolloutKey::new("default", "shop");
+        // Nobody judges it: the evidence rule does not apply.
+        let local = rollout(LOCAL, "{interval: 1s}");
+        let mut skipped = local.clone();
+        skipped.spec.skip_analysis = true;
+        assert_eq!(evidence_for(&reports, &key, &skipped, 1), None);
+        // Local rollouts are judged by default: waiting until the judges' first window.
+        assert_eq!(
+            evidence_for(&reports, &key, &local, 1),
+            Some(EvidenceReport {
+                healthy: false,
+                summary: FIRST_WINDOW.into(),
+            })
+        );
+        let shown = EvidenceReport {
+            healthy: true,
+            summary: "evidence of health".into(),
+        };
+        reports.set(&key, 1, shown.clone());
+        assert_eq!(evidence_for(&reports, &key, &local, 1), Some(shown));
+        // A report of the previous run says nothing about this one.
+        assert_eq!(
+            evidence_for(&reports, &key, &local, 2).map(|report| report.healthy),
+            Some(false)
+        );
+        reports.remove(&key);
+        assert_eq!(
+            evidence_for(&reports, &key, &local, 1).map(|report| report.summary),
+            Some(FIRST_WINDOW.to_string())
+        );
+    }
+
+    #[test]
+    fn the_judge_gets_the_specs_margin_as_a_fraction_and_the_baseline() {
+        let spec = rollout(LOCAL, "{interval: 1s, evidence: {marginPercent: 5}}");
+        let baseline = Baseline {
+            requests: 1_000,
+            errors: 3,
+            slow: None,
+        };
+        let judge = build("sequential", &spec, Some(baseline)).unwrap();
+        assert_eq!(judge.config().health_margin, Some(0.05));
+        assert_eq!(judge.config().baseline, Some(baseline));
+        assert!(build("unknown", &spec, None).is_none());
+        // Before any window nothing is shown.
+        let report = combined(&[("sequential".into(), judge)]).unwrap();
+        assert!(!report.healthy, "{report:?}");
+        assert_eq!(combined(&[]), None);
+    }
+}

@@ -280,3 +280,51 @@ fn engine_health_families_count_what_they_are_given() {
     assert!(text.contains("# TYPE weir_engine_store_commit_seconds histogram"));
     assert!(text.contains("# UNIT weir_engine_store_commit_seconds seconds"));
 }
+
+#[test]
+fn the_evidence_series_follow_the_wait_and_end_with_the_run() {
+    let telemetry = Telemetry::new();
+    let web = key("shop", "web");
+    let labels = [("namespace", "shop"), ("rollout", "web")];
+    let mut holding = status(Phase::Progressing, 5_000);
+    telemetry.record_change(&change(&web, Some(holding.clone()), vec![]));
+    let text = telemetry.encode();
+    assert_eq!(
+        sample(&text, "weir_rollout_waiting_for_evidence", &labels),
+        Some(0.0),
+        "{text}"
+    );
+    holding.evidence_wait_since = Some(Timestamp::from_second(10).unwrap());
+    telemetry.record_change(&change(&web, Some(holding), vec![]));
+    telemetry.set_judge_excess_upper(&web, "sequential", 0.031);
+    // Nothing shown yet is no bound at all, not a value.
+    telemetry.set_judge_excess_upper(&web, "other", f64::INFINITY);
+    let text = telemetry.encode();
+    assert_eq!(
+        sample(&text, "weir_rollout_waiting_for_evidence", &labels),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "weir_rollout_judge_excess_upper_bound",
+            &[("rollout", "web"), ("judge", "sequential")]
+        ),
+        Some(0.031)
+    );
+    assert!(!text.contains("judge=\"other\""), "{text}");
+
+    // The run ends: the judge task drops the judges' series, the commit the waiting one.
+    telemetry.remove_judges(&web);
+    telemetry.record_change(&change(&web, Some(status(Phase::Succeeded, 0)), vec![]));
+    let text = telemetry.encode();
+    assert!(
+        !text.contains("weir_rollout_judge_excess_upper_bound{"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("weir_rollout_waiting_for_evidence{"),
+        "{text}"
+    );
+    assert!(text.contains("rollout=\"web\""), "{text}");
+}
