@@ -46,6 +46,7 @@
 
 mod judge;
 mod mann_whitney;
+mod rate;
 mod ratio;
 mod sequential;
 mod special;
@@ -54,8 +55,13 @@ mod threshold;
 
 pub use judge::{Judge, Verdict, VersionCounts, Window};
 pub use mann_whitney::{MannWhitneyConfig, MannWhitneyJudge};
+pub use rate::{
+    RateTest, log_e_rate_at_least, log_e_rate_at_most, rate_lower_bound, rate_upper_bound,
+};
 pub use ratio::{DEFAULT_DESIGN_RATIOS, Mixture, RatioTest, beta_mixture_log_e};
-pub use sequential::{ConfigError, SequentialConfig, SequentialJudge};
+pub use sequential::{
+    Baseline, ConfigError, DEFAULT_HEALTH_MARGIN, Health, SequentialConfig, SequentialJudge,
+};
 pub use special::{ln_beta, ln_gamma, regularized_incomplete_beta};
 pub use stats::{
     clopper_pearson, kl_bernoulli, ratio_from_theta, theta, wald_expected_events,

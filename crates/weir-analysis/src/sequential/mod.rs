@@ -1,13 +1,19 @@
 //! The sequential judge: anytime-valid tests of "the canary is worse than the primary".
 
+mod health;
 #[cfg(test)]
 mod tests;
+
+pub use health::{Baseline, Health};
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use weir_core::model::VerdictOutcome;
 
+use std::collections::VecDeque;
+
 use crate::judge::{Judge, Verdict, Window, num, p99, short};
+use crate::rate::RateTest;
 use crate::ratio::{DEFAULT_DESIGN_RATIOS, Mixture, RatioTest};
 use crate::special::log_sum_exp;
 
@@ -34,6 +40,13 @@ pub struct SequentialConfig {
     /// request, or the same sampled share of each version's), and ignores `slow`. The windows
     /// of the warm-up are not used by the latency test.
     pub latency_warmup_requests: u64,
+    /// Evidence of health: the tolerated excess of the canary's error (and slow-request) rate
+    /// over the primary's, as a fraction (0.02: two percentage points). Once the judge shows,
+    /// at confidence 1 - alpha, that the canary is within it, [`Judge::observe`] answers `Pass`.
+    /// `None`: the judge never passes (it only decides "worse").
+    pub health_margin: Option<f64>,
+    /// What the primary served before the run (its prior); see [`Baseline`].
+    pub baseline: Option<Baseline>,
 }
 
 impl Default for SequentialConfig {
@@ -44,9 +57,19 @@ impl Default for SequentialConfig {
             design_ratios: DEFAULT_DESIGN_RATIOS.to_vec(),
             latency_threshold_ms: None,
             latency_warmup_requests: 0,
+            health_margin: Some(DEFAULT_HEALTH_MARGIN),
+            baseline: None,
         }
     }
 }
+
+/// The default tolerated excess for evidence of health: two percentage points.
+pub const DEFAULT_HEALTH_MARGIN: f64 = 0.02;
+
+/// The share of the judge's e-value given to the baseline test when there is a baseline: the
+/// comparison with the primary during the run keeps the rest (it must reach 1/(0.75 alpha),
+/// 0.29 nats above 1/alpha; the baseline test alone 1/(0.25 alpha)).
+const BASELINE_SHARE: f64 = 0.25;
 
 /// A setting the sequential judge cannot use.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -63,6 +86,9 @@ pub enum ConfigError {
     /// The latency threshold must be a positive number.
     #[error("the latency threshold must be a positive number of milliseconds, got {0}")]
     LatencyThreshold(f64),
+    /// The health margin must be in (0, 1).
+    #[error("the health margin must be a fraction between 0 and 1 (exclusive), got {0}")]
+    HealthMargin(f64),
 }
 
 impl SequentialConfig {
@@ -82,6 +108,11 @@ impl SequentialConfig {
             && !(t.is_finite() && t > 0.0)
         {
             return Err(ConfigError::LatencyThreshold(t));
+        }
+        if let Some(margin) = self.health_margin
+            && !(margin > 0.0 && margin < 1.0)
+        {
+            return Err(ConfigError::HealthMargin(margin));
         }
         Ok(())
     }
@@ -120,9 +151,16 @@ struct Totals {
 /// tolerated on both counts) <= alpha. This rule fails whenever either e-value reaches 2/alpha
 /// (the Bonferroni split alpha/2 + alpha/2), and sometimes earlier, when both grow.
 ///
-/// It never passes: these tests only decide "worse"; it answers `Inconclusive` until it fails,
-/// and the run's plan (steps, intervals) decides promotion. A failure is final until
-/// [`Judge::reset`].
+/// With a [`Baseline`] (the primary's counts before the run), one-sample tests of the canary
+/// against the primary's pre-run rates join: E = 0.75 E_run + 0.25 E_baseline (still a test
+/// supermartingale; the baseline's reference is its upper bound at alpha/4, so the false-rollback
+/// bound becomes alpha + alpha/4, assuming the primary's rates hold during the run; the same test
+/// on the primary's own requests retires the baseline when they show it changed).
+///
+/// Health: [`Judge::observe`] answers `Pass` once [`SequentialJudge::health`] shows the canary
+/// within the health margin (see the `health` module), `Inconclusive` before, `Fail` once the
+/// e-value reaches 1/alpha (final until [`Judge::reset`]). The machine promotes only on `Pass`
+/// when the rollout's evidence rule asks for it.
 #[derive(Debug, Clone)]
 pub struct SequentialJudge {
     config: SequentialConfig,
@@ -132,7 +170,66 @@ pub struct SequentialJudge {
     canary: Totals,
     primary: Totals,
     windows: u64,
+    /// Canary requests of the most recent windows (the observed canary traffic).
+    recent_canary: VecDeque<u64>,
+    /// The one-sample tests against the primary's pre-run rates, when there is a baseline.
+    baseline: Option<BaselineTests>,
     failed: Option<&'static str>,
+}
+
+/// How many recent windows the canary's request rate is measured over.
+const RECENT_WINDOWS: usize = 60;
+
+/// The tests that compare the canary with the primary's rates before the run (see
+/// [`Baseline`]): the canary's errors (and slow requests) against the baseline's upper bound
+/// times r0, and the same tests on the primary's own requests during the run, which retire the
+/// baseline once they show the primary has changed since.
+#[derive(Debug, Clone)]
+struct BaselineTests {
+    canary_errors: RateTest,
+    canary_slow: Option<RateTest>,
+    primary_errors: RateTest,
+    primary_slow: Option<RateTest>,
+    /// Set once the primary's own requests show it worse than its baseline: from then on the
+    /// canary's baseline tests are frozen at their values.
+    stale: bool,
+}
+
+impl BaselineTests {
+    fn new(config: &SequentialConfig) -> Option<BaselineTests> {
+        let baseline = config.baseline.filter(|b| b.requests > 0)?;
+        // The reference is the baseline's one-sided upper bound at alpha/4 (Clopper-Pearson:
+        // the baseline is one sample of fixed size), so a baseline that happened to look
+        // better than the primary is adds at most alpha/4 to the false-rollback bound.
+        let level = config.alpha / 4.0;
+        let upper = |events: u64| crate::clopper_pearson(events, baseline.requests, 2.0 * level).1;
+        let errors_ref = upper(baseline.errors);
+        let slow_ref = baseline
+            .slow
+            .filter(|_| config.latency_threshold_ms.is_some())
+            .map(upper);
+        let r0 = config.tolerated_increase;
+        let designs: Vec<f64> = config.design_ratios.iter().map(|r| r / r0).collect();
+        let scaled = |q: f64| (q * r0).min(0.5);
+        Some(BaselineTests {
+            canary_errors: RateTest::new(scaled(errors_ref), &designs),
+            canary_slow: slow_ref.map(|q| RateTest::new(scaled(q), &designs)),
+            primary_errors: RateTest::new(errors_ref, &DEFAULT_DESIGN_RATIOS),
+            primary_slow: slow_ref.map(|q| RateTest::new(q, &DEFAULT_DESIGN_RATIOS)),
+            stale: false,
+        })
+    }
+
+    /// ln of the baseline e-value: the errors test, or the average with the slow-request test.
+    fn log_e_value(&self) -> f64 {
+        match &self.canary_slow {
+            None => self.canary_errors.log_e_value(),
+            Some(slow) => {
+                log_sum_exp([self.canary_errors.log_e_value(), slow.log_e_value()])
+                    - std::f64::consts::LN_2
+            }
+        }
+    }
 }
 
 impl SequentialJudge {
@@ -170,6 +267,8 @@ impl SequentialJudge {
             canary: Totals::default(),
             primary: Totals::default(),
             windows: 0,
+            recent_canary: VecDeque::with_capacity(RECENT_WINDOWS),
+            baseline: BaselineTests::new(&config),
             failed: None,
             config,
         }
@@ -182,6 +281,19 @@ impl SequentialJudge {
 
     /// ln of the judge's e-value (see the type's docs); it fails once this is >= ln(1/alpha).
     pub fn log_e_value(&self) -> f64 {
+        let during_run = self.log_e_value_during_run();
+        match &self.baseline {
+            None => during_run,
+            Some(baseline) => log_sum_exp([
+                during_run + (1.0 - BASELINE_SHARE).ln(),
+                baseline.log_e_value() + BASELINE_SHARE.ln(),
+            ]),
+        }
+    }
+
+    /// ln of the e-value of the comparisons with the primary during the run (errors, and
+    /// slow requests when latency is judged).
+    fn log_e_value_during_run(&self) -> f64 {
         if matches!(self.latency, Latency::Off) {
             self.errors.log_e_value()
         } else {
@@ -238,6 +350,33 @@ impl SequentialJudge {
         self.primary.errors += window.primary.errors;
         self.errors
             .observe(w, window.canary.errors, window.primary.errors);
+        if self.recent_canary.len() == RECENT_WINDOWS {
+            self.recent_canary.pop_front();
+        }
+        self.recent_canary.push_back(window.canary.requests);
+        if let Some(baseline) = &mut self.baseline
+            && !baseline.stale
+        {
+            baseline
+                .canary_errors
+                .observe(window.canary.requests, window.canary.errors);
+            baseline
+                .primary_errors
+                .observe(window.primary.requests, window.primary.errors);
+            // Slow counts from the caller (a fixed threshold), the same as the baseline's.
+            if let Some(slow) = &mut baseline.canary_slow {
+                slow.observe(window.canary.requests, window.canary.slow);
+            }
+            if let Some(slow) = &mut baseline.primary_slow {
+                slow.observe(window.primary.requests, window.primary.slow);
+            }
+            let changed = |test: &RateTest| test.log_e_value() >= (1.0 / self.config.alpha).ln();
+            if changed(&baseline.primary_errors)
+                || baseline.primary_slow.as_ref().is_some_and(changed)
+            {
+                baseline.stale = true;
+            }
+        }
         match &mut self.latency {
             Latency::Off => {}
             Latency::WarmingUp(seen) => {
@@ -287,7 +426,16 @@ impl SequentialJudge {
         if self.failed.is_none() && self.log_e_value() >= (1.0 / self.config.alpha).ln() {
             let by_errors = self.errors.log_e_value();
             let by_latency = self.latency_test.log_e_value();
-            self.failed = Some(if by_errors >= by_latency {
+            let by_baseline = self
+                .baseline
+                .as_ref()
+                .map_or(f64::NEG_INFINITY, |baseline| {
+                    baseline.log_e_value() + BASELINE_SHARE.ln()
+                });
+            let during_run = self.log_e_value_during_run() + (1.0 - BASELINE_SHARE).ln();
+            self.failed = Some(if self.baseline.is_some() && by_baseline > during_run {
+                "baseline"
+            } else if by_errors >= by_latency {
                 "errors"
             } else {
                 "latency"
@@ -301,7 +449,9 @@ impl SequentialJudge {
     /// (an anytime-valid confidence sequence at level 1 - alpha, see
     /// [`RatioTest::confidence_sequence`]; null for infinity), `errors` and `latency` (each test's
     /// own e-value; the latency state, threshold, slow counts, ratio and interval),
-    /// `failedOn` (`errors`, `latency` or null) and a one-line `summary`.
+    /// `baseline` (the baseline test's reference rates, e-value and whether it was retired; null
+    /// without a baseline), `failedOn` (`errors`, `latency`, `baseline` or null) and a one-line
+    /// `summary`.
     pub fn evidence(&self) -> serde_json::Value {
         let alpha = self.config.alpha;
         let log_e = self.log_e_value();
@@ -394,6 +544,12 @@ impl SequentialJudge {
             "mixture": if self.errors.is_beta_mixture() { "beta" } else { "grid" },
             "designRatios": self.errors.design_ratios(),
             "windows": self.windows,
+            "baseline": self.baseline.as_ref().map(|baseline| json!({
+                "errorsReference": num(baseline.canary_errors.reference()),
+                "slowReference": baseline.canary_slow.as_ref().map(|t| num(t.reference())),
+                "logEValue": num(baseline.log_e_value()),
+                "retired": baseline.stale,
+            })),
             "failedOn": self.failed,
             "summary": summary,
         })
@@ -407,10 +563,16 @@ impl Judge for SequentialJudge {
 
     fn observe(&mut self, window: &Window) -> Verdict {
         self.update(window);
-        Verdict {
-            outcome: self.outcome(),
-            evidence: self.evidence(),
+        let health = self.health();
+        let outcome = match self.outcome() {
+            VerdictOutcome::Inconclusive if health.shown => VerdictOutcome::Pass,
+            outcome => outcome,
+        };
+        let mut evidence = self.evidence();
+        if let Some(object) = evidence.as_object_mut() {
+            object.insert("health".into(), health.to_json());
         }
+        Verdict { outcome, evidence }
     }
 
     fn reset(&mut self) {
@@ -430,6 +592,8 @@ impl Judge for SequentialJudge {
         self.canary = Totals::default();
         self.primary = Totals::default();
         self.windows = 0;
+        self.recent_canary.clear();
+        self.baseline = BaselineTests::new(&self.config);
         self.failed = None;
     }
 }
@@ -452,6 +616,11 @@ fn sanitize(mut config: SequentialConfig) -> SequentialConfig {
         && !(t.is_finite() && t > 0.0)
     {
         config.latency_threshold_ms = None;
+    }
+    if let Some(margin) = config.health_margin
+        && !(margin > 0.0 && margin < 1.0)
+    {
+        config.health_margin = defaults.health_margin;
     }
     config
 }

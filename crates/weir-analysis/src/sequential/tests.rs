@@ -43,9 +43,11 @@ fn fails_fast_on_a_ten_times_regression() {
 fn stays_inconclusive_on_equal_rates() {
     let mut judge = SequentialJudge::new(SequentialConfig::default());
     for _ in 0..600 {
+        // Equal rates: never worse; once enough requests show it, healthy (Pass).
         let verdict = judge.observe(&window(0.2, (20, 1), (80, 4)));
-        assert_eq!(verdict.outcome, VerdictOutcome::Inconclusive);
+        assert_ne!(verdict.outcome, VerdictOutcome::Fail);
     }
+    assert!(judge.health().shown);
     assert!(judge.log_e_value() < 0.0);
 }
 
@@ -266,4 +268,195 @@ fn a_better_canary_is_never_rolled_back() {
     let evidence = judge.evidence();
     assert_eq!(evidence["estimatedRatio"], 0.0);
     assert!(evidence["ratioInterval"][1].as_f64().unwrap() < 0.05);
+}
+
+mod evidence_of_health {
+    use super::*;
+    use crate::Baseline;
+
+    /// One second at `rate` requests, canary share `w`, error rates `pc`, `pp` (expected
+    /// counts, rounded down, with the remainders carried so the totals stay exact).
+    struct Feed {
+        carry: [f64; 4],
+    }
+
+    impl Feed {
+        fn second(&mut self, rate: f64, w: f64, pc: f64, pp: f64) -> Window {
+            let wants = [
+                rate * w,
+                rate * w * pc,
+                rate * (1.0 - w),
+                rate * (1.0 - w) * pp,
+            ];
+            let mut counts = [0u64; 4];
+            for i in 0..4 {
+                self.carry[i] += wants[i];
+                counts[i] = self.carry[i].floor() as u64;
+                self.carry[i] -= counts[i] as f64;
+            }
+            window(w, (counts[0], counts[1]), (counts[2], counts[3]))
+        }
+    }
+
+    #[test]
+    fn a_healthy_canary_at_high_traffic_is_shown_healthy_within_two_minutes() {
+        let mut judge = SequentialJudge::new(SequentialConfig::default());
+        let mut feed = Feed { carry: [0.0; 4] };
+        let mut verdict = None;
+        for _ in 0..120 {
+            verdict = Some(judge.observe(&feed.second(100.0, 0.1, 0.005, 0.005)));
+        }
+        let verdict = verdict.unwrap();
+        assert_eq!(
+            verdict.outcome,
+            VerdictOutcome::Pass,
+            "{:?}",
+            verdict.evidence
+        );
+        let health = judge.health();
+        assert!(health.shown);
+        assert!(
+            health
+                .summary
+                .starts_with("evidence of health after 1200 canary requests"),
+            "{}",
+            health.summary
+        );
+        assert_eq!(verdict.evidence["health"]["shown"], true);
+    }
+
+    #[test]
+    fn at_one_request_per_second_it_waits_and_says_for_how_many_requests() {
+        let mut judge = SequentialJudge::new(SequentialConfig::default());
+        let mut feed = Feed { carry: [0.0; 4] };
+        for _ in 0..300 {
+            let verdict = judge.observe(&feed.second(1.0, 0.3, 0.005, 0.005));
+            assert_eq!(verdict.outcome, VerdictOutcome::Inconclusive);
+        }
+        let health = judge.health();
+        assert!(!health.shown);
+        let needed = health.needed_canary_requests.unwrap();
+        assert!(
+            needed > health.canary_requests && needed < 5_000,
+            "{needed}"
+        );
+        assert!(
+            health.summary.starts_with(&format!(
+                "waiting for evidence: {} of ~{needed} canary requests; about ",
+                health.canary_requests
+            )),
+            "{}",
+            health.summary
+        );
+        assert!(
+            health.summary.contains("at 0.3 req/s"),
+            "{}",
+            health.summary
+        );
+        // Then the traffic the estimate asked for arrives: shown by then (the estimate is for
+        // the rates seen, which these are).
+        let mut seconds = 0;
+        while !judge.health().shown {
+            judge.observe(&feed.second(1.0, 0.3, 0.005, 0.005));
+            seconds += 1;
+            assert!(
+                f64::from(seconds) * 0.3 < 2.0 * needed as f64,
+                "{}",
+                judge.health().summary
+            );
+        }
+        assert!(!judge.has_failed());
+    }
+
+    #[test]
+    fn a_ten_times_worse_canary_is_never_shown_healthy() {
+        let mut judge = SequentialJudge::new(SequentialConfig {
+            alpha: 1e-9, // never rolls back here: only the health side is under test
+            ..SequentialConfig::default()
+        });
+        let mut feed = Feed { carry: [0.0; 4] };
+        for _ in 0..20_000 {
+            judge.observe_outcome(&feed.second(1.0, 0.5, 0.05, 0.005));
+        }
+        let health = judge.health();
+        assert!(!health.shown, "{}", health.summary);
+        assert_eq!(health.needed_canary_requests, None, "{}", health.summary);
+        assert!(
+            health.summary.contains("cannot be shown"),
+            "{}",
+            health.summary
+        );
+    }
+
+    #[test]
+    fn a_baseline_rolls_back_a_bad_low_traffic_canary_sooner_than_the_run_alone() {
+        // 0.2 req/s, half to the canary at 5% errors; the primary at 0.5% served 36,000
+        // requests before the run (two days at this rate).
+        let baseline = Baseline {
+            requests: 36_000,
+            errors: 180,
+            slow: None,
+        };
+        let seconds_to_fail = |baseline: Option<Baseline>| {
+            let mut judge = SequentialJudge::new(SequentialConfig {
+                baseline,
+                ..SequentialConfig::default()
+            });
+            let mut feed = Feed { carry: [0.0; 4] };
+            (1..=20_000).find(|_| {
+                judge.observe_outcome(&feed.second(0.2, 0.5, 0.05, 0.005)) == VerdictOutcome::Fail
+            })
+        };
+        let with = seconds_to_fail(Some(baseline)).expect("the baseline test rolls back");
+        let without = seconds_to_fail(None).unwrap_or(u32::MAX);
+        assert!(
+            f64::from(with) < 0.75 * f64::from(without),
+            "with a baseline {with} s, without {without} s"
+        );
+    }
+
+    #[test]
+    fn a_baseline_does_not_roll_back_a_canary_as_good_as_the_primary_even_if_the_primary_got_worse()
+    {
+        // The primary was at 0.5% before the run and is at 2% during it, like the canary (a
+        // primary incident): the primary's own requests retire the baseline before the
+        // canary's errors can count against it.
+        let mut judge = SequentialJudge::new(SequentialConfig {
+            baseline: Some(Baseline {
+                requests: 360_000,
+                errors: 1_800,
+                slow: None,
+            }),
+            ..SequentialConfig::default()
+        });
+        let mut feed = Feed { carry: [0.0; 4] };
+        for second in 0..600 {
+            let outcome = judge.observe_outcome(&feed.second(100.0, 0.1, 0.02, 0.02));
+            assert_ne!(
+                outcome,
+                VerdictOutcome::Fail,
+                "second {second}: {}",
+                judge.evidence()
+            );
+        }
+    }
+
+    #[test]
+    fn a_health_margin_outside_zero_to_one_is_refused() {
+        for margin in [0.0, 1.0, -0.1, f64::NAN] {
+            let config = SequentialConfig {
+                health_margin: Some(margin),
+                ..SequentialConfig::default()
+            };
+            assert!(
+                matches!(config.validate(), Err(ConfigError::HealthMargin(_))),
+                "{margin}"
+            );
+        }
+        let never = SequentialJudge::new(SequentialConfig {
+            health_margin: None,
+            ..SequentialConfig::default()
+        });
+        assert!(!never.health().shown);
+    }
 }

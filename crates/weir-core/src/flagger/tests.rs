@@ -919,3 +919,36 @@ fn replacing_any_field_with_an_odd_value_never_panics() {
         }
     }
 }
+
+#[test]
+fn an_imported_canary_keeps_flaggers_promotion_unless_annotated_to_need_evidence() {
+    let plain = convert_ok(&canary_with(json!({"interval": "1m", "stepWeight": 10})));
+    let analysis = &plain.value.spec.analysis;
+    assert_eq!(
+        analysis.evidence.promote_on,
+        crate::model::PromotionEvidence::NoHarm
+    );
+    assert!(analysis.judges.is_empty());
+
+    let mut opted = canary_with(json!({"interval": "1m", "stepWeight": 10}));
+    opted["metadata"]["annotations"] = json!({"weir.dev/promote-on": "health"});
+    let converted = convert_ok(&opted);
+    let analysis = &converted.value.spec.analysis;
+    assert_eq!(
+        analysis.evidence.promote_on,
+        crate::model::PromotionEvidence::Health
+    );
+    assert_eq!(analysis.judges, ["sequential"]);
+
+    opted["metadata"]["annotations"] = json!({"weir.dev/promote-on": "always"});
+    let errors = convert_err(&opted);
+    assert_eq!(
+        paths(&errors),
+        ["metadata.annotations[\"weir.dev/promote-on\"]"]
+    );
+    assert!(
+        errors[0].message.contains("`health`") && errors[0].message.contains("`noHarm`"),
+        "{}",
+        errors[0].message
+    );
+}

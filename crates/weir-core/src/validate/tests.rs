@@ -458,3 +458,41 @@ fn flags_load_as_documents_with_every_error() {
     assert_eq!(refused.subject, "Flag new-checkout");
     assert_eq!(refused.errors[0].path, "spec.defaultStrategy.variation");
 }
+
+#[test]
+fn the_evidence_rule_is_checked_and_bad_values_named_with_what_is_allowed() {
+    assert!(error_paths("  plan: {canary: {stepWeight: 50}}\n  analysis: {evidence: {marginPercent: 0.5, fromWeight: 20%, deadline: 30m, onDeadline: rollback}}\n").is_empty());
+    let errors = super::rollout(&rollout(
+        "  plan: {canary: {stepWeight: 50}}\n  analysis: {interval: 1m, evidence: {marginPercent: 0, deadline: 30s, fromWeight: 100%}}\n",
+    ));
+    let paths: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "spec.analysis.evidence.marginPercent",
+            "spec.analysis.evidence.deadline",
+            "spec.analysis.evidence.fromWeight"
+        ]
+    );
+    assert!(
+        errors[0]
+            .message
+            .contains("above 0 and below 100 (default 2)"),
+        "{}",
+        errors[0].message
+    );
+    assert!(
+        errors[1].message.contains("at least the interval (1m"),
+        "{}",
+        errors[1].message
+    );
+    // An unknown policy is refused when the document is read, naming the allowed values.
+    let yaml = "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {name: app}\nspec:\n  target: {kind: flag}\n  plan: {canary: {stepWeight: 50}}\n  analysis: {evidence: {onDeadline: maybe}}\n";
+    let loaded = load(yaml.as_bytes());
+    let text = format!("{loaded:?}");
+    assert!(matches!(loaded.as_slice(), [Err(_)]), "{text}");
+    assert!(
+        text.contains("onDeadline") && text.contains("rollback"),
+        "{text}"
+    );
+}

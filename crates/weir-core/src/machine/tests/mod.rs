@@ -2,6 +2,7 @@
 
 mod alerts;
 mod commands;
+mod evidence;
 mod gates;
 mod runs;
 mod strategies;
