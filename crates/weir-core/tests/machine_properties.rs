@@ -6,14 +6,15 @@ use std::time::Duration;
 use jiff::Timestamp;
 use proptest::prelude::*;
 use weir_core::machine::{
-    self, Command, CommandInput, Effect, GateRef, Input, Observations, Transition, canary_steps,
-    max_weight, schedule_entries,
+    self, Command, CommandInput, Effect, EvidenceReport, GateRef, Input, Observations, Transition,
+    canary_steps, max_weight, schedule_entries,
 };
 use weir_core::model::{
-    AbTestPlan, Analysis, CanaryPlan, CanaryStep, CheckOutcome, CheckResult, FailureAction,
-    FailureCounting, FlagTarget, HookResult, HookType, IterationsPlan, JudgeVerdict, MatchRule,
-    Metric, MirrorPlan, NoDataPolicy, Pause, Phase, Plan, RolloutSpec, RolloutStatus,
-    ScheduleEntry, SchedulePlan, StringMatch, Target, ThresholdRange, VerdictOutcome, Webhook,
+    AbTestPlan, Analysis, CanaryPlan, CanaryStep, CheckOutcome, CheckResult,
+    EvidenceDeadlineAction, FailureAction, FailureCounting, FlagTarget, HookResult, HookType,
+    IterationsPlan, JudgeVerdict, MatchRule, Metric, MirrorPlan, NoDataPolicy, Pause, Phase, Plan,
+    RolloutSpec, RolloutStatus, ScheduleEntry, SchedulePlan, StringMatch, Target, ThresholdRange,
+    VerdictOutcome, Webhook,
 };
 use weir_core::{GoDuration, Weight};
 
@@ -204,6 +205,8 @@ enum Action {
         revision: u8,
         outcomes: Vec<u8>,
         hooks: Vec<bool>,
+        /// The judges' report: 0 none (no judge), 1 waiting for evidence, 2 healthy.
+        evidence: u8,
     },
     Command(u8),
     Verdict(u8),
@@ -212,8 +215,8 @@ enum Action {
 
 fn action_strategy() -> impl Strategy<Value = (u64, Action)> {
     let action = prop_oneof![
-        8 => ((any::<bool>(), any::<bool>()), 0u8..8, proptest::collection::vec(0u8..4, 2), proptest::collection::vec(any::<bool>(), 8))
-            .prop_map(|(ready, revision, outcomes, hooks)| Action::Tick { ready: (ready.0 || ready.1, ready.1 || !ready.0), revision, outcomes, hooks }),
+        8 => ((any::<bool>(), any::<bool>()), 0u8..8, proptest::collection::vec(0u8..4, 2), proptest::collection::vec(any::<bool>(), 8), 0u8..3)
+            .prop_map(|(ready, revision, outcomes, hooks, evidence)| Action::Tick { ready: (ready.0 || ready.1, ready.1 || !ready.0), revision, outcomes, hooks, evidence }),
         2 => (0u8..16).prop_map(Action::Command),
         1 => (0u8..3).prop_map(Action::Verdict),
         1 => (0u8..4).prop_map(Action::NewRevision),
@@ -237,6 +240,7 @@ fn to_input(spec: &RolloutSpec, action: &Action) -> Input {
             revision: choice,
             outcomes,
             hooks,
+            evidence,
         } => {
             let checks = spec
                 .analysis
@@ -271,7 +275,13 @@ fn to_input(spec: &RolloutSpec, action: &Action) -> Input {
                 canary_ready: ready.1,
                 checks,
                 hooks,
-                evidence: None,
+                evidence: match evidence {
+                    0 => None,
+                    shown => Some(EvidenceReport {
+                        healthy: *shown == 2,
+                        summary: format!("report {shown}"),
+                    }),
+                },
             })
         }
         Action::Command(choice) => Input::Command(CommandInput {
@@ -388,6 +398,25 @@ fn check_transition(
             after.canary_weight,
             weight_cap(spec, after),
             after.phase
+        );
+    }
+    if let Input::Tick(observations) = input
+        && observations
+            .evidence
+            .as_ref()
+            .is_some_and(|report| !report.healthy)
+        && spec.analysis.evidence.on_deadline != EvidenceDeadlineAction::Promote
+        && !spec.skip_analysis
+        && !before.skip_analysis
+    {
+        prop_assert!(
+            !transition
+                .effects
+                .iter()
+                .any(|effect| matches!(effect, Effect::Promote { .. })),
+            "promoted on a tick without evidence of health: {:?} -> {:?}",
+            before,
+            after
         );
     }
     if let (Input::Tick(observations), Phase::Progressing | Phase::WaitingPromotion) =

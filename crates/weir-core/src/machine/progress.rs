@@ -217,12 +217,7 @@ impl Machine<'_> {
     /// nothing legitimate (a pause, a person, a future schedule entry) holds it.
     pub(super) fn stalled(&self) -> bool {
         let status = &self.status;
-        // Holding for evidence is bounded by the evidence rule's own deadline, not this one.
-        if status.phase != Phase::Progressing
-            || status.paused
-            || status.waiting_for_resume
-            || status.evidence_wait_since.is_some()
-        {
+        if status.phase != Phase::Progressing || status.paused || status.waiting_for_resume {
             return false;
         }
         let Some(mut reference) = status.last_progress_at else {
@@ -536,6 +531,9 @@ impl Machine<'_> {
         } else {
             format!("going to {weight}")
         };
+        // Gathering evidence is progress: the evidence deadline bounds the wait, and the
+        // progress deadline still ends a run whose canary stops being ready meanwhile.
+        self.progressed();
         if waited <= deadline {
             let message = format!("holding at {current} before {before}: {}", report.summary);
             if waited_since.is_none() {
