@@ -5,6 +5,7 @@ use std::ops::Range;
 
 use serde::Serialize;
 use weir_analysis::{SequentialConfig, clopper_pearson, wald_expected_samples};
+use weir_core::model::EvidenceRule;
 
 use crate::scenario::{Fault, Harm, Scenario};
 use crate::sim::{ControllerSpec, RunEnd, RunResult, SimConfig, simulate};
@@ -29,11 +30,24 @@ pub fn weir_judge(scenario: &Scenario, alpha: f64) -> SequentialConfig {
     }
 }
 
-/// The two controllers compared on a scenario: weir (sequential judge at `alpha`) and the
-/// Flagger-style reference (threshold 5, success rate >= 99%), on the same plan and interval.
+/// The two controllers compared on a scenario: weir (sequential judge at `alpha`, weir's
+/// default evidence rule) and the Flagger-style reference (threshold 5, success rate >= 99%,
+/// Flagger's promotion semantics), on the same plan and interval.
 pub fn controllers(scenario: &Scenario, alpha: f64) -> Vec<ControllerSpec> {
+    controllers_with(scenario, alpha, EvidenceRule::default())
+}
+
+/// [`controllers`] with weir under another evidence rule (a deadline policy, a margin).
+pub fn controllers_with(
+    scenario: &Scenario,
+    alpha: f64,
+    evidence: EvidenceRule,
+) -> Vec<ControllerSpec> {
     vec![
-        ControllerSpec::weir(scenario.interval_s, weir_judge(scenario, alpha)),
+        ControllerSpec {
+            evidence,
+            ..ControllerSpec::weir(scenario.interval_s, weir_judge(scenario, alpha))
+        },
         ControllerSpec::flagger_style(scenario.interval_s, 5, 99.0),
     ]
 }
@@ -118,8 +132,9 @@ pub struct Row {
     pub rollback_time_mean_s: Option<f64>,
     /// The same, 95th percentile.
     pub rollback_time_p95_s: Option<f64>,
-    /// Faulty scenarios: share of runs in which the faulty canary was promoted (or neither
-    /// promoted nor rolled back within the limit). `null` for healthy scenarios.
+    /// Faulty scenarios: share of runs in which the faulty canary was not rolled back: promoted
+    /// ([`Row::promotion_rate`]) or still held at the limit ([`Row::held_rate`]). `null` for
+    /// healthy scenarios.
     pub missed_detection_rate: Option<f64>,
     /// Faulty scenarios: share of runs rolled back before the fault's onset (false alarms).
     pub early_rollback_rate: Option<f64>,
@@ -135,8 +150,9 @@ pub struct Row {
     pub promotion_time_median_s: Option<f64>,
     /// The same, 95th percentile.
     pub promotion_time_p95_s: Option<f64>,
-    /// Share of runs that neither promoted nor rolled back within the limit.
-    pub timeout_rate: f64,
+    /// Share of runs that neither promoted nor rolled back within the simulation's limit: held
+    /// (for evidence of health, with weir's evidence rule). promoted + rolled back + held = 1.
+    pub held_rate: f64,
     /// Wald's bound on the failed canary requests before a rollback (see
     /// [`wald_failed_bound`]); `null` where the fault is not a constant regression.
     pub wald_bound_failed: Option<f64>,
@@ -204,10 +220,7 @@ pub fn summarize(scenario: &Scenario, controller: &ControllerSpec, runs: &[RunRe
         .filter(|run| run.end == RunEnd::Promoted)
         .map(|run| f64::from(run.end_s))
         .collect();
-    let timeouts = runs
-        .iter()
-        .filter(|run| run.end == RunEnd::TimedOut)
-        .count();
+    let held = runs.iter().filter(|run| run.end == RunEnd::Held).count();
     let onset = scenario.onset_s();
     let detections: Vec<f64> = match onset {
         Some(onset) => runs
@@ -254,30 +267,107 @@ pub fn summarize(scenario: &Scenario, controller: &ControllerSpec, runs: &[RunRe
         promotion_rate: share(promoted.len(), n),
         promotion_time_median_s: quantile(&promoted, 0.5),
         promotion_time_p95_s: quantile(&promoted, 0.95),
-        timeout_rate: share(timeouts, n),
+        held_rate: share(held, n),
         wald_bound_failed: bound,
         wald_ratio,
     }
 }
 
-/// Runs the benchmark on `scenarios` with weir at `alpha`: one row per scenario and
-/// controller, in order.
+/// Runs the benchmark on `scenarios` with weir at `alpha` under the evidence rule `evidence`:
+/// one row per scenario and controller, in order.
 pub fn run_benchmark(
     scenarios: &[Scenario],
     alpha: f64,
+    evidence: EvidenceRule,
     seeds: Range<u64>,
     config: &SimConfig,
     threads: usize,
 ) -> Vec<Row> {
     let mut rows = Vec::new();
     for scenario in scenarios {
-        let controllers = controllers(scenario, alpha);
+        let controllers = controllers_with(scenario, alpha, evidence);
         let results = run_seeds(scenario, &controllers, seeds.clone(), config, threads);
         for (controller, runs) in controllers.iter().zip(&results) {
             rows.push(summarize(scenario, controller, runs));
         }
     }
     rows
+}
+
+/// One controller's behaviour over every scenario of a report: the trade-off between missed
+/// detections and promotions at a glance.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ControllerSummary {
+    /// The controller's name.
+    pub controller: String,
+    /// Runs on faulty scenarios (every seed of every faulty scenario).
+    pub faulty_runs: u64,
+    /// Of those, the share not rolled back (promoted or held).
+    pub missed_detection_rate: f64,
+    /// Of those, the share promoted: a bad canary shipped.
+    pub faulty_promotion_rate: f64,
+    /// Of those, the share held at the limit.
+    pub faulty_held_rate: f64,
+    /// Runs on healthy scenarios.
+    pub healthy_runs: u64,
+    /// Of those, the share promoted.
+    pub promotion_rate: f64,
+    /// Of those, the share held at the limit.
+    pub healthy_held_rate: f64,
+    /// Of those, the share rolled back.
+    pub false_rollback_rate: f64,
+}
+
+/// Pools the rows of each controller (in the order they first appear) over the faulty and the
+/// healthy scenarios, weighting every run alike.
+pub fn summarize_controllers(rows: &[Row]) -> Vec<ControllerSummary> {
+    let mut names: Vec<&str> = Vec::new();
+    for row in rows {
+        if !names.contains(&row.controller.as_str()) {
+            names.push(&row.controller);
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let mine = rows.iter().filter(|row| row.controller == name);
+            // Runs of each kind and the runs of each outcome among them (rates times seeds).
+            let (mut faulty, mut missed, mut bad_promoted, mut bad_held) = (0u64, 0.0, 0.0, 0.0);
+            let (mut healthy, mut promoted, mut held, mut false_rollbacks) = (0u64, 0.0, 0.0, 0.0);
+            for row in mine {
+                let runs = row.seeds as f64;
+                if row.faulty {
+                    faulty += row.seeds;
+                    missed += row.missed_detection_rate.unwrap_or(0.0) * runs;
+                    bad_promoted += row.promotion_rate * runs;
+                    bad_held += row.held_rate * runs;
+                } else {
+                    healthy += row.seeds;
+                    promoted += row.promotion_rate * runs;
+                    held += row.held_rate * runs;
+                    false_rollbacks += row.rollback_rate * runs;
+                }
+            }
+            let of = |count: f64, total: u64| {
+                if total == 0 {
+                    0.0
+                } else {
+                    count / total as f64
+                }
+            };
+            ControllerSummary {
+                controller: name.to_string(),
+                faulty_runs: faulty,
+                missed_detection_rate: of(missed, faulty),
+                faulty_promotion_rate: of(bad_promoted, faulty),
+                faulty_held_rate: of(bad_held, faulty),
+                healthy_runs: healthy,
+                promotion_rate: of(promoted, healthy),
+                healthy_held_rate: of(held, healthy),
+                false_rollback_rate: of(false_rollbacks, healthy),
+            }
+        })
+        .collect()
 }
 
 /// One setting of a controller's knobs in the sweep, with its two outcomes.

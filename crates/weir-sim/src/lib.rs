@@ -5,8 +5,10 @@
 //! advance. [`simulate`] feeds the same stream to several controllers in lock-step, each
 //! through the same [`Telemetry`] model (per-second counters, scraped and delayed); a
 //! controller is weir-core's real state machine (`weir_core::machine::step`), judged by
-//! Flagger-style threshold checks at its ticks and/or weir's sequential judge every second, and
-//! the weight in force is the one of the last `SetRoute` effect it emitted. [`bench`] runs the
+//! Flagger-style threshold checks at its ticks and/or weir's sequential judge every second
+//! (which starts from the primary's pre-run counts, [`pre_run_baseline`], and whose evidence
+//! report the machine's evidence rule reads before promoting), and the weight in force is the
+//! one of the last `SetRoute` effect it emitted. [`bench`] runs the
 //! scenarios of the reference (S0-S8, [`Scenario::all`]) over many seeds and summarises them
 //! ([`Row`]); [`report`] and [`chart`] render the results.
 
@@ -21,7 +23,10 @@ pub mod scenario;
 mod sim;
 mod stream;
 
-pub use bench::{Row, SweepPoint};
+pub use bench::{ControllerSummary, Row, SweepPoint};
 pub use scenario::{Fault, Harm, LatencyModel, Scenario, VersionModel};
-pub use sim::{ControllerSpec, RunEnd, RunResult, SimConfig, Telemetry, simulate};
+pub use sim::{
+    ControllerSpec, DEFAULT_BASELINE_S, DEFAULT_MAX_DURATION_S, RunEnd, RunResult, SimConfig,
+    Telemetry, pre_run_baseline, simulate,
+};
 pub use stream::{Request, RequestStream, Tally};

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::bench::{Row, SweepPoint};
+use crate::bench::{ControllerSummary, Row, SweepPoint, summarize_controllers};
 
 /// A count or a time: one decimal below 100, none above.
 fn number(value: f64) -> String {
@@ -39,9 +39,9 @@ fn optional_percent(value: Option<f64>) -> String {
 pub fn markdown_table(rows: &[Row]) -> String {
     let mut out = String::new();
     out.push_str(
-        "| scenario | controller | canary requests mean / p95 | failed mean / p95 | rollback after onset, mean s | missed | false rollbacks [95% CI] | promoted | promotion median / p95 s | Wald bound | x Wald |\n",
+        "| scenario | controller | canary requests mean / p95 | failed mean / p95 | rollback after onset, mean s | promoted | rolled back | held | missed | false rollbacks [95% CI] | promotion median / p95 s | Wald bound | x Wald |\n",
     );
-    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for row in rows {
         let false_rollbacks = match (
             row.false_rollback_rate,
@@ -59,7 +59,7 @@ pub fn markdown_table(rows: &[Row]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {} / {} | {} / {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} / {} | {} / {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             row.scenario,
             row.controller,
             number(row.canary_requests_mean),
@@ -67,9 +67,11 @@ pub fn markdown_table(rows: &[Row]) -> String {
             number(row.failed_requests_mean),
             number(row.failed_requests_p95),
             optional(row.rollback_time_mean_s),
+            percent(row.promotion_rate),
+            percent(row.rollback_rate),
+            percent(row.held_rate),
             optional_percent(row.missed_detection_rate),
             false_rollbacks,
-            percent(row.promotion_rate),
             promotion,
             optional(row.wald_bound_failed),
             row.wald_ratio
@@ -77,6 +79,53 @@ pub fn markdown_table(rows: &[Row]) -> String {
         );
     }
     out
+}
+
+/// The summary line: per controller, over every scenario of the rows, the missed detections
+/// (bad canaries promoted or held) and the promotions of healthy canaries, so the trade-off
+/// shows at a glance.
+pub fn summary_line(rows: &[Row]) -> String {
+    let parts: Vec<String> = summarize_controllers(rows)
+        .iter()
+        .map(controller_summary)
+        .collect();
+    let scenarios = {
+        let mut seen: Vec<&str> = Vec::new();
+        for row in rows {
+            if !seen.contains(&row.scenario.as_str()) {
+                seen.push(&row.scenario);
+            }
+        }
+        seen.len()
+    };
+    format!(
+        "**Summary** ({scenarios} scenario{}): {}.\n",
+        if scenarios == 1 { "" } else { "s" },
+        parts.join("; ")
+    )
+}
+
+fn controller_summary(summary: &ControllerSummary) -> String {
+    let mut parts = Vec::new();
+    if summary.faulty_runs > 0 {
+        parts.push(format!(
+            "missed detection {} of {} faulty runs (promoted {}, held {})",
+            percent(summary.missed_detection_rate),
+            summary.faulty_runs,
+            percent(summary.faulty_promotion_rate),
+            percent(summary.faulty_held_rate),
+        ));
+    }
+    if summary.healthy_runs > 0 {
+        parts.push(format!(
+            "promotion {} of {} healthy runs (held {}, rolled back {})",
+            percent(summary.promotion_rate),
+            summary.healthy_runs,
+            percent(summary.healthy_held_rate),
+            percent(summary.false_rollback_rate),
+        ));
+    }
+    format!("{}: {}", summary.controller, parts.join(", "))
 }
 
 /// The scenarios of a set of rows, with their descriptions.

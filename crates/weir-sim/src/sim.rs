@@ -1,20 +1,26 @@
 //! Controllers driven through one pre-generated stream: the real `weir_core::machine::step`,
-//! judged by a [`ThresholdJudge`] at its ticks and/or a [`SequentialJudge`] every second.
+//! judged by a [`ThresholdJudge`] at its ticks and/or a [`SequentialJudge`] every second; the
+//! machine applies the evidence rule (`spec.analysis.evidence`) to the sequential judge's
+//! report, and the judge may start from the primary's counts of a pre-run period
+//! ([`pre_run_baseline`]).
 
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 use weir_analysis::{
-    Judge, SequentialConfig, SequentialJudge, ThresholdConfig, ThresholdJudge, Verdict, Window,
+    Baseline, Judge, SequentialConfig, SequentialJudge, ThresholdConfig, ThresholdJudge, Verdict,
+    Window,
 };
 use weir_core::machine::{self, Effect, Input, Observations};
 use weir_core::model::{
-    Analysis, CanaryPlan, FlagTarget, Metric, NoDataPolicy, Phase, Plan, REQUEST_SUCCESS_RATE,
-    RolloutSpec, RolloutStatus, Target, ThresholdRange, VerdictOutcome,
+    Analysis, CanaryPlan, EvidenceDeadlineAction, EvidenceRule, FlagTarget, Metric, NoDataPolicy,
+    Phase, Plan, REQUEST_SUCCESS_RATE, RolloutSpec, RolloutStatus, Target, ThresholdRange,
+    VerdictOutcome,
 };
 use weir_core::units::{GoDuration, Weight};
 
+use crate::rng::Rng;
 use crate::scenario::Scenario;
 use crate::stream::{Request, RequestStream, Tally};
 
@@ -24,6 +30,11 @@ const EPOCH: Timestamp = Timestamp::constant(1_767_225_600, 0);
 /// The primary's and the canary's revisions, as the machine sees them.
 const PRIMARY_REVISION: &str = "v1";
 const CANARY_REVISION: &str = "v2";
+
+/// The generator stream of the pre-run baseline. The in-run stream uses one generator per
+/// simulated second (streams 0..2^32), so this one never meets them: adding or removing the
+/// baseline changes no in-run request.
+const BASELINE_STREAM: u64 = 1 << 32;
 
 /// How counters reach a controller: per-second counters, scraped every `scrape_interval_s`
 /// seconds and visible `delay_s` seconds after the scrape.
@@ -62,20 +73,54 @@ impl Telemetry {
 pub struct SimConfig {
     /// How counters reach the controllers.
     pub telemetry: Telemetry,
-    /// A run that has neither promoted nor rolled back by then stops (simulated seconds).
+    /// A run that has neither promoted nor rolled back by then stops, counted as held
+    /// (simulated seconds).
     pub max_duration_s: u32,
     /// Give the judges every request's latency (slow; only judges that need raw latencies do).
     pub latencies: bool,
+    /// The pre-run period whose primary counts the sequential judges start from, in seconds
+    /// before the canary's first traffic ([`pre_run_baseline`]); 0: no baseline.
+    pub baseline_s: u32,
 }
+
+/// The default limit of a run: 2 hours, so that a run holding for evidence under the default
+/// evidence deadline (1 hour) shows what happens after it.
+pub const DEFAULT_MAX_DURATION_S: u32 = 2 * 60 * 60;
+
+/// The default pre-run period: the primary's last hour before the canary's first traffic.
+pub const DEFAULT_BASELINE_S: u32 = 60 * 60;
 
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
             telemetry: Telemetry::EMBEDDED,
-            max_duration_s: 30 * 60,
+            max_duration_s: DEFAULT_MAX_DURATION_S,
             latencies: false,
+            baseline_s: DEFAULT_BASELINE_S,
         }
     }
+}
+
+/// The primary's counts over the `seconds` before the canary's first traffic, as its router
+/// would have counted them: requests ~ Poisson(rate x seconds), errors and slow requests each
+/// binomial on those requests at the primary's error and slow probabilities (independent, as
+/// the outcome and latency draws of a request are). Deterministic in `seed`, from a generator
+/// of its own ([`BASELINE_STREAM`]), so the in-run stream is the same with or without it.
+/// `None` when `seconds` is 0.
+pub fn pre_run_baseline(scenario: &Scenario, seed: u64, seconds: u32) -> Option<Baseline> {
+    if seconds == 0 {
+        return None;
+    }
+    let mut rng = Rng::new(seed, BASELINE_STREAM);
+    let requests = rng.poisson(scenario.rate * f64::from(seconds));
+    let errors = rng.binomial(requests, scenario.primary.error_rate);
+    let slow_probability = 1.0 - scenario.primary.latency.cdf(scenario.latency_threshold_ms);
+    let slow = rng.binomial(requests, slow_probability);
+    Some(Baseline {
+        requests,
+        errors,
+        slow: Some(slow),
+    })
 }
 
 /// A controller: a canary plan run by weir-core's machine, judged by threshold checks at its
@@ -96,8 +141,12 @@ pub struct ControllerSpec {
     pub checks: Option<ThresholdConfig>,
     /// The window of the checks (Flagger's metric interval, 1m).
     pub check_window_s: u32,
-    /// A judge fed every visible second; a failing verdict rolls back at once.
+    /// A judge fed every visible second; a failing verdict rolls back at once, and its
+    /// evidence report is what the evidence rule reads.
     pub sequential: Option<SequentialConfig>,
+    /// What promotion needs (`spec.analysis.evidence`). It applies only with a sequential
+    /// judge: without one the machine gets no evidence report and promotes at the plan's end.
+    pub evidence: EvidenceRule,
 }
 
 impl ControllerSpec {
@@ -118,11 +167,14 @@ impl ControllerSpec {
             }),
             check_window_s: 60,
             sequential: None,
+            // Flagger's semantics: the plan's end promotes unless harm was shown.
+            evidence: EvidenceRule::no_harm(),
         }
     }
 
     /// weir: the same plan (stepWeight 10, maxWeight 50, threshold 5, the given interval), no
-    /// threshold checks, and the sequential judge fed every second.
+    /// threshold checks, the sequential judge fed every second, and weir's default evidence
+    /// rule (promotion on evidence of health, margin 2 points, deadline 1h, then hold).
     pub fn weir(interval_s: u32, config: SequentialConfig) -> ControllerSpec {
         ControllerSpec {
             name: "weir".into(),
@@ -133,7 +185,19 @@ impl ControllerSpec {
             checks: None,
             check_window_s: 60,
             sequential: Some(config),
+            evidence: EvidenceRule::default(),
         }
+    }
+
+    /// The same controller with another evidence deadline and policy after it.
+    pub fn evidence_deadline(
+        mut self,
+        deadline: GoDuration,
+        on_deadline: EvidenceDeadlineAction,
+    ) -> ControllerSpec {
+        self.evidence.deadline = deadline;
+        self.evidence.on_deadline = on_deadline;
+        self
     }
 
     /// The same controller under another name.
@@ -195,6 +259,7 @@ impl ControllerSpec {
                     .map(|_| "sequential".to_string())
                     .into_iter()
                     .collect(),
+                evidence: self.evidence,
                 ..Analysis::default()
             },
             skip_analysis: false,
@@ -221,8 +286,9 @@ pub enum RunEnd {
     RolledBack,
     /// The canary's revision was promoted.
     Promoted,
-    /// Neither, within the simulation's limit.
-    TimedOut,
+    /// Neither, within the simulation's limit: the run was holding (for evidence of health,
+    /// with weir's evidence rule) when the simulation stopped.
+    Held,
 }
 
 /// What one controller did with one stream.
@@ -280,7 +346,7 @@ fn seconds_since_epoch(timestamp: Timestamp) -> i64 {
 }
 
 impl Live {
-    fn new(controller: &ControllerSpec) -> Live {
+    fn new(controller: &ControllerSpec, baseline: Option<Baseline>) -> Live {
         let spec = controller.rollout_spec();
         let status = RolloutStatus {
             phase: Phase::Initialized,
@@ -294,7 +360,13 @@ impl Live {
             next_tick: 0,
             checks: controller.checks.clone().map(ThresholdJudge::new),
             check_window_s: i64::from(controller.check_window_s.max(1)),
-            sequential: controller.sequential.clone().map(SequentialJudge::new),
+            sequential: controller.sequential.clone().map(|mut config| {
+                // The judge shows health within the margin the rule tolerates (percentage
+                // points there, a fraction here), and starts from the pre-run baseline.
+                config.health_margin = Some(controller.evidence.margin_percent / 100.0);
+                config.baseline = baseline;
+                SequentialJudge::new(config)
+            }),
             history: Vec::new(),
             fed: 0,
             canary: weir_analysis::VersionCounts::default(),
@@ -316,7 +388,12 @@ impl Live {
             canary_ready: true,
             checks,
             hooks: Vec::new(),
-            evidence: None,
+            // The evidence rule reads the sequential judge's report; without a judge there is
+            // none and the rule does not apply.
+            evidence: self
+                .sequential
+                .as_ref()
+                .map(SequentialJudge::evidence_report),
         }
     }
 
@@ -448,7 +525,7 @@ impl Live {
     }
 
     fn result(&self, limit: i64) -> RunResult {
-        let (end, end_s, by_verdict) = self.end.unwrap_or((RunEnd::TimedOut, limit, false));
+        let (end, end_s, by_verdict) = self.end.unwrap_or((RunEnd::Held, limit, false));
         RunResult {
             end,
             end_s: u32::try_from(end_s.max(0)).unwrap_or(u32::MAX),
@@ -468,7 +545,8 @@ fn add(sum: &mut weir_analysis::VersionCounts, counts: &weir_analysis::VersionCo
 }
 
 /// Runs every controller on the stream of `seed` for `scenario`, in lock-step, and returns one
-/// result per controller (in order). Deterministic: the same arguments give the same results.
+/// result per controller (in order); sequential judges start from the seed's pre-run baseline
+/// (`config.baseline_s`). Deterministic: the same arguments give the same results.
 pub fn simulate(
     scenario: &Scenario,
     controllers: &[ControllerSpec],
@@ -476,7 +554,11 @@ pub fn simulate(
     config: &SimConfig,
 ) -> Vec<RunResult> {
     let stream = RequestStream::new(seed, scenario.rate);
-    let mut lives: Vec<Live> = controllers.iter().map(Live::new).collect();
+    let baseline = pre_run_baseline(scenario, seed, config.baseline_s);
+    let mut lives: Vec<Live> = controllers
+        .iter()
+        .map(|controller| Live::new(controller, baseline))
+        .collect();
     let mut requests = Vec::new();
     let mut tally = Tally::default();
     let limit = i64::from(config.max_duration_s);

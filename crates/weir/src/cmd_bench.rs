@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
+use weir_core::model::{EvidenceDeadlineAction, EvidenceRule};
+use weir_core::units::GoDuration;
 use weir_sim::bench::{self, DEFAULT_ALPHA};
 use weir_sim::{Scenario, SimConfig, Telemetry, chart, report};
 
@@ -25,11 +27,15 @@ enum BenchCommand {
     /// Every controller sees the same pre-generated requests (Poisson arrivals; per request a
     /// routing, an outcome and a latency draw) through the same telemetry; controllers are
     /// weir-core's real state machine with stepWeight 10, maxWeight 50, interval 1m: weir
-    /// judged every second by its sequential judge, the Flagger-style reference by a success
-    /// rate >= 99% check per tick with threshold 5. Reports, per scenario and controller,
-    /// canary and failed requests before rollback, time to rollback, missed detections,
-    /// false rollbacks with their Clopper-Pearson interval, promotion time and the ratio to
-    /// Wald's bound. Deterministic: the same flags print the same figures.
+    /// judged every second by its sequential judge (starting from the primary's counts of the
+    /// hour before the run) and promoting only on evidence of health (margin 2 points,
+    /// deadline 1h, then hold), the Flagger-style reference by a success rate >= 99% check per
+    /// tick with threshold 5 and Flagger's promotion at the plan's end. Reports, per scenario
+    /// and controller, canary and failed requests before rollback, time to rollback, the shares
+    /// promoted, rolled back and held at the limit (2h), missed detections, false rollbacks
+    /// with their Clopper-Pearson interval, promotion time and the ratio to Wald's bound, and a
+    /// summary line with each controller's missed-detection and promotion rates.
+    /// Deterministic: the same flags print the same figures.
     ///
     /// Scenarios: S0 (healthy), S1 (0.5% -> 5% errors) and S1-r1.5/-r2/-r5/-r10, S2 (crash),
     /// S3-median10/-median50/-tail (latency), S4 (intermittent), S5-1/-0.1 (low traffic, with
@@ -46,6 +52,36 @@ enum BenchOutput {
     Markdown,
     /// A JSON array with one object per scenario and controller.
     Json,
+}
+
+/// What weir does when its evidence deadline passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OnDeadline {
+    /// Keep holding for a person.
+    Hold,
+    /// Roll back.
+    Rollback,
+    /// Promote without evidence of health.
+    Promote,
+}
+
+impl From<OnDeadline> for EvidenceDeadlineAction {
+    fn from(action: OnDeadline) -> Self {
+        match action {
+            OnDeadline::Hold => EvidenceDeadlineAction::Hold,
+            OnDeadline::Rollback => EvidenceDeadlineAction::Rollback,
+            OnDeadline::Promote => EvidenceDeadlineAction::Promote,
+        }
+    }
+}
+
+/// Whole seconds of a duration flag, refused when it does not fit the simulation's clock.
+fn whole_seconds(flag: &str, duration: GoDuration) -> Result<u32> {
+    let seconds = duration.get().as_secs();
+    match u32::try_from(seconds) {
+        Ok(seconds) if duration.get().subsec_nanos() == 0 => Ok(seconds),
+        _ => bail!("{flag} must be a whole number of seconds up to 136 years, got {duration}"),
+    }
 }
 
 /// Arguments of `weir bench blast-radius`.
@@ -88,6 +124,21 @@ struct BlastRadiusArgs {
     /// Telemetry: extra delay before scraped counters are visible, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 0)]
     lag: u32,
+    /// The pre-run period whose primary counts weir's judge starts from (its baseline), before
+    /// the canary's first traffic; 0: no baseline.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = GoDuration::parse)]
+    baseline: GoDuration,
+    /// The simulation's limit: a run that has neither promoted nor rolled back by then counts
+    /// as held.
+    #[arg(long, value_name = "DURATION", default_value = "2h", value_parser = GoDuration::parse)]
+    max_duration: GoDuration,
+    /// weir's evidence deadline (spec.analysis.evidence.deadline): how long a run holds for
+    /// evidence of health before --on-deadline applies.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = GoDuration::parse)]
+    evidence_deadline: GoDuration,
+    /// What weir does when the evidence deadline passes (spec.analysis.evidence.onDeadline).
+    #[arg(long, value_enum, value_name = "ACTION", default_value_t = OnDeadline::Hold)]
+    on_deadline: OnDeadline,
     /// Threads to spread the seeds over (default: the number of CPUs). Results do not depend
     /// on it.
     #[arg(long, value_name = "N")]
@@ -162,18 +213,37 @@ fn blast_radius(args: &BlastRadiusArgs) -> Result<ExitCode> {
     if args.scrape_interval == 0 {
         bail!("--scrape-interval must be at least 1 second");
     }
+    let baseline_s = whole_seconds("--baseline", args.baseline)?;
+    let max_duration_s = whole_seconds("--max-duration", args.max_duration)?;
+    if max_duration_s == 0 {
+        bail!("--max-duration must be at least 1s");
+    }
     let scenarios = scenarios(args)?;
     let config = SimConfig {
         telemetry: Telemetry {
             scrape_interval_s: args.scrape_interval,
             delay_s: args.lag,
         },
+        max_duration_s,
+        baseline_s,
         ..SimConfig::default()
+    };
+    let evidence = EvidenceRule {
+        deadline: args.evidence_deadline,
+        on_deadline: args.on_deadline.into(),
+        ..EvidenceRule::default()
     };
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
-    let rows = bench::run_benchmark(&scenarios, args.alpha, 0..args.seeds, &config, threads);
+    let rows = bench::run_benchmark(
+        &scenarios,
+        args.alpha,
+        evidence,
+        0..args.seeds,
+        &config,
+        threads,
+    );
     let sweep = match &args.chart {
         Some(path) => {
             let points = bench::run_sweep(0..args.seeds, &config, threads);
@@ -201,6 +271,8 @@ fn blast_radius(args: &BlastRadiusArgs) -> Result<ExitCode> {
                 writeln!(out)?;
                 write!(out, "{}", report::markdown_sweep(points))?;
             }
+            writeln!(out)?;
+            write!(out, "{}", report::summary_line(&rows))?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -97,6 +97,72 @@ fn healthy_custom_scenario_and_markdown() {
     assert!(ok, "{stderr}");
     assert!(stdout.contains("| custom | weir |"), "{stdout}");
     assert!(stdout.contains("| custom | flagger-style |"), "{stdout}");
+    // The table shows promoted, rolled back and held per row, and the summary line ends the
+    // output with each controller's rates.
+    assert!(
+        stdout.contains("| promoted | rolled back | held | missed |"),
+        "{stdout}"
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("**Summary** (1 scenario): weir: promotion "),
+        "{stdout}"
+    );
+    assert!(last.contains("; flagger-style: promotion "), "{stdout}");
+}
+
+#[test]
+fn the_summary_line_has_missed_detections_and_promotions() {
+    let (ok, stdout, stderr) = weir(&[
+        "bench",
+        "blast-radius",
+        "--scenario",
+        "S5-0.1*",
+        "--seeds",
+        "4",
+        "--max-duration",
+        "20m",
+        "--evidence-deadline",
+        "5m",
+        "--on-deadline",
+        "rollback",
+        "--baseline",
+        "0",
+    ]);
+    assert!(ok, "{stderr}");
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("**Summary** (2 scenarios): weir: missed detection "),
+        "{stdout}"
+    );
+    assert!(last.contains("of 4 faulty runs (promoted "), "{last}");
+    assert!(last.contains("of 4 healthy runs (held "), "{last}");
+    assert!(last.contains("flagger-style: missed detection "), "{last}");
+}
+
+#[test]
+fn bad_evidence_flags_are_refused() {
+    let (ok, _, stderr) = weir(&["bench", "blast-radius", "--on-deadline", "never"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("--on-deadline") && stderr.contains("rollback"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = weir(&["bench", "blast-radius", "--baseline", "1.5s"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("--baseline must be a whole number of seconds"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = weir(&["bench", "blast-radius", "--max-duration", "0"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("--max-duration must be at least 1s"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = weir(&["bench", "blast-radius", "--evidence-deadline", "soon"]);
+    assert!(!ok);
+    assert!(stderr.contains("--evidence-deadline"), "{stderr}");
 }
 
 #[test]

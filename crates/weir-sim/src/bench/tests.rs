@@ -93,3 +93,66 @@ fn the_sweep_covers_both_controllers_knobs() {
         2
     );
 }
+
+#[test]
+fn held_runs_are_counted_as_held_and_missed() {
+    let s5 = Scenario::select("S5-0.1").remove(0);
+    let spec = &controllers(&s5, 0.01)[0];
+    let runs = [
+        run(RunEnd::Held, 7_200, 360, 18),
+        run(RunEnd::Held, 7_200, 360, 18),
+        run(RunEnd::RolledBack, 1_000, 50, 4),
+        run(RunEnd::Promoted, 2_000, 100, 5),
+    ];
+    let row = summarize(&s5, spec, &runs);
+    assert_eq!(row.held_rate, 0.5);
+    assert_eq!(row.rollback_rate, 0.25);
+    assert_eq!(row.promotion_rate, 0.25);
+    // Missed: not rolled back, held or promoted.
+    assert_eq!(row.missed_detection_rate, Some(0.75));
+    assert_eq!(row.promotion_time_median_s, Some(2_000.0));
+    let healthy = Scenario::select("S5-0.1-healthy").remove(0);
+    let row = summarize(&healthy, spec, &runs);
+    assert_eq!(row.held_rate, 0.5);
+    assert_eq!(row.false_rollback_rate, Some(0.25));
+}
+
+#[test]
+fn controllers_are_pooled_per_kind_of_scenario() {
+    let faulty = Scenario::select("S1").remove(0);
+    let healthy = Scenario::select("S0").remove(0);
+    let specs = controllers(&faulty, 0.01);
+    let rows = vec![
+        summarize(
+            &faulty,
+            &specs[0],
+            &[
+                run(RunEnd::RolledBack, 10, 100, 5),
+                run(RunEnd::Held, 7_200, 9_000, 450),
+            ],
+        ),
+        summarize(
+            &healthy,
+            &specs[0],
+            &[run(RunEnd::Promoted, 300, 9_000, 45); 3],
+        ),
+        summarize(
+            &healthy,
+            &specs[1],
+            &[run(RunEnd::RolledBack, 360, 3_000, 20)],
+        ),
+    ];
+    let summaries = summarize_controllers(&rows);
+    assert_eq!(summaries.len(), 2);
+    let weir = &summaries[0];
+    assert_eq!(weir.controller, "weir");
+    assert_eq!((weir.faulty_runs, weir.healthy_runs), (2, 3));
+    assert_eq!(weir.missed_detection_rate, 0.5);
+    assert_eq!(weir.faulty_held_rate, 0.5);
+    assert_eq!(weir.faulty_promotion_rate, 0.0);
+    assert_eq!(weir.promotion_rate, 1.0);
+    let flagger = &summaries[1];
+    assert_eq!((flagger.faulty_runs, flagger.healthy_runs), (0, 1));
+    assert_eq!(flagger.false_rollback_rate, 1.0);
+    assert_eq!(flagger.missed_detection_rate, 0.0);
+}
