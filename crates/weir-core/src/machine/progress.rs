@@ -536,17 +536,7 @@ impl Machine<'_> {
         self.progressed();
         if waited <= deadline {
             let message = format!("holding at {current} before {before}: {}", report.summary);
-            if waited_since.is_none() {
-                self.event(
-                    EventReason::WaitingForEvidence,
-                    message,
-                    Evidence::default(),
-                );
-            } else {
-                // Counts move every tick: the status says where the wait stands, the history
-                // keeps the start and the end of the wait.
-                self.status.message = message;
-            }
+            self.wait_for_evidence(message, waited_since.is_none());
             return false;
         }
         let late = format!(
@@ -559,16 +549,11 @@ impl Machine<'_> {
                     "{late}: holding at {current} for a person (`weir promote` or `weir abort`); {}",
                     report.summary
                 );
-                if !self.status.message.starts_with(&late) {
+                let starts = !self.status.message.starts_with(&late);
+                if starts {
                     self.notify(Severity::Warn, message.clone(), &Evidence::default());
-                    self.event(
-                        EventReason::WaitingForEvidence,
-                        message,
-                        Evidence::default(),
-                    );
-                } else {
-                    self.status.message = message;
                 }
+                self.wait_for_evidence(message, starts);
                 false
             }
             EvidenceDeadlineAction::Rollback => {
@@ -595,6 +580,21 @@ impl Machine<'_> {
                 );
                 true
             }
+        }
+    }
+
+    /// Holds for evidence: an event when this stage of the wait `starts`; afterwards only the
+    /// status message is kept current (counts move every tick; the history keeps the start and
+    /// the end of the wait).
+    fn wait_for_evidence(&mut self, message: String, starts: bool) {
+        if starts {
+            self.event(
+                EventReason::WaitingForEvidence,
+                message,
+                Evidence::default(),
+            );
+        } else {
+            self.status.message = message;
         }
     }
 }
