@@ -121,6 +121,10 @@ impl Rates {
 impl SequentialJudge {
     /// The evidence of health so far (see the module docs).
     pub fn health(&self) -> Health {
+        self.health.get_or_init(|| self.compute_health()).clone()
+    }
+
+    fn compute_health(&self) -> Health {
         let baseline = self
             .config
             .baseline

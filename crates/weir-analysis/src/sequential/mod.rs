@@ -172,6 +172,9 @@ pub struct SequentialJudge {
     windows: u64,
     /// Canary requests of the most recent windows (the observed canary traffic).
     recent_canary: VecDeque<u64>,
+    /// [`SequentialJudge::health`] for the windows seen so far (a few bisections: computed at
+    /// most once per window however often it is asked).
+    health: std::cell::OnceCell<Health>,
     /// The one-sample tests against the primary's pre-run rates, when there is a baseline.
     baseline: Option<BaselineTests>,
     failed: Option<&'static str>,
@@ -268,6 +271,7 @@ impl SequentialJudge {
             primary: Totals::default(),
             windows: 0,
             recent_canary: VecDeque::with_capacity(RECENT_WINDOWS),
+            health: std::cell::OnceCell::new(),
             baseline: BaselineTests::new(&config),
             failed: None,
             config,
@@ -343,6 +347,7 @@ impl SequentialJudge {
 
     fn update(&mut self, window: &Window) {
         self.windows += 1;
+        self.health = std::cell::OnceCell::new();
         let w = window.canary_weight;
         self.canary.requests += window.canary.requests;
         self.canary.errors += window.canary.errors;
@@ -593,6 +598,7 @@ impl Judge for SequentialJudge {
         self.primary = Totals::default();
         self.windows = 0;
         self.recent_canary.clear();
+        self.health = std::cell::OnceCell::new();
         self.baseline = BaselineTests::new(&self.config);
         self.failed = None;
     }
