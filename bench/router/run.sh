@@ -1,74 +1,122 @@
 #!/usr/bin/env bash
-# Router benchmark: weir router vs HAProxy vs direct, same 90/10 split, same upstreams, one run.
+# Router benchmark: `weir router` against HAProxy and nginx as proxies, the same 90/10 split over
+# the same two upstreams, in one run.
 #
-#   bash bench/router/run.sh            # defaults below
-#   DURATION=30 ROUNDS=5 CONNECTIONS=128 bash bench/router/run.sh
+#   bash bench/router/run.sh                        # both tables, 5 rounds of 8 s per target
+#   MODES=pinned ROUNDS=7 bash bench/router/run.sh  # only the core-for-core table
+#   PERF=1 bash bench/router/run.sh                 # also CPU, syscalls and context switches per request
+#   WEIR_BIN=/path/to/weir bash bench/router/run.sh # a prebuilt weir instead of building one
+#   WEIR_BIN="before=/tmp/weir-a after=/tmp/weir-b" bash bench/router/run.sh
+#                                                   # several weir builds, interleaved in the same rounds
 #
-# Two nginx upstreams (v1, v2) answer a small body; HAProxy and `weir router` each split 90/10
-# between them; wrk drives each target over loopback keep-alive connections, and also nginx v1
-# directly as the floor. Targets are measured in interleaved rounds (direct, haproxy, weir,
-# direct, ...) so drift on a shared machine hits all of them alike; the median round is reported.
+# Two tables ("modes"):
+#   pinned  core for core: every proxy runs ONE thread and is pinned to one core (PROXY_CPU, the
+#           last core by default) with `taskset`; the nginx upstreams and wrk (one thread) are
+#           pinned to the other core(s), so the load generator never takes the proxy's CPU.
+#   all     all cores against all cores, nothing pinned: each proxy runs one thread per core and
+#           shares the machine with wrk and the upstreams.
+# Targets are measured in interleaved rounds (direct, haproxy, nginx, weir, direct, ...) so drift
+# on a shared machine hits all of them alike. Each round gives a weir/peer ratio; the report is
+# the median of those per-round ratios (and of the raw figures). `direct` is wrk straight to the
+# v1 upstream: the floor of what loopback allows, not a proxy.
+#
 # Installs haproxy, nginx and wrk from Debian packages only if they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-DURATION=${DURATION:-15}        # seconds per measurement
-WARMUP=${WARMUP:-3}             # seconds of unrecorded load before each measurement
-ROUNDS=${ROUNDS:-3}
+MODES=${MODES:-pinned all}
+DURATION=${DURATION:-8}         # seconds per measurement
+WARMUP=${WARMUP:-2}             # seconds of unrecorded load before each measurement
+ROUNDS=${ROUNDS:-5}
 CONNECTIONS=${CONNECTIONS:-64}
-WRK_THREADS=${WRK_THREADS:-2}
-ROUTER_THREADS=${ROUTER_THREADS:-$(nproc)}
+CPUS=$(nproc)
+PROXY_CPU=${PROXY_CPU:-$((CPUS - 1))}
+LOAD_CPUS=${LOAD_CPUS:-$(seq -s, 0 $((CPUS - 1)) | tr ',' '\n' | grep -vx "$PROXY_CPU" | paste -sd,)}
+PERF=${PERF:-0}
 OUT=${OUT:-target/bench-router}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 
-P_V1=18081 P_V2=18082 P_HAPROXY=18090 P_WEIR=18091 P_ADMIN=18092
+P_V1=18081 P_V2=18082 P_HAPROXY=18090 P_NGINX=18093 P_WEIR=18100 # weir builds: 18100, 18102, ...
+PEERS=(haproxy nginx)
+
+if [ "$CPUS" -lt 2 ] && [[ " $MODES " == *" pinned "* ]]; then
+  echo "the pinned table needs at least 2 cores (one for the proxy, one for the load); this machine has $CPUS" >&2
+  exit 2
+fi
 
 missing=()
-command -v haproxy >/dev/null || missing+=(haproxy)
+command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 command -v wrk >/dev/null || missing+=(wrk)
+if [ "$PERF" = 1 ] && ! command -v perf >/dev/null; then missing+=(linux-perf); fi
 if [ "${#missing[@]}" -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   echo "installing ${missing[*]}"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq haproxy nginx wrk </dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" </dev/null
 fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
 
-echo "building weir (release)"
-cargo build --release -q -p weir
-WEIR="$CARGO_TARGET_DIR/release/weir"
+# The weir builds under test: name -> binary.
+declare -A WEIR_OF=()
+VARIANTS=()
+if [ -n "${WEIR_BIN:-}" ]; then
+  for entry in $WEIR_BIN; do
+    if [[ $entry == *=* ]]; then name=${entry%%=*}; path=${entry#*=}; else name=weir; path=$entry; fi
+    [ -x "$path" ] || { echo "WEIR_BIN: $path is not an executable" >&2; exit 2; }
+    WEIR_OF[$name]=$path; VARIANTS+=("$name")
+  done
+else
+  echo "building weir (release)"
+  cargo build --release -q -p weir
+  WEIR_OF[weir]="$CARGO_TARGET_DIR/release/weir"; VARIANTS=(weir)
+fi
+TARGETS=(direct haproxy nginx "${VARIANTS[@]}")
 
 rm -rf "$OUT"; mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 pids=()
-cleanup() {
+declare -A URL=() PID_OF=() ADMIN_OF=()
+stop_all() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  [ -f "$OUT/nginx.pid" ] && kill "$(cat "$OUT/nginx.pid")" 2>/dev/null || true
+  for pidfile in "$OUT"/*.pid; do [ -f "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  pids=()
+  rm -f "$OUT"/*.pid
 }
-trap cleanup EXIT
+trap stop_all EXIT
 
-# --- upstreams: one nginx, two servers, a small body each ------------------------------------
-cat >"$OUT/nginx.conf" <<EOF
+wait_for() { # port
+  for _ in $(seq 100); do curl -fsS -o /dev/null "http://127.0.0.1:$1/" 2>/dev/null && return 0; sleep 0.1; done
+  echo "port $1 not answering" >&2; exit 1
+}
+
+# Starts the upstreams and the three proxies for one mode. $1 = threads per proxy, $2 = prefix
+# that pins a proxy ("" for none), $3 = prefix that pins the load side.
+start_all() {
+  local threads=$1 pin_proxy=$2 pin_load=$3
+  # Upstreams: one nginx, two servers, a small body each.
+  cat >"$OUT/upstreams.conf" <<EOF
 worker_processes 1;
-pid $OUT/nginx.pid;
-error_log $OUT/nginx-error.log warn;
+pid $OUT/upstreams.pid;
+error_log $OUT/upstreams-error.log warn;
 events { worker_connections 4096; }
 http {
   access_log off;
   keepalive_requests 1000000;
   keepalive_timeout 120s;
-  server { listen 127.0.0.1:$P_V1; location / { default_type text/plain; return 200 "v1 hello from the primary\n"; } }
-  server { listen 127.0.0.1:$P_V2; location / { default_type text/plain; return 200 "v2 hello from the canary\n"; } }
+  server { listen 127.0.0.1:$P_V1 reuseport; location / { default_type text/plain; return 200 "v1 hello from the primary\n"; } }
+  server { listen 127.0.0.1:$P_V2 reuseport; location / { default_type text/plain; return 200 "v2 hello from the canary\n"; } }
 }
 EOF
-"$NGINX" -c "$OUT/nginx.conf" -e "$OUT/nginx-error.log"
+  $pin_load "$NGINX" -c "$OUT/upstreams.conf" -e "$OUT/upstreams-error.log"
 
-# --- HAProxy: the same 90/10 split ---------------------------------------------------------
-cat >"$OUT/haproxy.cfg" <<EOF
+  # HAProxy: 90/10 by weight, keep-alive both ways.
+  cat >"$OUT/haproxy.cfg" <<EOF
 global
   maxconn 4096
-  nbthread $ROUTER_THREADS
+  nbthread $threads
 defaults
   mode http
   option http-keep-alive
@@ -85,70 +133,173 @@ backend split
   server v1 127.0.0.1:$P_V1 weight 90
   server v2 127.0.0.1:$P_V2 weight 10
 EOF
-haproxy -f "$OUT/haproxy.cfg" -db >"$OUT/haproxy.log" 2>&1 &
-pids+=($!)
+  $pin_proxy "$HAPROXY" -f "$OUT/haproxy.cfg" -db >"$OUT/haproxy.log" 2>&1 &
+  pids+=($!)
+  HAPROXY_PIDS=$!
 
-# --- weir router: the same split -----------------------------------------------------------
-"$WEIR" router --listen 127.0.0.1:$P_WEIR --primary http://127.0.0.1:$P_V1 --canary http://127.0.0.1:$P_V2 \
-  --weight 10 --admin 127.0.0.1:$P_ADMIN --threads "$ROUTER_THREADS" >"$OUT/weir.log" 2>&1 &
-WEIR_PID=$!
-pids+=($WEIR_PID)
+  # nginx as a proxy: weighted upstream block, keep-alive connections to the upstreams.
+  cat >"$OUT/nginx-proxy.conf" <<EOF
+worker_processes $threads;
+pid $OUT/nginx-proxy.pid;
+error_log $OUT/nginx-proxy-error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  keepalive_timeout 120s;
+  upstream split {
+    server 127.0.0.1:$P_V1 weight=9;
+    server 127.0.0.1:$P_V2 weight=1;
+    keepalive 128;
+  }
+  server {
+    listen 127.0.0.1:$P_NGINX;
+    location / {
+      proxy_pass http://split;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+    }
+  }
+}
+EOF
+  $pin_proxy "$NGINX" -c "$OUT/nginx-proxy.conf" -e "$OUT/nginx-proxy-error.log"
 
-for port in $P_V1 $P_V2 $P_HAPROXY $P_WEIR; do
-  for _ in $(seq 50); do curl -fsS -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null && break; sleep 0.1; done
-  curl -fsS -o /dev/null "http://127.0.0.1:$port/" || { echo "port $port not answering"; exit 1; }
-done
+  # weir router: the same split (each build on its own port, admin endpoint on the next one).
+  local index=0 port
+  for name in "${VARIANTS[@]}"; do
+    port=$((P_WEIR + 2 * index))
+    $pin_proxy "${WEIR_OF[$name]}" router --listen 127.0.0.1:$port --primary http://127.0.0.1:$P_V1 \
+      --canary http://127.0.0.1:$P_V2 --weight 10 --admin 127.0.0.1:$((port + 1)) --threads "$threads" \
+      >"$OUT/$name.log" 2>&1 &
+    pids+=($!)
+    PID_OF[$name]=$!
+    URL[$name]="http://127.0.0.1:$port/"
+    ADMIN_OF[$name]=$((port + 1))
+    index=$((index + 1))
+  done
 
-declare -A URL=([direct]="http://127.0.0.1:$P_V1/" [haproxy]="http://127.0.0.1:$P_HAPROXY/" [weir]="http://127.0.0.1:$P_WEIR/")
+  for port in $P_V1 $P_V2 $P_HAPROXY $P_NGINX; do wait_for "$port"; done
+  for name in "${VARIANTS[@]}"; do wait_for "${URL[$name]##*:}"; done
+  # The serving processes of nginx are its workers, not the master.
+  NGINX_PIDS=$(pgrep -P "$(cat "$OUT/nginx-proxy.pid")" | paste -sd,)
+  UPSTREAM_PIDS=$(pgrep -P "$(cat "$OUT/upstreams.pid")" | paste -sd,)
+}
 
 # wrk reports latency with units; normalise to milliseconds.
 to_ms() { awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) n *= 1; else if (v ~ /s$/) n *= 1000; printf "%.3f", n }'; }
 
+# perf stat counters of a measurement, per request: CPU microseconds, syscalls, context switches.
+per_request() { # perf output file, requests
+  awk -F, -v n="$2" '
+    $3 == "task-clock" { cpu = $1 }            # milliseconds
+    $3 == "context-switches" { cs = $1 }
+    $3 == "raw_syscalls:sys_enter" { sys = $1 }
+    END { if (n > 0) printf "%.1f %.2f %.2f", cpu * 1000 / n, sys / n, cs / n; else print "- - -" }' "$1"
+}
+
+measure() { # mode round target url wrk-prefix wrk-threads
+  local mode=$1 round=$2 target=$3 url=$4 pin_load=$5 wrk_threads=$6 pids_of="" file
+  file="$OUT/$mode-$target-$round"
+  $pin_load wrk -t"$wrk_threads" -c"$CONNECTIONS" -d"${WARMUP}s" "$url" >/dev/null
+  case $target in
+    haproxy) pids_of=$HAPROXY_PIDS ;;
+    nginx) pids_of=$NGINX_PIDS ;;
+    direct) pids_of=$UPSTREAM_PIDS ;;
+    *) pids_of=${PID_OF[$target]} ;;
+  esac
+  if [ "$PERF" = 1 ]; then
+    perf stat -x, -e task-clock,context-switches,raw_syscalls:sys_enter -p "$pids_of" \
+      -o "$file.perf" -- sleep "$DURATION" &
+    local perf_pid=$!
+  fi
+  $pin_load wrk -t"$wrk_threads" -c"$CONNECTIONS" -d"${DURATION}s" --latency "$url" >"$file.txt"
+  [ "$PERF" = 1 ] && wait "$perf_pid"
+  local rps p50 p99 requests errors counters="- - -"
+  rps=$(awk '/^Requests\/sec:/ { print $2 }' "$file.txt")
+  requests=$(awk '/requests in/ { print $1 }' "$file.txt")
+  p50=$(to_ms "$(awk '$1 == "50%" { print $2 }' "$file.txt")")
+  p99=$(to_ms "$(awk '$1 == "99%" { print $2 }' "$file.txt")")
+  errors=$(awk '/Non-2xx/ { e += $NF } /Socket errors/ { gsub(/[^0-9 ]/, " "); for (i = 1; i <= NF; i++) e += $i } END { print e + 0 }' "$file.txt")
+  [ "$PERF" = 1 ] && counters=$(per_request "$file.perf" "$requests")
+  echo "$mode $target $round $rps $p50 $p99 $errors $counters" | tee -a "$OUT/results.txt"
+}
+
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+col() { awk -v m="$1" -v t="$2" -v c="$3" '$1 == m && $2 == t && $c != "-" { print $c }' "$OUT/results.txt" | median; }
+ratios() { # mode weir-build peer column: weir/peer per round
+  awk -v m="$1" -v w="$2" -v p="$3" -v c="$4" '
+    $1 == m && $2 == p { peer[$3] = $c } $1 == m && $2 == w { weir[$3] = $c }
+    END { for (r in weir) if (r in peer && peer[r] > 0) printf "%d %.3f\n", r, weir[r] / peer[r] }' "$OUT/results.txt" | sort -n | awk '{ print $2 }'
+}
+
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
-for round in $(seq "$ROUNDS"); do
-  for target in direct haproxy weir; do
-    wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${WARMUP}s" "${URL[$target]}" >/dev/null
-    wrk -t"$WRK_THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --latency "${URL[$target]}" >"$OUT/$target-$round.txt"
-    rps=$(awk '/^Requests\/sec:/ { print $2 }' "$OUT/$target-$round.txt")
-    p50=$(to_ms "$(awk '$1 == "50%" { print $2 }' "$OUT/$target-$round.txt")")
-    p99=$(to_ms "$(awk '$1 == "99%" { print $2 }' "$OUT/$target-$round.txt")")
-    errors=$(awk '/Non-2xx|Socket errors/ { print }' "$OUT/$target-$round.txt" | tr '\n' ' ')
-    echo "$target $round $rps $p50 $p99 ${errors:-none}" | tee -a "$OUT/results.txt"
+for mode in $MODES; do
+  case $mode in
+    pinned) threads=1; pin_proxy="taskset -c $PROXY_CPU"; pin_load="taskset -c $LOAD_CPUS"; wrk_threads=1 ;;
+    all) threads=$CPUS; pin_proxy=""; pin_load=""; wrk_threads=$CPUS ;;
+    *) echo "unknown mode $mode: the modes are pinned and all" >&2; exit 2 ;;
+  esac
+  echo "== $mode: proxies with $threads thread(s)${pin_proxy:+ on CPU $PROXY_CPU}, load${pin_load:+ on CPU(s) $LOAD_CPUS}"
+  declare -A URL=([direct]="http://127.0.0.1:$P_V1/" [haproxy]="http://127.0.0.1:$P_HAPROXY/"
+    [nginx]="http://127.0.0.1:$P_NGINX/") PID_OF=() ADMIN_OF=()
+  start_all "$threads" "$pin_proxy" "$pin_load"
+  for round in $(seq "$ROUNDS"); do
+    for target in "${TARGETS[@]}"; do
+      measure "$mode" "$round" "$target" "${URL[$target]}" "$pin_load" "$wrk_threads"
+    done
+  done
+  rss=$(awk '/^VmRSS:/ { print int($2 / 1024) }' "/proc/$HAPROXY_PIDS/status")
+  echo "$mode HAProxy $rss" >>"$OUT/rss.txt"
+  rss=$(for pid in ${NGINX_PIDS//,/ }; do awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status"; done | awk '{ s += $1 } END { print int(s / 1024) }')
+  echo "$mode nginx $rss" >>"$OUT/rss.txt"
+  for name in "${VARIANTS[@]}"; do
+    echo "$mode $name $(awk '/^VmRSS:/ { print int($2 / 1024) }' "/proc/${PID_OF[$name]}/status")" >>"$OUT/rss.txt"
+    curl -fsS "http://127.0.0.1:${ADMIN_OF[$name]}/metrics" | grep -E '^weir_router_(requests|errors)_total' >"$OUT/$mode-$name-metrics.txt" || true
+  done
+  stop_all
+done
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+
+echo
+echo "machine: $CPUS cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(free -g | awk '/Mem:/ { print $2 }') GB RAM; $(uname -sr)"
+echo "versions: $("$HAPROXY" -v | head -1 | cut -d' ' -f1-3); $("$NGINX" -v 2>&1); $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2); $("${WEIR_OF[${VARIANTS[0]}]}" --version)"
+for name in "${VARIANTS[@]}"; do echo "weir build $name: ${WEIR_OF[$name]}"; done
+echo "load average (1, 5, 15 min): $LOAD_BEFORE before, $LOAD_AFTER after"
+echo "load: wrk -c$CONNECTIONS, ${DURATION}s per measurement after ${WARMUP}s warm-up, $ROUNDS interleaved rounds; medians"
+for mode in $MODES; do
+  echo
+  case $mode in
+    pinned) echo "### pinned: one thread per proxy on CPU $PROXY_CPU; upstreams and wrk -t1 on CPU(s) $LOAD_CPUS" ;;
+    all) echo "### all cores: $CPUS threads per proxy, wrk -t$CPUS, nothing pinned" ;;
+  esac
+  echo
+  if [ "$PERF" = 1 ]; then
+    printf '| target | requests/s | p50 ms | p99 ms | errors | CPU us/req | syscalls/req | switches/req |\n|---|---:|---:|---:|---:|---:|---:|---:|\n'
+  else
+    printf '| target | requests/s | p50 ms | p99 ms | errors |\n|---|---:|---:|---:|---:|\n'
+  fi
+  for target in "${TARGETS[@]}"; do
+    errors=$(awk -v m="$mode" -v t="$target" '$1 == m && $2 == t { e += $7 } END { print e + 0 }' "$OUT/results.txt")
+    printf '| %s | %.0f | %s | %s | %s' "$target" "$(col "$mode" "$target" 4)" "$(col "$mode" "$target" 5)" "$(col "$mode" "$target" 6)" "$errors"
+    [ "$PERF" = 1 ] && printf ' | %s | %s | %s' "$(col "$mode" "$target" 8)" "$(col "$mode" "$target" 9)" "$(col "$mode" "$target" 10)"
+    printf ' |\n'
+  done
+  echo
+  for name in "${VARIANTS[@]}"; do
+    for peer in "${PEERS[@]}" "${VARIANTS[@]}"; do
+      [ "$peer" = "$name" ] && continue
+      for metric in "requests/s:4" "p99:6"; do
+        label=${metric%%:*}; column=${metric##*:}
+        per_round=$(ratios "$mode" "$name" "$peer" "$column" | paste -sd' ')
+        printf '%s/%s %s per round: %s; median %s\n' "$name" "$peer" "$label" "$per_round" "$(ratios "$mode" "$name" "$peer" "$column" | median)"
+      done
+    done
+  done
+  echo "RSS after the rounds (MB): $(grep "^$mode " "$OUT/rss.txt" | cut -d' ' -f2- | paste -sd,)"
+  for name in "${VARIANTS[@]}"; do
+    echo "$name's own counters:"; sed 's/^/  /' "$OUT/$mode-$name-metrics.txt"
   done
 done
-
-LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
-RSS_KB=$(awk '/^VmRSS:/ { print $2 }' "/proc/$WEIR_PID/status")
-HWM_KB=$(awk '/^VmHWM:/ { print $2 }' "/proc/$WEIR_PID/status")
-HAPROXY_RSS_KB=$(ps -o rss= -C haproxy | awk '{ s += $1 } END { print s }')
-curl -fsS "http://127.0.0.1:$P_ADMIN/metrics" | grep -E '^weir_router_(requests|errors)_total' >"$OUT/weir-metrics.txt" || true
-
-median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-col() { awk -v t="$1" -v c="$2" '$1 == t { print $c }' "$OUT/results.txt" | median; }
-
 echo
-echo "machine: $(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(free -g | awk '/Mem:/ { print $2 }') GB RAM; $(uname -sr)"
-echo "versions: $(haproxy -v | head -1 | cut -d' ' -f1-3); $("$NGINX" -v 2>&1); $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2); $("$WEIR" --version)"
-echo "load average (1, 5, 15 min): $LOAD_BEFORE before, $LOAD_AFTER after"
-echo "load: wrk -t$WRK_THREADS -c$CONNECTIONS, ${DURATION}s per run after ${WARMUP}s warm-up, $ROUNDS interleaved rounds, medians"
-echo
-printf '| target | requests/s | vs HAProxy | p50 ms | p99 ms |\n|---|---:|---:|---:|---:|\n'
-H_RPS=$(col haproxy 3)
-for target in direct haproxy weir; do
-  rps=$(col "$target" 3)
-  printf '| %s | %.0f | %.2f | %s | %s |\n' "$target" "$rps" "$(awk -v a="$rps" -v b="$H_RPS" 'BEGIN { print a / b }')" "$(col "$target" 4)" "$(col "$target" 5)"
-done
-echo
-printf 'per-round weir/HAProxy requests/s:'
-for round in $(seq "$ROUNDS"); do
-  awk -v r="$round" '$2 == r && $1 == "haproxy" { h = $3 } $2 == r && $1 == "weir" { w = $3 } END { printf " %.2f", w / h }' "$OUT/results.txt"
-done
-echo
-printf 'per-round weir/HAProxy p99:'
-for round in $(seq "$ROUNDS"); do
-  awk -v r="$round" '$2 == r && $1 == "haproxy" { h = $5 } $2 == r && $1 == "weir" { w = $5 } END { printf " %.2f", w / h }' "$OUT/results.txt"
-done
-echo
-echo "weir router RSS after the run: $((RSS_KB / 1024)) MB (peak $((HWM_KB / 1024)) MB); HAProxy RSS: $((HAPROXY_RSS_KB / 1024)) MB"
-echo "weir split (from its admin endpoint):"; cat "$OUT/weir-metrics.txt"
 echo "raw wrk output: $OUT"

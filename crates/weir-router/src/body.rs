@@ -212,6 +212,10 @@ impl Body for TeeBody {
                     this.copy = None;
                     this.dropped.fetch_add(1, Ordering::Relaxed);
                 }
+                // A reader that trusts `is_end_stream` stops here without polling for the end.
+                if this.inner.is_end_stream() && this.copy.take().is_some() {
+                    this.state.complete.store(true, Ordering::Release);
+                }
             }
             Poll::Ready(None) => {
                 if this.copy.take().is_some() {

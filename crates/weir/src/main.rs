@@ -21,6 +21,12 @@ mod tls;
 
 use std::process::ExitCode;
 
+/// mimalloc rather than the system allocator: the router makes about ten small allocations per
+/// request, and glibc's `malloc`/`free` were several percent of its CPU time (docs/BENCHMARKS.md,
+/// "Router").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 use weir_core::machine::Command as Verb;
 
