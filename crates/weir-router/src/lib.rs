@@ -22,9 +22,10 @@
 //!   is dropped and counted, never waited for.
 //! - **No hand-offs on the request path.** A request is served start to finish in one task (its
 //!   client connection's on HTTP/1.1, its stream's on HTTP/2): the upstream HTTP/1.1 connection
-//!   is taken from a small idle pool and driven by that same task, while waiting for the response head and while the response body
-//!   streams (`upstream`), instead of in a connection task of its own reached over a channel.
-//!   HTTP/1.1 timeouts cost one timer per connection, not per request (`deadline`).
+//!   is taken from a small idle pool and spoken to by that same task with weir's own codec, while
+//!   waiting for the response head and while the response body streams (`upstream`) - no
+//!   connection task, no channel, no per-request oneshot. HTTP/1.1 timeouts cost one timer per
+//!   connection, not per request (`deadline`).
 //! - **Two ways to run.** [`Router::serve`] runs inside the caller's tokio runtime, whatever its
 //!   flavour - the mode for embedding (the engine). [`Router::spawn_per_core`] runs one thread
 //!   per core, each a single-threaded runtime with its own `SO_REUSEPORT` listening socket and

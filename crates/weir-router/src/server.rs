@@ -378,6 +378,10 @@ async fn serve_connection(
         let mut connection = pin!(
             hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
+                // Head and body copied into one buffer and written with `send`, not `writev`:
+                // the kernel's vectored path costs more than copying a small body (a few
+                // percent of the router's CPU in the profile; docs/BENCHMARKS.md, "Router").
+                .writev(false)
                 .header_read_timeout(None)
                 .max_header_size(config.max_header_bytes)
                 .serve_connection(io, service)

@@ -6,12 +6,14 @@
 //! from the upstream's socket to the client's without being copied; header values share the
 //! head's bytes the same way.
 
+use std::mem::MaybeUninit;
+
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Response, StatusCode, Version};
 
 /// Most response header fields accepted (more is a protocol error: 502).
-const MAX_HEADERS: usize = 128;
+const MAX_HEADERS: usize = 100;
 /// Longest chunk-size line (with extensions) or trailer section accepted.
 const MAX_CHUNK_LINE: usize = 4 * 1024;
 const MAX_TRAILERS: usize = 16 * 1024;
@@ -83,27 +85,36 @@ pub(crate) fn parse_response_head(
     method: &Method,
     max_head: usize,
 ) -> Result<Option<ResponseHead>, ProtocolError> {
-    // First pass: where the head ends (and whether it is complete).
+    // httparse's defaults: strict about what a response head may contain.
+    let config = httparse::ParserConfig::default();
+    // First pass: where the head ends (and whether it is complete). The field slots are left
+    // uninitialised: zeroing them would cost more than parsing a typical head.
     let head_len = {
-        let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut response = httparse::Response::new(&mut fields);
-        match response.parse(buf) {
-            Ok(httparse::Status::Complete(len)) => len,
-            Ok(httparse::Status::Partial) if buf.len() > max_head => {
-                return Err(ProtocolError("response head too large"));
-            }
-            Ok(httparse::Status::Partial) => return Ok(None),
+        let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+        let mut response = httparse::Response::new(&mut []);
+        match config.parse_response_with_uninit_headers(&mut response, buf, &mut fields) {
+            Ok(len) => len,
             Err(httparse::Error::TooManyHeaders) => {
                 return Err(ProtocolError("too many response header fields"));
             }
             Err(_) => return Err(ProtocolError("malformed response head")),
         }
     };
+    let head_len = match head_len {
+        httparse::Status::Complete(len) => len,
+        httparse::Status::Partial if buf.len() > max_head => {
+            return Err(ProtocolError("response head too large"));
+        }
+        httparse::Status::Partial => return Ok(None),
+    };
     // Second pass over the frozen head, so field values can share its bytes.
     let head = buf.split_to(head_len).freeze();
-    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut parsed = httparse::Response::new(&mut fields);
-    if !matches!(parsed.parse(&head), Ok(httparse::Status::Complete(_))) {
+    let mut fields = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut parsed = httparse::Response::new(&mut []);
+    if !matches!(
+        config.parse_response_with_uninit_headers(&mut parsed, &head, &mut fields),
+        Ok(httparse::Status::Complete(_))
+    ) {
         return Err(ProtocolError("malformed response head"));
     }
     let status = parsed
