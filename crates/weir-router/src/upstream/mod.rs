@@ -83,16 +83,37 @@ pub trait ConnectGuard: Send + Sync + std::fmt::Debug + 'static {
 }
 
 /// One upstream connection and what has been read from it but not yet consumed.
+///
+/// The state of the exchange in progress lives here too, so that it is allocated once per
+/// connection rather than once per request, and a response body carries one pointer to it.
 struct Link {
     stream: TcpStream,
     read: BytesMut,
+    /// Where it leads (its pool list).
+    authority: Authority,
+    /// The request being written.
+    outgoing: Outgoing,
+    /// The whole request has been written.
+    sent: bool,
+    /// Writing failed; the upstream may still have answered, and this is reported if not.
+    write_error: Option<io::Error>,
+    /// The client's request body failed: the exchange cannot complete.
+    body_error: Option<BoxError>,
+    /// Some response bytes (an interim response, say) have arrived.
+    answered: bool,
 }
 
 impl Link {
-    fn new(stream: TcpStream) -> Self {
+    fn new(stream: TcpStream, authority: Authority) -> Self {
         Self {
             stream,
             read: BytesMut::with_capacity(READ_BUFFER),
+            authority,
+            outgoing: Outgoing::default(),
+            sent: false,
+            write_error: None,
+            body_error: None,
+            answered: false,
         }
     }
 
@@ -219,7 +240,8 @@ impl Pool {
     }
 
     /// Keeps a connection whose exchange is complete, if there is room; closes it otherwise.
-    fn checkin(&self, authority: &Authority, link: Box<Link>) {
+    fn checkin(&self, link: Box<Link>) {
+        let authority = &link.authority;
         let mut idle = self.lock();
         if Self::list(&mut idle, authority).is_none() {
             idle.push((authority.clone(), Vec::new()));
@@ -228,6 +250,10 @@ impl Pool {
             return; // just added
         };
         if list.len() < self.max_idle {
+            debug_assert!(
+                link.outgoing.is_idle(),
+                "only finished exchanges are pooled"
+            );
             list.push(Idle {
                 link,
                 since: Instant::now(),
@@ -276,7 +302,7 @@ impl Pool {
         let _ = stream.set_nodelay(true);
         // Boxed once per connection, so moving it in and out of the pool and into response
         // bodies copies a pointer, not the buffer's bookkeeping.
-        Ok(Box::new(Link::new(stream)))
+        Ok(Box::new(Link::new(stream, authority.clone())))
     }
 }
 
@@ -345,6 +371,7 @@ fn request_framing(headers: &mut HeaderMap, body: &ProxyBody) -> RequestFraming 
 }
 
 /// The request on its way out: bytes queued for the socket, and the body still to read.
+#[derive(Default)]
 struct Outgoing {
     /// The request head (then empty).
     head: Bytes,
@@ -363,17 +390,20 @@ enum WriteFailure {
 }
 
 impl Outgoing {
-    fn new(head: Bytes, body: ProxyBody, framing: RequestFraming) -> Self {
-        let body = match framing {
+    /// Starts writing a new request (the queue keeps its allocation).
+    fn start(&mut self, head: Bytes, body: ProxyBody, framing: RequestFraming) {
+        self.head = head;
+        self.queue.clear();
+        self.body = match framing {
             RequestFraming::Empty => None,
             RequestFraming::Length | RequestFraming::Chunked => Some(Box::new(body)),
         };
-        Self {
-            head,
-            queue: VecDeque::new(),
-            body,
-            chunked: framing == RequestFraming::Chunked,
-        }
+        self.chunked = framing == RequestFraming::Chunked;
+    }
+
+    /// Nothing is left to write.
+    fn is_idle(&self) -> bool {
+        self.head.is_empty() && self.queue.is_empty() && self.body.is_none()
     }
 
     /// Writes the request as far as the socket and the client's body allow; `Ready(Ok)` once all
@@ -470,27 +500,22 @@ impl Outgoing {
     }
 }
 
-/// One request/response exchange on one connection.
-struct Exchange {
-    link: Box<Link>,
-    outgoing: Outgoing,
-    /// The whole request has been written.
-    sent: bool,
-    /// Writing failed; the upstream may still have answered, and this is reported if not.
-    write_error: Option<io::Error>,
-    /// The client's request body failed: the exchange cannot complete.
-    body_error: Option<BoxError>,
-    /// Some response bytes (an interim response, say) have arrived.
-    answered: bool,
-}
+impl Link {
+    /// Starts an exchange: `head` and then `body` are written by the polls that follow.
+    fn begin(&mut self, head: Bytes, body: ProxyBody, framing: RequestFraming) {
+        self.outgoing.start(head, body, framing);
+        self.sent = false;
+        self.write_error = None;
+        self.body_error = None;
+        self.answered = false;
+    }
 
-impl Exchange {
     /// Writes what can be written of the request now; never waits.
     fn push_request(&mut self, cx: &mut Context<'_>) {
         if self.sent || self.write_error.is_some() || self.body_error.is_some() {
             return;
         }
-        match self.outgoing.poll_write(&mut self.link.stream, cx) {
+        match self.outgoing.poll_write(&mut self.stream, cx) {
             Poll::Ready(Ok(())) => self.sent = true,
             Poll::Ready(Err(WriteFailure::Socket(error))) => self.write_error = Some(error),
             Poll::Ready(Err(WriteFailure::Body(error))) => self.body_error = Some(error),
@@ -510,7 +535,7 @@ impl Exchange {
         }
         loop {
             if let Some(head) =
-                codec::parse_response_head(&mut self.link.read, method, MAX_RESPONSE_HEAD)?
+                codec::parse_response_head(&mut self.read, method, MAX_RESPONSE_HEAD)?
             {
                 self.answered = true;
                 let status = head.response.status();
@@ -524,10 +549,10 @@ impl Exchange {
                 }
                 return Poll::Ready(Ok(head));
             }
-            if !self.link.read.is_empty() {
+            if !self.read.is_empty() {
                 self.answered = true;
             }
-            match ready!(self.link.poll_fill(cx)) {
+            match ready!(self.poll_fill(cx)) {
                 Ok(0) => {
                     return Poll::Ready(Err(self
                         .write_error
@@ -548,6 +573,44 @@ pub(crate) async fn send(
     authority: &Authority,
     request: Request<ProxyBody>,
 ) -> Result<Response<ProxyBody>, UpstreamError> {
+    // The head is encoded before the first await, so the request's parts are not kept in this
+    // future (which hyper moves into place once per request).
+    let (head, method, framing, body) = encode(request);
+    // Sent again after a reused connection's silent close only when that cannot do harm.
+    let replayable = framing == RequestFraming::Empty && method.is_idempotent();
+    let mut body = Some(body);
+    loop {
+        let (mut link, reused) = match pool.checkout(authority) {
+            Some(link) => (link, true),
+            None => (pool.connect(authority).await?, false),
+        };
+        let request_body = body.take().unwrap_or_else(ProxyBody::empty);
+        link.begin(head.clone(), request_body, framing);
+        match poll_fn(|cx| link.poll_head(cx, &method)).await {
+            Ok(codec::ResponseHead {
+                response,
+                body: decoder,
+                keep_alive,
+            }) => {
+                let (parts, ()) = response.into_parts();
+                let body = UpstreamBody {
+                    link: Some(link),
+                    decoder,
+                    keep_alive,
+                    eof: false,
+                    pool: pool.clone(),
+                };
+                return Ok(Response::from_parts(parts, ProxyBody::Upstream(body)));
+            }
+            Err(UpstreamError::Closed | UpstreamError::Io(_))
+                if reused && replayable && !link.answered => {}
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// The encoded request head, the method, and how the body goes on the wire.
+fn encode(request: Request<ProxyBody>) -> (Bytes, Method, RequestFraming, ProxyBody) {
     let (mut parts, body) = request.into_parts();
     let framing = request_framing(&mut parts.headers, &body);
     let target = parts
@@ -556,68 +619,24 @@ pub(crate) async fn send(
         .map_or("/", |target| target.as_str());
     let mut head = BytesMut::new();
     codec::encode_request_head(&parts.method, target, &parts.headers, framing, &mut head);
-    let head = head.freeze();
-    // Sent again after a reused connection's silent close only when that cannot do harm.
-    let replayable = framing == RequestFraming::Empty && parts.method.is_idempotent();
-    let mut body = Some(body);
-    loop {
-        let (link, reused) = match pool.checkout(authority) {
-            Some(link) => (link, true),
-            None => (pool.connect(authority).await?, false),
-        };
-        let outgoing = Outgoing::new(
-            head.clone(),
-            body.take().unwrap_or_else(ProxyBody::empty),
-            framing,
-        );
-        let mut exchange = Exchange {
-            link,
-            outgoing,
-            sent: false,
-            write_error: None,
-            body_error: None,
-            answered: false,
-        };
-        match poll_fn(|cx| exchange.poll_head(cx, &parts.method)).await {
-            Ok(codec::ResponseHead {
-                response,
-                body: decoder,
-                keep_alive,
-            }) => {
-                let (parts, ()) = response.into_parts();
-                let body = UpstreamBody {
-                    exchange: Some(exchange),
-                    decoder,
-                    keep_alive,
-                    eof: false,
-                    pool: pool.clone(),
-                    authority: authority.clone(),
-                };
-                return Ok(Response::from_parts(parts, ProxyBody::Upstream(body)));
-            }
-            Err(UpstreamError::Closed | UpstreamError::Io(_))
-                if reused && replayable && !exchange.answered => {}
-            Err(error) => return Err(error),
-        }
-    }
+    (head.freeze(), parts.method, framing, body)
 }
 
 /// An upstream response body. Reading it reads the connection (and writes what is left of the
 /// request); once it has been read to the end the connection goes back to the pool.
 pub struct UpstreamBody {
-    exchange: Option<Exchange>,
+    /// The connection, until the response has ended.
+    link: Option<Box<Link>>,
     decoder: BodyDecoder,
     keep_alive: bool,
     /// The upstream has closed the connection.
     eof: bool,
     pool: Arc<Pool>,
-    authority: Authority,
 }
 
 impl std::fmt::Debug for UpstreamBody {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UpstreamBody")
-            .field("authority", &self.authority)
             .field("decoder", &self.decoder)
             .finish_non_exhaustive()
     }
@@ -627,12 +646,12 @@ impl UpstreamBody {
     /// The response is complete: the connection goes back to the pool if it can carry another
     /// exchange, and is closed otherwise.
     fn finish(&mut self) {
-        if let Some(exchange) = self.exchange.take()
+        if let Some(link) = self.link.take()
             && self.keep_alive
-            && exchange.sent
-            && exchange.link.read.is_empty()
+            && link.sent
+            && link.read.is_empty()
         {
-            self.pool.checkin(&self.authority, exchange.link);
+            self.pool.checkin(link);
         }
     }
 }
@@ -646,10 +665,10 @@ impl Body for UpstreamBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
-        let Some(exchange) = &mut this.exchange else {
+        let Some(link) = &mut this.link else {
             return Poll::Ready(None);
         };
-        match ready!(poll_body(exchange, &mut this.decoder, &mut this.eof, cx)) {
+        match ready!(poll_body(link, &mut this.decoder, &mut this.eof, cx)) {
             Ok(frame) => {
                 if this.decoder.is_done() {
                     this.finish();
@@ -657,7 +676,7 @@ impl Body for UpstreamBody {
                 Poll::Ready(frame.map(Ok))
             }
             Err(error) => {
-                this.exchange = None;
+                this.link = None;
                 Poll::Ready(Some(Err(error)))
             }
         }
@@ -679,23 +698,23 @@ impl Body for UpstreamBody {
 /// writing what is left of the request: an upstream may answer before it has read the whole
 /// request (an echo does).
 fn poll_body(
-    exchange: &mut Exchange,
+    link: &mut Link,
     decoder: &mut BodyDecoder,
     eof: &mut bool,
     cx: &mut Context<'_>,
 ) -> Poll<Result<Option<Frame<Bytes>>, BoxError>> {
-    exchange.push_request(cx);
-    if let Some(error) = exchange.body_error.take() {
+    link.push_request(cx);
+    if let Some(error) = link.body_error.take() {
         return Poll::Ready(Err(UpstreamError::RequestBody(error).into()));
     }
     loop {
-        match decoder.decode(&mut exchange.link.read, *eof)? {
+        match decoder.decode(&mut link.read, *eof)? {
             Decoded::Data(data) => return Poll::Ready(Ok(Some(Frame::data(data)))),
             Decoded::Trailers(trailers) => return Poll::Ready(Ok(Some(Frame::trailers(trailers)))),
             Decoded::End => return Poll::Ready(Ok(None)),
             Decoded::NeedMore => {}
         }
-        if ready!(exchange.link.poll_fill(cx))? == 0 {
+        if ready!(link.poll_fill(cx))? == 0 {
             *eof = true;
         }
     }
