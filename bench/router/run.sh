@@ -15,6 +15,12 @@
 #           pinned to the other core(s), so the load generator never takes the proxy's CPU.
 #   all     all cores against all cores, nothing pinned: each proxy runs one thread per core and
 #           shares the machine with wrk and the upstreams.
+#   paired  (opt-in: MODES="pinned all paired") CPU cost per request with the machine's drift
+#           cancelled: weir and a peer, one thread each, pinned to the SAME core, loaded at the same
+#           time by two wrk instances; the core's time is split between them by the scheduler, so
+#           the ratio of their requests/s is the ratio of their requests per CPU-second, measured
+#           in the same seconds. Latency is not comparable in this mode (each waits for the
+#           other's time slices) and is not reported.
 # Targets are measured in interleaved rounds (direct, haproxy, nginx, weir, direct, ...) so drift
 # on a shared machine hits all of them alike. Each round gives a weir/peer ratio; the report is
 # the median of those per-round ratios (and of the raw figures). `direct` is wrk straight to the
@@ -225,6 +231,23 @@ measure() { # mode round target url wrk-prefix wrk-threads
   echo "$mode $target $round $rps $p50 $p99 $errors $counters" | tee -a "$OUT/results.txt"
 }
 
+# Both at once, on the same core: "paired round weir-build peer weir-rps peer-rps ratio errors".
+measure_pair() { # round weir-build peer wrk-prefix
+  local round=$1 name=$2 peer=$3 pin_load=$4 a b
+  a="$OUT/paired-$name-$peer-$round-$name.txt" b="$OUT/paired-$name-$peer-$round-$peer.txt"
+  $pin_load wrk -t1 -c"$CONNECTIONS" -d"${WARMUP}s" "${URL[$name]}" >/dev/null &
+  $pin_load wrk -t1 -c"$CONNECTIONS" -d"${WARMUP}s" "${URL[$peer]}" >/dev/null
+  wait
+  $pin_load wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" "${URL[$name]}" >"$a" &
+  $pin_load wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" "${URL[$peer]}" >"$b"
+  wait
+  local rps_a rps_b errors
+  rps_a=$(awk '/^Requests\/sec:/ { print $2 }' "$a")
+  rps_b=$(awk '/^Requests\/sec:/ { print $2 }' "$b")
+  errors=$(cat "$a" "$b" | awk '/Non-2xx/ { e += $NF } /Socket errors/ { gsub(/[^0-9 ]/, " "); for (i = 1; i <= NF; i++) e += $i } END { print e + 0 }')
+  echo "paired $round $name $peer $rps_a $rps_b $(awk -v a="$rps_a" -v b="$rps_b" 'BEGIN { printf "%.3f", a / b }') $errors" | tee -a "$OUT/pairs.txt"
+}
+
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 col() { awk -v m="$1" -v t="$2" -v c="$3" '$1 == m && $2 == t && $c != "-" { print $c }' "$OUT/results.txt" | median; }
 ratios() { # mode weir-build peer column: weir/peer per round
@@ -238,13 +261,20 @@ for mode in $MODES; do
   case $mode in
     pinned) threads=1; pin_proxy="taskset -c $PROXY_CPU"; pin_load="taskset -c $LOAD_CPUS"; wrk_threads=1 ;;
     all) threads=$CPUS; pin_proxy=""; pin_load=""; wrk_threads=$CPUS ;;
-    *) echo "unknown mode $mode: the modes are pinned and all" >&2; exit 2 ;;
+    paired) threads=1; pin_proxy="taskset -c $PROXY_CPU"; pin_load="taskset -c $LOAD_CPUS"; wrk_threads=1 ;;
+    *) echo "unknown mode $mode: the modes are pinned, all and paired" >&2; exit 2 ;;
   esac
   echo "== $mode: proxies with $threads thread(s)${pin_proxy:+ on CPU $PROXY_CPU}, load${pin_load:+ on CPU(s) $LOAD_CPUS}"
   declare -A URL=([direct]="http://127.0.0.1:$P_V1/" [haproxy]="http://127.0.0.1:$P_HAPROXY/"
     [nginx]="http://127.0.0.1:$P_NGINX/") PID_OF=() ADMIN_OF=()
   start_all "$threads" "$pin_proxy" "$pin_load"
   for round in $(seq "$ROUNDS"); do
+    if [ "$mode" = paired ]; then
+      for name in "${VARIANTS[@]}"; do
+        for peer in "${PEERS[@]}"; do measure_pair "$round" "$name" "$peer" "$pin_load"; done
+      done
+      continue
+    fi
     for target in "${TARGETS[@]}"; do
       measure "$mode" "$round" "$target" "${URL[$target]}" "$pin_load" "$wrk_threads"
     done
@@ -272,6 +302,18 @@ for mode in $MODES; do
   case $mode in
     pinned) echo "### pinned: one thread per proxy on CPU $PROXY_CPU; upstreams and wrk -t1 on CPU(s) $LOAD_CPUS" ;;
     all) echo "### all cores: $CPUS threads per proxy, wrk -t$CPUS, nothing pinned" ;;
+    paired)
+      echo "### paired: weir and a peer on CPU $PROXY_CPU at the same time (one thread each); two wrk -t1 on CPU(s) $LOAD_CPUS"
+      echo
+      for name in "${VARIANTS[@]}"; do
+        for peer in "${PEERS[@]}"; do
+          per_round=$(awk -v w="$name" -v p="$peer" '$3 == w && $4 == p { print $7 }' "$OUT/pairs.txt" | paste -sd' ')
+          errors=$(awk -v w="$name" -v p="$peer" '$3 == w && $4 == p { e += $8 } END { print e + 0 }' "$OUT/pairs.txt")
+          printf '%s/%s requests per CPU-second per round: %s; median %s; errors %s\n' "$name" "$peer" "$per_round" \
+            "$(awk -v w="$name" -v p="$peer" '$3 == w && $4 == p { print $7 }' "$OUT/pairs.txt" | median)" "$errors"
+        done
+      done
+      continue ;;
   esac
   echo
   if [ "$PERF" = 1 ]; then
