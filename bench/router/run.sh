@@ -17,10 +17,11 @@
 #           shares the machine with wrk and the upstreams.
 #   paired  (opt-in: MODES="pinned all paired") CPU cost per request with the machine's drift
 #           cancelled: weir and a peer, one thread each, pinned to the SAME core, loaded at the same
-#           time by two wrk instances; the core's time is split between them by the scheduler, so
-#           the ratio of their requests/s is the ratio of their requests per CPU-second, measured
-#           in the same seconds. Latency is not comparable in this mode (each waits for the
-#           other's time slices) and is not reported.
+#           time by two wrk instances, so both run in the same seconds on the same core. Each
+#           one's CPU time (user + system, from /proc/PID/stat) over the measurement gives its
+#           requests per CPU-second; the ratio of those is the figure. (The raw requests/s are
+#           printed too, but they also depend on how the scheduler shares the core.) Latency is
+#           not comparable in this mode and is not reported.
 # Targets are measured in interleaved rounds (direct, haproxy, nginx, weir, direct, ...) so drift
 # on a shared machine hits all of them alike. Each round gives a weir/peer ratio; the report is
 # the median of those per-round ratios (and of the raw figures). `direct` is wrk straight to the
@@ -231,21 +232,48 @@ measure() { # mode round target url wrk-prefix wrk-threads
   echo "$mode $target $round $rps $p50 $p99 $errors $counters" | tee -a "$OUT/results.txt"
 }
 
-# Both at once, on the same core: "paired round weir-build peer weir-rps peer-rps ratio errors".
+# CPU time (user + system) of processes, in clock ticks.
+cpu_ticks() { # comma-separated pids
+  for pid in ${1//,/ }; do awk '{ print $14 + $15 }' "/proc/$pid/stat"; done | awk '{ s += $1 } END { print s }'
+}
+
+pids_of_target() {
+  case $1 in
+    haproxy) echo "$HAPROXY_PIDS" ;;
+    nginx) echo "$NGINX_PIDS" ;;
+    direct) echo "$UPSTREAM_PIDS" ;;
+    *) echo "${PID_OF[$1]}" ;;
+  esac
+}
+
+# Both at once, on the same core: "paired round weir-build peer weir-rps peer-rps
+# weir-requests-per-cpu-second peer-requests-per-cpu-second ratio errors".
 measure_pair() { # round weir-build peer wrk-prefix
   local round=$1 name=$2 peer=$3 pin_load=$4 a b
   a="$OUT/paired-$name-$peer-$round-$name.txt" b="$OUT/paired-$name-$peer-$round-$peer.txt"
+  local other # (`wait` alone would also wait for the proxies running in the background)
   $pin_load wrk -t1 -c"$CONNECTIONS" -d"${WARMUP}s" "${URL[$name]}" >/dev/null &
+  other=$!
   $pin_load wrk -t1 -c"$CONNECTIONS" -d"${WARMUP}s" "${URL[$peer]}" >/dev/null
-  wait
+  wait "$other"
+  local pids_a pids_b ticks_a ticks_b
+  pids_a=$(pids_of_target "$name") pids_b=$(pids_of_target "$peer")
+  ticks_a=$(cpu_ticks "$pids_a") ticks_b=$(cpu_ticks "$pids_b")
   $pin_load wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" "${URL[$name]}" >"$a" &
+  other=$!
   $pin_load wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" "${URL[$peer]}" >"$b"
-  wait
-  local rps_a rps_b errors
+  wait "$other"
+  ticks_a=$(($(cpu_ticks "$pids_a") - ticks_a)) ticks_b=$(($(cpu_ticks "$pids_b") - ticks_b))
+  local rps_a rps_b req_a req_b hz errors eff_a eff_b
   rps_a=$(awk '/^Requests\/sec:/ { print $2 }' "$a")
   rps_b=$(awk '/^Requests\/sec:/ { print $2 }' "$b")
+  req_a=$(awk '/requests in/ { print $1 }' "$a")
+  req_b=$(awk '/requests in/ { print $1 }' "$b")
+  hz=$(getconf CLK_TCK)
+  eff_a=$(awk -v r="$req_a" -v t="$ticks_a" -v hz="$hz" 'BEGIN { printf "%.0f", (t > 0 ? r * hz / t : 0) }')
+  eff_b=$(awk -v r="$req_b" -v t="$ticks_b" -v hz="$hz" 'BEGIN { printf "%.0f", (t > 0 ? r * hz / t : 0) }')
   errors=$(cat "$a" "$b" | awk '/Non-2xx/ { e += $NF } /Socket errors/ { gsub(/[^0-9 ]/, " "); for (i = 1; i <= NF; i++) e += $i } END { print e + 0 }')
-  echo "paired $round $name $peer $rps_a $rps_b $(awk -v a="$rps_a" -v b="$rps_b" 'BEGIN { printf "%.3f", a / b }') $errors" | tee -a "$OUT/pairs.txt"
+  echo "paired $round $name $peer $rps_a $rps_b $eff_a $eff_b $(awk -v a="$eff_a" -v b="$eff_b" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }') $errors" | tee -a "$OUT/pairs.txt"
 }
 
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
@@ -305,12 +333,12 @@ for mode in $MODES; do
     paired)
       echo "### paired: weir and a peer on CPU $PROXY_CPU at the same time (one thread each); two wrk -t1 on CPU(s) $LOAD_CPUS"
       echo
+      printf '| weir build | peer | weir req/CPU-s | peer req/CPU-s | ratio (median of rounds) | per round | errors |\n|---|---|---:|---:|---:|---|---:|\n'
       for name in "${VARIANTS[@]}"; do
         for peer in "${PEERS[@]}"; do
-          per_round=$(awk -v w="$name" -v p="$peer" '$3 == w && $4 == p { print $7 }' "$OUT/pairs.txt" | paste -sd' ')
-          errors=$(awk -v w="$name" -v p="$peer" '$3 == w && $4 == p { e += $8 } END { print e + 0 }' "$OUT/pairs.txt")
-          printf '%s/%s requests per CPU-second per round: %s; median %s; errors %s\n' "$name" "$peer" "$per_round" \
-            "$(awk -v w="$name" -v p="$peer" '$3 == w && $4 == p { print $7 }' "$OUT/pairs.txt" | median)" "$errors"
+          pick() { awk -v w="$name" -v p="$peer" -v c="$1" '$3 == w && $4 == p { print $c }' "$OUT/pairs.txt"; }
+          printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$peer" "$(pick 7 | median)" "$(pick 8 | median)" \
+            "$(pick 9 | median)" "$(pick 9 | paste -sd' ')" "$(pick 10 | awk '{ e += $1 } END { print e + 0 }')"
         done
       done
       continue ;;
