@@ -518,7 +518,8 @@ impl<S: FlagStore> TargetProvider for FlagTargets<S> {
                         .await
                 }
                 // Nothing runs or scales for a flag.
-                Effect::ScaleCanary(_)
+                Effect::Prepare
+                | Effect::ScaleCanary(_)
                 | Effect::Finalize
                 | Effect::RunHooks { .. }
                 | Effect::Notify(_) => Ok(()),

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
 };
@@ -148,8 +148,60 @@ impl KubernetesTargets {
             .map_err(|error| api_error("reading the primary Deployment", error))
     }
 
-    /// Creates the primary from the target when it does not exist, and applies the Services
-    /// when the apex does not exist or `refresh_services` (a reconcile) asks for it.
+    /// Creates the primary from the target when it does not exist (with the copies of the
+    /// tracked configs and of the autoscaler), and returns it.
+    async fn ensure_primary(
+        &self,
+        key: &RolloutKey,
+        settings: &Settings<'_>,
+        target: &Deployment,
+        owner: &OwnerReference,
+    ) -> Result<Deployment, ProviderError> {
+        if let Some(primary) = self.primary(key, settings).await? {
+            return Ok(primary);
+        }
+        // Initialisation: the copies of the tracked configs first, so that the primary's pods
+        // find them.
+        let configs = self.tracked_configs(&key.namespace, target).await?;
+        self.apply_primary_configs(&key.namespace, &configs, owner)
+            .await?;
+        let mut primary = workload::primary_deployment(target, &configs, owner)
+            .map_err(|error| ProviderError::permanent(error.to_string()))?;
+        primary
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(
+                REVISION_ANNOTATION.into(),
+                workload::revision(target, &configs),
+            );
+        self.apply_deployment(&key.namespace, &primary).await?;
+        self.apply_primary_autoscaler(key, settings, owner).await?;
+        Ok(primary)
+    }
+
+    /// Set-up before the primary takes traffic ([`Effect::Prepare`]): the primary and the
+    /// Services `NAME-primary` and `NAME-canary`, which no route uses yet. The apex Service
+    /// (which may be the user's own, selecting the target's pods) and the route objects are
+    /// left as they are until the primary is available.
+    async fn prepare(
+        &self,
+        key: &RolloutKey,
+        rollout: &Rollout,
+        settings: &Settings<'_>,
+    ) -> Result<(), ProviderError> {
+        let target = self.target(key, settings).await?;
+        let owner = owner_of(rollout);
+        self.ensure_primary(key, settings, &target, &owner).await?;
+        let service = settings.kubernetes.service.clone().unwrap_or_default();
+        let [_apex, primary, canary] = workload::services(&target, &service, &owner)
+            .map_err(|error| ProviderError::permanent(error.to_string()))?;
+        self.apply_services(&key.namespace, [primary, canary]).await
+    }
+
+    /// Creates the primary when it does not exist, and applies the Services when the apex
+    /// does not exist or `refresh_services` (a reconcile) asks for it. Only once the primary
+    /// is available: the apex Service selects its pods.
     async fn ensure_primary_and_services(
         &self,
         key: &RolloutKey,
@@ -159,29 +211,7 @@ impl KubernetesTargets {
         refresh_services: bool,
     ) -> Result<Deployment, ProviderError> {
         let owner = owner_of(rollout);
-        let primary = match self.primary(key, settings).await? {
-            Some(primary) => primary,
-            None => {
-                // Initialisation: the copies of the tracked configs first, so that the primary's
-                // pods find them.
-                let configs = self.tracked_configs(&key.namespace, target).await?;
-                self.apply_primary_configs(&key.namespace, &configs, &owner)
-                    .await?;
-                let mut primary = workload::primary_deployment(target, &configs, &owner)
-                    .map_err(|error| ProviderError::permanent(error.to_string()))?;
-                primary
-                    .metadata
-                    .annotations
-                    .get_or_insert_with(Default::default)
-                    .insert(
-                        REVISION_ANNOTATION.into(),
-                        workload::revision(target, &configs),
-                    );
-                self.apply_deployment(&key.namespace, &primary).await?;
-                self.apply_primary_autoscaler(key, settings, &owner).await?;
-                primary
-            }
-        };
+        let primary = self.ensure_primary(key, settings, target, &owner).await?;
         if refresh_services {
             self.apply_primary_autoscaler(key, settings, &owner).await?;
         }
@@ -193,20 +223,29 @@ impl KubernetesTargets {
                 .get_opt(&apex)
                 .await
                 .map_err(|error| api_error("reading the apex Service", error))?
-                .is_some()
+                .is_some_and(|apex| owned_by(&apex.metadata, &owner))
         {
             return Ok(primary);
         }
-        for service in workload::services(target, &service, &owner)
-            .map_err(|error| ProviderError::permanent(error.to_string()))?
-        {
+        let services = workload::services(target, &service, &owner)
+            .map_err(|error| ProviderError::permanent(error.to_string()))?;
+        self.apply_services(&key.namespace, services).await?;
+        Ok(primary)
+    }
+
+    async fn apply_services(
+        &self,
+        namespace: &str,
+        services: impl IntoIterator<Item = Service>,
+    ) -> Result<(), ProviderError> {
+        for service in services {
             let name = service.metadata.name.clone().unwrap_or_default();
-            self.services(&key.namespace)
+            self.services(namespace)
                 .patch(&name, &apply_params(), &Patch::Apply(&service))
                 .await
                 .map_err(|error| api_error("applying a Service", error))?;
         }
-        Ok(primary)
+        Ok(())
     }
 
     /// With `spec.target.autoscalerRef`, the primary gets a copy of the target's autoscaler.
@@ -619,12 +658,7 @@ impl KubernetesTargets {
         let Some(metadata) = found else {
             return Ok(());
         };
-        let owned = metadata.owner_references.iter().flatten().any(|reference| {
-            reference.kind == owner.kind
-                && reference.name == owner.name
-                && (owner.uid.is_empty() || reference.uid == owner.uid)
-        });
-        if !owned {
+        if !owned_by(&metadata, owner) {
             return Ok(());
         }
         // Only the object read above: a copy re-created since is left for the next call.
@@ -793,6 +827,15 @@ fn owner_of(rollout: &Rollout) -> OwnerReference {
     }
 }
 
+/// Whether `owner` owns the object with `metadata` (by uid, when the owner's is known).
+fn owned_by(metadata: &ObjectMeta, owner: &OwnerReference) -> bool {
+    metadata.owner_references.iter().flatten().any(|reference| {
+        reference.kind == owner.kind
+            && reference.name == owner.name
+            && (owner.uid.is_empty() || reference.uid == owner.uid)
+    })
+}
+
 fn apply_params() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()
 }
@@ -893,6 +936,12 @@ impl TargetProvider for KubernetesTargets {
                     return Ok(());
                 }
             }
+            if !status.is_set_up() {
+                // Until the primary is available nothing routes to it (the machine waits).
+                self.prepare(key, rollout, &settings).await?;
+                self.mark_refreshed(key);
+                return Ok(());
+            }
             let target = self.target(key, &settings).await?;
             let primary = self
                 .ensure_primary_and_services(key, rollout, &settings, &target, full)
@@ -984,6 +1033,7 @@ impl TargetProvider for KubernetesTargets {
                 }
             }
             match effect {
+                Effect::Prepare => self.prepare(key, rollout, &settings).await,
                 Effect::SetRoute(route) => {
                     self.apply_route(key, rollout, &settings, route, status.run)
                         .await?;

@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 use weir_core::document::{self, Document};
 use weir_core::machine::Effect;
-use weir_core::model::{Rollout, RolloutStatus};
+use weir_core::model::{Phase, Rollout, RolloutStatus};
 use weir_engine::TargetProvider;
 use weir_kube::target::{KubernetesTargets, REVISION_ANNOTATION};
 use weir_store::RolloutKey;
@@ -145,24 +145,41 @@ async fn set_up() -> Setup {
 }
 
 impl Setup {
-    /// Initialisation as the operator's reconcile does it: the primary, its copies, Services and
-    /// routes; once the primary is ready, the target at zero.
+    /// Initialisation as the operator's reconcile does it: while setting up (phase
+    /// Initializing) the primary, its copies and the Services `-primary`/`-canary` only, with
+    /// nothing routed to the primary and the target untouched; once the primary is available
+    /// and set-up completed (phase Initialized), the apex Service and the routes, and the
+    /// target at zero.
     async fn initialise(&self) {
-        let status = RolloutStatus::default();
-        let waiting = self
-            .targets
-            .reconcile(&self.key, &self.rollout, &status)
-            .await
-            .unwrap_err();
-        assert!(
-            waiting.to_string().contains("podinfo-primary is ready"),
-            "{waiting}"
-        );
-        roll_out(&self.server, "podinfo-primary");
+        let setting_up = RolloutStatus::default();
         self.targets
-            .reconcile(&self.key, &self.rollout, &status)
+            .reconcile(&self.key, &self.rollout, &setting_up)
             .await
             .unwrap();
+        assert!(
+            self.get("apps/v1", "Deployment", "podinfo-primary")
+                .is_some()
+        );
+        assert!(self.get("v1", "Service", "podinfo-primary").is_some());
+        assert!(
+            self.get("v1", "Service", "podinfo").is_none(),
+            "no apex Service before the primary is available"
+        );
+        assert!(
+            self.get("networking.istio.io/v1", "VirtualService", "podinfo")
+                .is_none()
+        );
+        assert_eq!(self.replicas("podinfo"), 2);
+        roll_out(&self.server, "podinfo-primary");
+        let initialized = RolloutStatus {
+            phase: Phase::Initialized,
+            ..RolloutStatus::default()
+        };
+        self.targets
+            .reconcile(&self.key, &self.rollout, &initialized)
+            .await
+            .unwrap();
+        assert!(self.get("v1", "Service", "podinfo").is_some());
         assert_eq!(self.replicas("podinfo"), 0);
     }
 

@@ -621,6 +621,7 @@ impl TargetProvider for LocalTargets {
             let slot = self.slot(key);
             let mut local = slot.lock().await;
             match effect {
+                Effect::Prepare => self.ensure_primary(&mut local, config, status).await,
                 Effect::SetRoute(route) => {
                     self.ensure_primary(&mut local, config, status).await?;
                     self.route(key, &mut local, config, route.clone()).await

@@ -90,6 +90,9 @@ impl Machine<'_> {
                 }
             }
             Command::Retry => match (phase, self.status.canary_revision.clone()) {
+                (Phase::Failed, _) if self.status.setup_failed() => {
+                    self.begin_setup();
+                }
                 (Phase::Failed, Some(revision)) => {
                     self.reset_run(revision);
                     self.begin_progressing(actor);

@@ -238,6 +238,11 @@ impl std::fmt::Display for GateRef {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Effect {
+    /// Set-up, before any traffic moves: make the primary exist and start it (a target that
+    /// copies its workload creates the copy and its Services), without sending it traffic and
+    /// without touching what serves today. The machine routes to the primary only once it is
+    /// observed ready.
+    Prepare,
     /// Route traffic so.
     SetRoute(Route),
     /// Scale the canary up (to serve) or down (to nothing).

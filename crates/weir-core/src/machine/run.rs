@@ -10,6 +10,7 @@ impl Machine<'_> {
         }
         match self.status.phase {
             Phase::Initializing => self.initialize(observations),
+            Phase::Failed if self.status.setup_failed() => self.initialize(observations),
             Phase::Initialized | Phase::Succeeded | Phase::Failed | Phase::Stopped => {
                 if let Some(revision) = &observations.canary_revision {
                     self.consider_revision(revision, &observations.hooks);
@@ -24,13 +25,23 @@ impl Machine<'_> {
         }
     }
 
-    /// Sets up routing with the primary taking everything. As in Flagger, what runs at set-up is
-    /// the primary: its revision is the promoted one.
+    /// Sets up routing with the primary taking everything, once the primary is ready. As in
+    /// Flagger, what runs at set-up is the primary: its revision is the promoted one.
+    ///
+    /// Until the primary is ready nothing routes to it: the first tick asks the target to
+    /// prepare it ([`Effect::Prepare`]) and records the wait; past the progress deadline
+    /// set-up fails (phase `Failed` in run 0), and completes later on its own should the
+    /// primary become ready after all.
     pub(super) fn initialize(&mut self, observations: &Observations) {
+        if !observations.primary_ready {
+            self.wait_for_primary();
+            return;
+        }
         self.status.primary_revision = observations
             .primary_revision
             .clone()
             .or_else(|| observations.canary_revision.clone());
+        self.status.stopped_by = None;
         self.route_all_to_primary();
         self.effects.push(Effect::ScaleCanary(Scale::Down));
         self.set_phase(Phase::Initialized);
@@ -52,8 +63,50 @@ impl Machine<'_> {
         );
     }
 
+    /// Set-up's wait for the primary: the first tick prepares it; the progress deadline, counted
+    /// from there, bounds the wait.
+    fn wait_for_primary(&mut self) {
+        if self.status.phase != Phase::Initializing {
+            // Set-up failed already: it completes once the primary is ready (or `weir retry`).
+            return;
+        }
+        let Some(since) = self.status.last_progress_at else {
+            self.begin_setup();
+            return;
+        };
+        let progress_deadline = self.spec.analysis.progress_deadline;
+        let deadline =
+            SignedDuration::try_from(progress_deadline.get()).unwrap_or(SignedDuration::MAX);
+        if self.now.duration_since(since) <= deadline {
+            return;
+        }
+        self.set_phase(Phase::Failed);
+        self.status.stopped_by = Some(StoppedBy::Deadline);
+        let message = format!(
+            "set-up failed: the primary was not available within the progress deadline ({progress_deadline}); nothing routes to it and the target serves as before. Set-up completes once the primary is available; `weir retry` waits again"
+        );
+        self.notify(Severity::Error, message.clone(), &Evidence::default());
+        self.event(EventReason::SetupFailed, message, Evidence::default());
+    }
+
+    /// Starts set-up: the target prepares the primary, and the wait for it begins.
+    pub(super) fn begin_setup(&mut self) {
+        self.set_phase(Phase::Initializing);
+        self.status.stopped_by = None;
+        self.progressed();
+        self.effects.push(Effect::Prepare);
+        self.event(
+            EventReason::WaitingForPrimary,
+            format!(
+                "setting up: waiting for the primary to be available before it takes traffic (progress deadline {})",
+                self.spec.analysis.progress_deadline
+            ),
+            Evidence::default(),
+        );
+    }
+
     pub(super) fn consider_revision(&mut self, revision: &str, hooks: &[HookResult]) {
-        if starts_run(&self.status, revision) {
+        if !self.status.setup_failed() && starts_run(&self.status, revision) {
             self.start_run(revision.to_string(), hooks);
         }
     }

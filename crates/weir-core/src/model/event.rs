@@ -34,6 +34,11 @@ pub struct Event {
 pub enum EventReason {
     /// The rollout was set up.
     Initialized,
+    /// Set-up created the primary and waits until it is available before it takes traffic.
+    WaitingForPrimary,
+    /// The primary did not become available within the progress deadline: set-up stopped,
+    /// with the user's Service and Deployment as they were.
+    SetupFailed,
     /// A new revision waits for the confirm-rollout gate.
     WaitingForApproval,
     /// A run started.
@@ -113,6 +118,8 @@ impl EventReason {
         matches!(
             self,
             EventReason::WaitingForApproval
+                | EventReason::WaitingForPrimary
+                | EventReason::SetupFailed
                 | EventReason::GateClosed
                 | EventReason::GateShut
                 | EventReason::ChecksFailed

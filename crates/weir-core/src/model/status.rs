@@ -104,6 +104,20 @@ pub struct RolloutStatus {
     pub message: String,
 }
 
+impl RolloutStatus {
+    /// Whether set-up never completed because the primary was not available within the
+    /// progress deadline (phase `Failed` before any run).
+    pub fn setup_failed(&self) -> bool {
+        self.phase == Phase::Failed && self.run == 0
+    }
+
+    /// Whether set-up completed: the primary was available and took the traffic. Until then
+    /// nothing may route to the primary or scale the target down.
+    pub fn is_set_up(&self) -> bool {
+        self.phase != Phase::Initializing && !self.setup_failed()
+    }
+}
+
 /// Who or what ended a run before its plan did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -155,7 +155,18 @@ impl KubernetesTargets {
         effect: &Effect,
     ) -> Result<(), ProviderError> {
         match effect {
+            Effect::Prepare => {
+                let wanted = self.wanted(key, settings).await?;
+                let primary = self.managed_get(key, settings, Track::Primary).await?;
+                self.managed_sync(key, rollout, settings, status, &wanted, primary)
+                    .await
+            }
             Effect::SetRoute(route) => {
+                // The Services first: a route never names a Service that does not exist.
+                let wanted = self.wanted(key, settings).await?;
+                let primary = self.managed_get(key, settings, Track::Primary).await?;
+                self.managed_sync(key, rollout, settings, status, &wanted, primary)
+                    .await?;
                 let owner = serde_json::to_value(owner_of(rollout)).unwrap_or(Value::Null);
                 let names = self.managed_names(key, settings).await?;
                 self.apply_route_objects(key, settings, &names, route, status.run, &owner)
@@ -284,6 +295,11 @@ impl KubernetesTargets {
         let ports = workload::ports(&primary, &service)
             .map_err(|error| ProviderError::permanent(error.to_string()))?;
         objects.push(to_json(&primary)?);
+        if !status.is_set_up() {
+            // Set-up: nothing routes to the primary, not even its Service, before it is
+            // available.
+            return self.apply_synced(key, objects).await;
+        }
         objects.push(to_json(&workload::service_object(
             settings.target_name.to_string(),
             Some(namespace),
@@ -323,6 +339,15 @@ impl KubernetesTargets {
         let owner_value = serde_json::to_value(&owner).unwrap_or(Value::Null);
         // What the provider adjusted is noted when the route changes (SetRoute), not every tick.
         objects.extend(route_objects(settings, &names, &route, status.run, &owner_value)?.objects);
+        self.apply_synced(key, objects).await
+    }
+
+    /// Applies `objects` in order, each reverted (and reported) first if changed by hand.
+    async fn apply_synced(
+        &self,
+        key: &RolloutKey,
+        objects: Vec<Value>,
+    ) -> Result<(), ProviderError> {
         for object in objects {
             self.revert_hand_edit(key, &object).await?;
             self.apply_owned(key, object).await?;

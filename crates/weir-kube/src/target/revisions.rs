@@ -164,6 +164,10 @@ impl KubernetesTargets {
         settings: &Settings<'_>,
         status: &RolloutStatus,
     ) -> Result<(), ProviderError> {
+        if !status.is_set_up() {
+            // Nothing routes to a revision before set-up saw it available.
+            return Ok(());
+        }
         let pair = self.pair(key, settings, status).await?;
         let route = Route::of(&rollout.spec, status);
         self.revisions_route(key, rollout, settings, &pair, &route, status.run)
@@ -181,6 +185,8 @@ impl KubernetesTargets {
     ) -> Result<(), ProviderError> {
         let pair = self.pair(key, settings, status).await?;
         match effect {
+            // The application controller runs the revisions: set-up only waits for them.
+            Effect::Prepare => Ok(()),
             Effect::SetRoute(route) => {
                 self.revisions_route(key, rollout, settings, &pair, route, status.run)
                     .await?;
@@ -506,17 +512,6 @@ fn label_of<'d>(deployment: &'d Deployment, label: &str) -> Option<&'d str> {
         .as_ref()?
         .get(label)
         .map(String::as_str)
-}
-
-fn owned_by(
-    metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    owner: &OwnerReference,
-) -> bool {
-    metadata.owner_references.iter().flatten().any(|reference| {
-        reference.kind == owner.kind
-            && reference.name == owner.name
-            && (owner.uid.is_empty() || reference.uid == owner.uid)
-    })
 }
 
 fn weir_params() -> PatchParams {

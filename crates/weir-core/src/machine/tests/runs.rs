@@ -19,6 +19,136 @@ fn initializing_routes_everything_to_the_primary_and_records_its_revision() {
     assert_eq!(harness.last_reason(), Some(EventReason::Initialized));
 }
 
+/// A harness whose primary is not ready at set-up (the first tick sees it unavailable).
+fn setting_up(body: &str) -> Harness {
+    let mut harness = Harness {
+        spec: spec(body),
+        status: RolloutStatus::default(),
+        now: at(0),
+        last: None,
+        events: Vec::new(),
+    };
+    harness.input(Input::Tick(unready_primary()));
+    harness
+}
+
+fn unready_primary() -> Observations {
+    let mut observations = Observations::ready(Some("v1".into()));
+    observations.primary_revision = Some("v1".into());
+    observations.primary_ready = false;
+    observations
+}
+
+#[test]
+fn set_up_prepares_the_primary_and_routes_nothing_until_it_is_ready() {
+    let mut harness = setting_up(CANARY);
+    assert_eq!(harness.status.phase, Phase::Initializing);
+    assert_eq!(harness.effects(), &[Effect::Prepare]);
+    assert_eq!(harness.last_reason(), Some(EventReason::WaitingForPrimary));
+    // While it is not ready: nothing routed, nothing scaled down, nothing recorded again.
+    for _ in 0..3 {
+        harness.now = harness
+            .now
+            .checked_add(SignedDuration::from_secs(60))
+            .unwrap_or(harness.now);
+        let transition = harness.input(Input::Tick(unready_primary()));
+        assert!(transition.effects.is_empty(), "{:?}", transition.effects);
+        assert!(transition.events.is_empty());
+        assert_eq!(transition.status.phase, Phase::Initializing);
+    }
+    harness.now = harness
+        .now
+        .checked_add(SignedDuration::from_secs(60))
+        .unwrap_or(harness.now);
+    let mut ready = unready_primary();
+    ready.primary_ready = true;
+    harness.input(Input::Tick(ready));
+    assert_eq!(harness.status.phase, Phase::Initialized);
+    assert_eq!(harness.routes().len(), 1);
+    assert_eq!(harness.routes()[0].primary_weight, Weight::FULL);
+    let position = |wanted: &Effect| harness.effects().iter().position(|effect| effect == wanted);
+    assert!(
+        position(&Effect::SetRoute(harness.routes()[0].clone()))
+            < position(&Effect::ScaleCanary(Scale::Down)),
+        "the route moves before the target is scaled down: {:?}",
+        harness.effects()
+    );
+}
+
+#[test]
+fn set_up_fails_at_the_progress_deadline_and_completes_once_the_primary_is_ready() {
+    let body = "  plan: {canary: {stepWeight: 20}}
+  analysis: {interval: 1m, progressDeadline: 5m}
+";
+    let mut harness = setting_up(body);
+    harness.now = at(5 * 60);
+    harness.input(Input::Tick(unready_primary()));
+    assert_eq!(
+        harness.status.phase,
+        Phase::Initializing,
+        "at the deadline, still waiting"
+    );
+    harness.now = at(5 * 60 + 1);
+    let transition = harness.input(Input::Tick(unready_primary())).clone();
+    assert_eq!(transition.status.phase, Phase::Failed);
+    assert_eq!(transition.status.run, 0);
+    assert_eq!(transition.status.stopped_by, Some(StoppedBy::Deadline));
+    assert!(transition.status.setup_failed() && !transition.status.is_set_up());
+    assert_eq!(harness.last_reason(), Some(EventReason::SetupFailed));
+    assert!(
+        harness.status.message.contains("progress deadline (5m)"),
+        "{}",
+        harness.status.message
+    );
+    assert!(
+        transition
+            .effects
+            .iter()
+            .all(|effect| matches!(effect, Effect::Notify(_)))
+    );
+    assert_eq!(notifications(&transition).len(), 1);
+    // A new revision starts no run while set-up has failed.
+    harness.input(Input::NewRevision("v2".into()));
+    harness.now = at(6 * 60);
+    let mut v2 = unready_primary();
+    v2.canary_revision = Some("v2".into());
+    let transition = harness.input(Input::Tick(v2.clone()));
+    assert_eq!(transition.status.phase, Phase::Failed);
+    assert!(transition.effects.is_empty() && transition.events.is_empty());
+    // The primary became ready after all: set-up completes, and the next tick starts the run.
+    v2.primary_ready = true;
+    harness.now = at(7 * 60);
+    harness.input(Input::Tick(v2.clone()));
+    assert_eq!(harness.status.phase, Phase::Initialized);
+    assert_eq!(harness.status.stopped_by, None);
+    assert_eq!(harness.last_reason(), Some(EventReason::Initialized));
+    harness.now = at(8 * 60);
+    harness.input(Input::Tick(v2));
+    assert_eq!(harness.status.phase, Phase::Progressing);
+    assert_eq!(harness.status.run, 1);
+}
+
+#[test]
+fn retry_after_a_failed_set_up_prepares_the_primary_and_waits_again() {
+    let body = "  plan: {canary: {stepWeight: 20}}
+  analysis: {interval: 1m, progressDeadline: 2m}
+";
+    let mut harness = setting_up(body);
+    harness.now = at(3 * 60);
+    harness.input(Input::Tick(unready_primary()));
+    assert!(harness.status.setup_failed());
+    let transition = harness
+        .command(Command::Retry)
+        .unwrap_or_else(|rejected| panic!("{rejected}"));
+    assert_eq!(transition.status.phase, Phase::Initializing);
+    assert_eq!(transition.effects, vec![Effect::Prepare]);
+    assert_eq!(transition.status.last_progress_at, Some(at(3 * 60)));
+    // The deadline counts again from the retry.
+    harness.now = at(4 * 60);
+    harness.input(Input::Tick(unready_primary()));
+    assert_eq!(harness.status.phase, Phase::Initializing);
+}
+
 #[test]
 fn the_primary_revision_starts_no_run() {
     let mut harness = Harness::new(spec(CANARY));
