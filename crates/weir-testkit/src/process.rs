@@ -214,6 +214,16 @@ impl Weir {
         status
     }
 
+    /// Sends it a signal by name with `kill` (`TERM`, `INT`, `STOP`, `CONT`, ...), which must
+    /// succeed.
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{name}"), &self.id().to_string()])
+            .status()
+            .unwrap_or_else(|error| panic!("cannot run kill: {error}"));
+        assert!(status.success(), "kill -{name} {} failed", self.id());
+    }
+
     /// Kills it with SIGKILL (it cleans up nothing) and reaps it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

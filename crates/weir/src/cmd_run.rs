@@ -51,6 +51,9 @@ pub struct RunArgs {
     public_name: Vec<String>,
     #[command(flatten)]
     integrations: crate::integrations::IntegrationArgs,
+    /// Timeouts and the connection bound of --listen and --metrics-listen.
+    #[command(flatten)]
+    limits: crate::http_server::LimitArgs,
 }
 
 /// The default state directory.
@@ -115,12 +118,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         let router = foreground.reserve_router(&key, listen).await?;
         let mut bound = vec![("router", router)];
         if let Some(address) = args.metrics_listen {
-            let served = serve_metrics(address, &foreground, &args.public_name).await?;
+            let served = serve_metrics(address, &foreground, args).await?;
             integrations.outbound.add_own(served);
             bound.push(("metrics", served));
         }
         if let Some(address) = args.listen {
-            let served = serve_api(address, &foreground, &args.public_name).await?;
+            let served = serve_api(address, &foreground, args).await?;
             integrations.outbound.add_own(served);
             bound.push(("api", served));
         }
@@ -139,21 +142,23 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
 async fn serve_metrics(
     address: std::net::SocketAddr,
     foreground: &Foreground,
-    public_names: &[String],
+    args: &RunArgs,
 ) -> Result<std::net::SocketAddr> {
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("cannot listen on {address} for --metrics-listen"))?;
     let bound = listener.local_addr().unwrap_or(address);
-    let hosts = crate::cmd_serve::host_policy(bound, public_names, "weir run")?;
+    let hosts = crate::cmd_serve::host_policy(bound, &args.public_name, "weir run")?;
     let app = hosts.apply(weir_api::metrics_router(
         foreground.handle.telemetry().clone(),
     ));
-    tokio::spawn(async move {
-        if let Err(error) = axum::serve(listener, app).await {
-            eprintln!("the metrics server stopped: {error}");
-        }
-    });
+    // With the timeouts and the connection bound of `weir serve`'s listener.
+    tokio::spawn(crate::http_server::serve(
+        listener.into(),
+        app,
+        args.limits.limits(),
+        std::future::pending(),
+    ));
     eprintln!("metrics at http://{bound}/metrics");
     Ok(bound)
 }
@@ -163,22 +168,23 @@ async fn serve_metrics(
 async fn serve_api(
     address: std::net::SocketAddr,
     foreground: &Foreground,
-    public_names: &[String],
+    args: &RunArgs,
 ) -> Result<std::net::SocketAddr> {
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .with_context(|| format!("cannot listen on {address} for --listen"))?;
     let bound = listener.local_addr().unwrap_or(address);
-    let hosts = crate::cmd_serve::host_policy(bound, public_names, "weir run")?;
+    let hosts = crate::cmd_serve::host_policy(bound, &args.public_name, "weir run")?;
     let app = hosts.apply(weir_api::router(
         foreground.store.clone(),
         foreground.handle.clone(),
     ));
-    tokio::spawn(async move {
-        if let Err(error) = axum::serve(listener, app).await {
-            eprintln!("the API server stopped: {error}");
-        }
-    });
+    tokio::spawn(crate::http_server::serve(
+        listener.into(),
+        app,
+        args.limits.limits(),
+        std::future::pending(),
+    ));
     eprintln!("API at http://{bound} (weir promote, abort, gate ... --server http://{bound})");
     Ok(bound)
 }

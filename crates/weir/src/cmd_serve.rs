@@ -91,6 +91,8 @@ pub struct ServeArgs {
     integrations: crate::integrations::IntegrationArgs,
     #[command(flatten)]
     tls: crate::tls::ServeTlsArgs,
+    #[command(flatten)]
+    limits: crate::http_server::LimitArgs,
 }
 
 /// `weir serve`.
@@ -262,6 +264,7 @@ where
         hosts: Some(hosts),
         guard: Some(auth),
         member,
+        limits: args.limits.limits(),
     };
     run_until_stopped(listener, store, handle, engine, around).await
 }
@@ -355,6 +358,8 @@ pub(crate) struct Around {
     pub guard: Option<Guard>,
     /// The cluster member (several instances on PostgreSQL).
     pub member: Option<RunMember>,
+    /// The listener's timeouts, connection bound and shutdown grace.
+    pub limits: crate::http_server::Limits,
 }
 
 /// Runs `engine` and the HTTP API on `listener` (plain HTTP or HTTPS: `listener.is_tls()`),
@@ -372,6 +377,7 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
         hosts,
         guard,
         member,
+        limits,
     } = around;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let signal = move || {
@@ -397,15 +403,9 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
         shutdown_requested().await;
         let _ = stop.send(true);
     });
-    // With each client's address, for the rate limit of bad tokens: `tap_io` makes the
-    // listener one axum gives `ConnectInfo<SocketAddr>` for, plain or TLS alike.
-    axum::serve(
-        axum::serve::ListenerExt::tap_io(listener, |_| {}),
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(signal())
-    .await
-    .context("the API server failed")?;
+    // Handlers get each client's address (`ConnectInfo<SocketAddr>`, for the rate limit of bad
+    // tokens), plain or TLS alike.
+    crate::http_server::serve(listener, app, limits, signal()).await;
     if let Some(member) = member {
         // It gives the leases back, so the other instances take over at once.
         let _ = member.await;

@@ -13,6 +13,7 @@ mod cmd_run;
 mod cmd_serve;
 mod cmd_token;
 mod cmd_tools;
+mod http_server;
 mod integrations;
 mod listening;
 mod progress;

@@ -1,12 +1,11 @@
 //! HTTPS for `weir serve` (`--tls-cert`, `--tls-key`) and the trust of the client verbs
 //! (`--ca`).
 //!
-//! The server side is [`ApiListener`]: axum's `serve` runs over it exactly as over a
-//! `TcpListener` (graceful shutdown, Server-Sent Events and everything else on the listener
-//! unchanged). With TLS, a task accepts TCP connections and hands each to a task of its own for
-//! the handshake, bounded by [`HANDSHAKE_TIMEOUT`], so a slow or broken client never holds up
-//! another one; only finished handshakes reach axum. A plain-HTTP request sent to the HTTPS port
-//! gets a short 400 answer saying to use https://, then the connection is closed.
+//! The server side is [`ApiListener`], which [`crate::http_server::serve`] serves (its limits,
+//! timeouts and graceful shutdown are the same with TLS and without). With TLS, each accepted
+//! connection's handshake runs in the connection's own task, bounded by [`HANDSHAKE_TIMEOUT`],
+//! so a slow or broken client never holds up another one. A plain-HTTP request sent to the
+//! HTTPS port gets a short 400 answer saying to use https://, then the connection is closed.
 
 use std::io;
 use std::net::SocketAddr;
@@ -20,7 +19,6 @@ use anyhow::{Result, bail};
 use clap::Args;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use weir_http::tls::Roots;
@@ -113,23 +111,15 @@ impl ClientTlsArgs {
     }
 }
 
-/// Where `weir serve` (and `weir run --listen`, `weir operator`) accept connections: plain TCP,
-/// or TLS over it. axum serves over it through its `Listener` trait.
+/// Where `weir serve` (and `weir operator`) accept connections: plain TCP, or TLS over it.
+/// [`crate::http_server::serve`] accepts from it, and does each TLS handshake (with
+/// [`handshake`], bounded by [`HANDSHAKE_TIMEOUT`]) in the connection's own task.
 pub struct ApiListener {
-    /// The bound address (none if the system would not say, which axum only logs).
+    /// The bound address (none if the system would not say).
     local: Option<SocketAddr>,
-    kind: Kind,
-}
-
-enum Kind {
-    Plain(TcpListener),
-    Tls {
-        /// Connections whose handshake finished, from the accepting task.
-        ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-        /// The accepting task, stopped when the listener is dropped (axum drops it when the
-        /// server shuts down, which closes the port).
-        accepting: tokio::task::JoinHandle<()>,
-    },
+    tcp: TcpListener,
+    /// TLS, when served.
+    tls: Option<TlsAcceptor>,
 }
 
 impl From<TcpListener> for ApiListener {
@@ -141,24 +131,19 @@ impl From<TcpListener> for ApiListener {
 impl ApiListener {
     /// Plain HTTP on `listener`.
     pub fn plain(listener: TcpListener) -> ApiListener {
-        let local = listener.local_addr().ok();
         ApiListener {
-            local,
-            kind: Kind::Plain(listener),
+            local: listener.local_addr().ok(),
+            tcp: listener,
+            tls: None,
         }
     }
 
-    /// HTTPS on `listener` with `config` (must be called inside a tokio runtime: it starts the
-    /// accepting task).
+    /// HTTPS on `listener` with `config`.
     pub fn tls(listener: TcpListener, config: Arc<rustls::ServerConfig>) -> ApiListener {
-        let local = listener.local_addr().ok();
-        // A small queue: handshakes wait here only until axum takes them, which it does in a
-        // loop.
-        let (sender, ready) = mpsc::channel(64);
-        let accepting = tokio::spawn(accept_loop(listener, TlsAcceptor::from(config), sender));
         ApiListener {
-            local,
-            kind: Kind::Tls { ready, accepting },
+            local: listener.local_addr().ok(),
+            tcp: listener,
+            tls: Some(TlsAcceptor::from(config)),
         }
     }
 
@@ -173,88 +158,22 @@ impl ApiListener {
     /// Whether connections are served over TLS (HTTPS). The session cookie is marked `Secure`
     /// when they are.
     pub fn is_tls(&self) -> bool {
-        matches!(self.kind, Kind::Tls { .. })
+        self.tls.is_some()
     }
 
     /// `https` or `http`.
     pub fn scheme(&self) -> &'static str {
         if self.is_tls() { "https" } else { "http" }
     }
-}
 
-impl Drop for ApiListener {
-    fn drop(&mut self) {
-        if let Kind::Tls { accepting, .. } = &self.kind {
-            accepting.abort();
-        }
-    }
-}
-
-impl axum::serve::Listener for ApiListener {
-    type Io = ApiStream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (ApiStream, SocketAddr) {
-        match &mut self.kind {
-            Kind::Plain(listener) => {
-                let (stream, peer) = axum::serve::Listener::accept(listener).await;
-                (ApiStream::Plain(stream), peer)
-            }
-            Kind::Tls { ready, .. } => match ready.recv().await {
-                Some((stream, peer)) => (ApiStream::Tls(Box::new(stream)), peer),
-                // The accepting task ended (it only does when the receiver is gone, or it was
-                // aborted): no connection will ever come.
-                None => std::future::pending().await,
-            },
-        }
+    /// The socket connections are accepted from.
+    pub(crate) fn tcp(&self) -> &TcpListener {
+        &self.tcp
     }
 
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.local
-            .ok_or_else(|| io::Error::other("the listener's address is unknown"))
-    }
-}
-
-/// Accepts TCP connections and hands each to its own handshake task, until the listener is
-/// dropped.
-async fn accept_loop(
-    listener: TcpListener,
-    acceptor: TlsAcceptor,
-    ready: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
-) {
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            () = ready.closed() => return,
-        };
-        let (tcp, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                // As axum does for its own listener: errors of one connection are skipped;
-                // others (too many open files) are waited out rather than spun on.
-                if !matches!(
-                    error.kind(),
-                    io::ErrorKind::ConnectionRefused
-                        | io::ErrorKind::ConnectionAborted
-                        | io::ErrorKind::ConnectionReset
-                ) {
-                    tracing::warn!("accepting a connection failed: {error}");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-                continue;
-            }
-        };
-        let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let ready = ready.clone();
-        tokio::spawn(async move {
-            if let Ok(Some(stream)) =
-                tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(acceptor, tcp)).await
-            {
-                let _ = ready.send((stream, peer)).await;
-            }
-            // Otherwise the connection is dropped, which closes it.
-        });
+    /// What makes an accepted connection TLS, when the listener serves HTTPS.
+    pub(crate) fn acceptor(&self) -> Option<TlsAcceptor> {
+        self.tls.clone()
     }
 }
 
@@ -263,7 +182,10 @@ const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
 /// The TLS handshake of one connection; `None` when it fails. A connection that starts like an
 /// HTTP request gets [`answer_plain_http`] instead.
-async fn handshake(acceptor: TlsAcceptor, tcp: TcpStream) -> Option<TlsStream<TcpStream>> {
+pub(crate) async fn handshake(
+    acceptor: TlsAcceptor,
+    tcp: TcpStream,
+) -> Option<TlsStream<TcpStream>> {
     let mut first = [0u8; 1];
     if tcp.peek(&mut first).await.ok()? == 0 {
         return None;
@@ -437,15 +359,14 @@ mod tests {
     use std::net::SocketAddr;
 
     use axum::extract::ConnectInfo;
-    use axum::serve::ListenerExt;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use weir_testkit::tls::{TlsFiles, connect};
 
     use super::{ApiListener, host_of};
 
     /// Handlers can read the client's address over TLS as over plain TCP (rate limits per
-    /// client address need it): axum's `ConnectInfo<SocketAddr>` through `tap_io`, which axum
-    /// implements `Connected` for whatever the listener's address type is.
+    /// client address need it): axum's `ConnectInfo<SocketAddr>`, which the server adds to
+    /// every request.
     #[tokio::test]
     async fn handlers_see_the_client_address_over_tls() {
         let files = TlsFiles::generate();
@@ -460,13 +381,12 @@ mod tests {
                 peer.to_string()
             }),
         );
-        tokio::spawn(async move {
-            axum::serve(
-                listener.tap_io(|_| {}),
-                app.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .await
-        });
+        tokio::spawn(crate::http_server::serve(
+            listener,
+            app,
+            crate::http_server::Limits::default(),
+            std::future::pending(),
+        ));
         let mut stream = connect(address, &files.ca, "localhost").await;
         let local = stream.get_ref().0.local_addr().unwrap();
         stream
