@@ -1,10 +1,20 @@
 //! Versions weir starts itself: pick a port, spawn, wait until healthy (starting again on another
 //! port when the first was taken), stop gracefully.
 //!
-//! A version must not outlive weir, even when weir is killed with SIGKILL and cannot clean up.
-//! Without unsafe code there is no parent-death signal, so each command runs under a small POSIX
-//! shell guard ([`GUARD`]) whose standard input is a pipe that only weir holds open: when weir
-//! goes away for any reason the pipe reaches end-of-file and the guard stops the command.
+//! A version must not outlive weir, nor leave behind anything it started (a command may well be
+//! `sh -c "worker & exec server"`), even when weir is killed with SIGKILL and cannot clean up.
+//! So each command runs in a process group of its own, led by a small POSIX shell guard
+//! ([`GUARD`]) whose standard input is a pipe that only weir holds open. Stopping a version means
+//! closing that pipe; when weir goes away for any reason the kernel closes it too. Either way the
+//! guard signals the whole group: TERM, then KILL once the command is gone or 5 s have passed.
+//!
+//! Why not (also) `PR_SET_PDEATHSIG` on Linux: it needs `prctl` in the child between fork and
+//! exec (unsafe code, or `setpriv --pdeathsig` in front of the guard), it fires when the *thread*
+//! that spawned the child exits rather than the process (tokio's blocking threads come and go),
+//! and it would reach the guard alone, not the group. The pipe's end-of-file reaches the guard
+//! exactly when the last copy of weir's end closes (it is close-on-exec, so no other program
+//! inherits it), which is what "weir is gone" means. What the pipe cannot catch is a program
+//! that leaves the group on purpose (`setsid`, a daemon that detaches): that one is on its own.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::process::Stdio;
@@ -24,25 +34,30 @@ pub struct VersionProcess {
     pub address: SocketAddr,
 }
 
-/// Runs `"$@"` and waits for it. As soon as its standard input (a pipe only weir holds open)
-/// reaches end-of-file, it stops the command: TERM, then KILL if it still runs 5 s later. It exits
-/// with the command's status, so a version that dies is seen as dead. The command's own standard
-/// input is `/dev/null`.
+/// Runs `"$@"` and waits for it, as the leader of the process group weir started it in (so
+/// `-$$` is the group). As soon as its standard input (a pipe only weir holds open) reaches
+/// end-of-file, a watcher signals the whole group: TERM, then KILL when the command has exited or
+/// 5 s later, whichever comes first - so whatever the command started goes too, even what ignores
+/// TERM. The guard and the watcher ignore the TERM (set after the command was started, so the
+/// command keeps the default); the final KILL ends them with the rest. The guard exits with the
+/// command's status, so a version that dies is seen as dead; what a command that ended on its own
+/// left behind gets a TERM then, and the KILL once weir lets go of the version. The command's own
+/// standard input is `/dev/null`.
 const GUARD: &str = r#"exec 3<&0
 "$@" </dev/null 3<&- &
 app=$!
+trap '' TERM
 (
   cat <&3
-  kill -TERM "$app"
+  kill -TERM -$$
   n=0
   while kill -0 "$app" && [ "$n" -lt 50 ]; do sleep 0.1; n=$((n + 1)); done
-  kill -KILL "$app"
+  kill -KILL -$$
 ) >/dev/null 2>&1 &
-watcher=$!
 exec 3<&-
 wait "$app"
 status=$?
-kill "$watcher" 2>/dev/null
+kill -TERM -$$ 2>/dev/null
 exit "$status""#;
 
 /// How many times a version is started on a new port when its port turned out to be taken.
@@ -162,6 +177,10 @@ impl VersionProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
+            // Its own group, led by the guard: stopping the version signals the group. Also out
+            // of the terminal's foreground group, so Ctrl-C reaches weir, which stops versions
+            // in order, and not the versions directly.
+            .process_group(0)
             .kill_on_drop(true);
         let child = command
             .spawn()
@@ -216,9 +235,11 @@ impl VersionProcess {
         });
     }
 
-    /// Stops it now.
+    /// Stops it now: the command and everything in its group get TERM, then KILL once it is
+    /// gone or after 5 s (see [`GUARD`]). Returns once the guard has exited; anything that
+    /// ignored the TERM gets the KILL right after.
     pub async fn stop_now(&mut self) {
-        // Closing the lifeline makes the guard stop the command; the router no longer sends it
+        // Closing the lifeline makes the guard stop the group; the router no longer sends it
         // traffic, so there is nothing to drain.
         drop(self.child.stdin.take());
         if tokio::time::timeout(Duration::from_secs(10), self.child.wait())

@@ -237,6 +237,118 @@ impl Drop for Weir {
     }
 }
 
+/// A string no other process's command line contains, to find the processes a test started by
+/// it: digits, so it can be the fraction of a `sleep` argument (`sleep 1001.MARKER`).
+pub fn unique_marker() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    // std's per-process random hash keys, with the time and the pid: no random crate needed.
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    format!("{:020}", hasher.finish())
+}
+
+/// The ids of the processes whose command line contains `marker` (read from /proc; Linux).
+pub fn processes_with(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        panic!("cannot read /proc: these tests look for processes there (Linux)");
+    };
+    entries
+        .filter_map(|entry| entry.ok())
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            // A process that exits meanwhile has no command line any more: not counted.
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                cmdline
+                    .split(|byte| *byte == 0)
+                    .any(|arg| String::from_utf8_lossy(arg).contains(marker))
+            })
+        })
+        .collect()
+}
+
+/// The processes marked with a marker from [`unique_marker`]: on drop, whatever still carries
+/// the marker is killed with SIGKILL, so a failing test leaves nothing running behind it.
+#[derive(Debug)]
+pub struct Marked(pub String);
+
+impl Marked {
+    /// A new, unique marker.
+    pub fn new() -> Marked {
+        Marked(unique_marker())
+    }
+
+    /// The processes carrying it now.
+    pub fn processes(&self) -> Vec<u32> {
+        processes_with(&self.0)
+    }
+
+    /// Waits (at most `deadline`) until no process carries it; the failure lists what is left
+    /// and whose child it is (parent 1: orphaned, under init).
+    pub fn wait_until_gone(&self, deadline: std::time::Duration, after: &str) {
+        let gone = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::wait::wait_until_within(deadline, after, || {
+                self.processes().is_empty().then_some(())
+            })
+        }));
+        if gone.is_err() {
+            panic!(
+                "{} processes still run {deadline:?} {after}:\n{}",
+                self.processes().len(),
+                self.describe()
+            );
+        }
+    }
+
+    /// Each process carrying it now, with its parent and its command line, one per line (for
+    /// failure messages).
+    pub fn describe(&self) -> String {
+        self.processes()
+            .iter()
+            .map(|pid| {
+                let parent = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .ok()
+                    .and_then(|stat| {
+                        // After the command name in parentheses: state, then the parent's id.
+                        let rest = stat.rsplit_once(')')?.1.to_owned();
+                        rest.split_whitespace().nth(1).map(str::to_owned)
+                    })
+                    .unwrap_or_default();
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
+                    .unwrap_or_default();
+                let cmdline: String = cmdline.chars().take(120).collect();
+                format!("  pid {pid} (parent {parent}): {}", cmdline.trim_end())
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Default for Marked {
+    fn default() -> Marked {
+        Marked::new()
+    }
+}
+
+impl Drop for Marked {
+    fn drop(&mut self) {
+        let left = self.processes();
+        if !left.is_empty() {
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .args(left.iter().map(u32::to_string))
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
 /// `{"listening": {NAME: "HOST:PORT", ...}}` as a map.
 fn parse_listening(line: &str) -> Option<BTreeMap<String, SocketAddr>> {
     let value: serde_json::Value = serde_json::from_str(line).ok()?;
@@ -260,5 +372,26 @@ mod tests {
         assert_eq!(parsed.len(), 2);
         assert!(parse_listening(r#"{"event":{}}"#).is_none());
         assert!(parse_listening(r#"{"listening":{"api":"nowhere"}}"#).is_none());
+    }
+
+    #[test]
+    fn marked_processes_are_found_and_killed_on_drop() {
+        let marked = Marked::new();
+        assert_ne!(marked.0, Marked::new().0);
+        assert!(marked.processes().is_empty());
+        let mut sleeping = Command::new("sleep")
+            .arg(format!("1001.{}", marked.0))
+            .spawn()
+            .unwrap();
+        assert_eq!(marked.processes(), vec![sleeping.id()]);
+        assert!(
+            marked.describe().contains("sleep 1001."),
+            "{}",
+            marked.describe()
+        );
+        drop(marked);
+        // Killed by the drop: it ends by a signal.
+        let status = sleeping.wait().unwrap();
+        assert_eq!(status.code(), None, "{status}");
     }
 }
