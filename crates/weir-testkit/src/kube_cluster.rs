@@ -1,7 +1,9 @@
 //! A namespace in the in-memory API server set up as the operator's end-to-end tests need it:
 //! the Istio CRDs, weir's CRD applied with the real kubectl, Deployment `podinfo` (2 replicas)
-//! with its HorizontalPodAutoscaler, and this module playing the Deployment controller. Tests
-//! start `weir operator` (one or several) against it and drive it as a user would.
+//! with its HorizontalPodAutoscaler, and [`DeploymentController`] playing the Deployment
+//! controller (new pods available at once by default, or after a delay, or never: see
+//! [`Readiness`] and [`Cluster::with_readiness`]). Tests start `weir operator` (one or several)
+//! against it and drive it as a user would.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+pub use crate::deployment_controller::{DeploymentController, Readiness};
 use crate::fixtures::{TempDb, runtime};
 use crate::kube_server::KubeServer;
 use crate::process::Weir;
@@ -233,6 +236,7 @@ pub struct Cluster {
     cache: PathBuf,
     binary: String,
     dir: TempDb,
+    controller: DeploymentController,
     // Last: the API server's tasks run on it.
     _runtime: tokio::runtime::Runtime,
 }
@@ -242,7 +246,14 @@ impl Cluster {
     /// Deployment `podinfo` at podinfo:6.0.0 with 2 replicas and its autoscaler; `binary` is the
     /// weir under test (`env!("CARGO_BIN_EXE_weir")`).
     pub fn new(binary: &str) -> Cluster {
-        let cluster = Cluster::empty(binary);
+        Cluster::with_readiness(binary, Readiness::Instant)
+    }
+
+    /// [`Cluster::new`] with the Deployment controller making new pods available as
+    /// `readiness` says (`podinfo` itself included: with a delay it serves once the delay has
+    /// passed).
+    pub fn with_readiness(binary: &str, readiness: Readiness) -> Cluster {
+        let cluster = Cluster::empty_with_readiness(binary, readiness);
         cluster
             .server
             .create(deployment("podinfo:6.0.0", 2))
@@ -253,13 +264,22 @@ impl Cluster {
 
     /// The namespace with the Istio CRDs and weir's CRDs, and no workload yet.
     pub fn empty(binary: &str) -> Cluster {
+        Cluster::empty_with_readiness(binary, Readiness::Instant)
+    }
+
+    /// [`Cluster::empty`] with the Deployment controller making new pods available as
+    /// `readiness` says.
+    pub fn empty_with_readiness(binary: &str, readiness: Readiness) -> Cluster {
         let runtime = runtime();
         let server = Arc::new(runtime.block_on(KubeServer::start()));
         let dir = TempDb::new();
         std::fs::create_dir_all(dir.file("kube")).unwrap();
         let kubeconfig = server.kubeconfig(&dir.file("kube"));
         let cache = dir.file("kube-cache");
-        run_deployment_controller(&runtime, &server);
+        let controller = {
+            let _entered = runtime.enter();
+            DeploymentController::spawn(server.clone(), NAMESPACE, readiness)
+        };
         server
             .create(
                 json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
@@ -277,6 +297,7 @@ impl Cluster {
             cache,
             binary: binary.to_string(),
             dir,
+            controller,
             _runtime: runtime,
         };
         // The CRDs as a user installs them.
@@ -307,6 +328,12 @@ impl Cluster {
             self.server.create(crd).unwrap();
         }
         "stand-in Canary, MetricTemplate and AlertProvider CRDs (no corpus)"
+    }
+
+    /// The Deployment controller, to change how long new pods take from now on
+    /// ([`DeploymentController::set_readiness`], [`DeploymentController::set_readiness_of`]).
+    pub fn deployment_controller(&self) -> &DeploymentController {
+        &self.controller
     }
 
     /// The real kubectl against this cluster.

@@ -38,6 +38,22 @@
 //!   the User-Agent's product, else `unknown`).
 //! - **Status subresource.** Writes to `/status` change only `.status`; writes to the main
 //!   resource ignore `.status` (and a create drops it) when the kind has the subresource.
+//! - **Scale subresource** of Deployments (`kubectl scale`): `GET`/`PUT`/`PATCH` (merge, JSON
+//!   patch; strategic merge read as merge) on `.../deployments/NAME/scale` with an
+//!   `autoscaling/v1` `Scale` (`spec.replicas`; `status.replicas` from the Deployment's status,
+//!   `status.selector` its selector as text, `app=podinfo`); a write sets `spec.replicas` (a
+//!   change bumps `generation`; the managedFields entry has `subresource: scale`), a
+//!   `metadata.resourceVersion` in a PUT is a precondition, replicas below 0 are 422 Invalid;
+//!   listed in discovery as `deployments/scale` (kind `Scale`, group `autoscaling`, version
+//!   `v1`, verbs get, patch, update).
+//! - **Protobuf creates** of `v1` Namespaces and ConfigMaps: `kubectl create namespace NAME`
+//!   and `kubectl create configmap NAME --from-literal=...` POST
+//!   `Content-Type: application/vnd.kubernetes.protobuf` with
+//!   `Accept: application/vnd.kubernetes.protobuf,application/json`; the body (`k8s\0` and a
+//!   `runtime.Unknown`) is decoded (metadata's name, generateName, namespace, labels,
+//!   annotations, finalizers; a Namespace's `spec.finalizers`; a ConfigMap's `data`,
+//!   `binaryData`, `immutable`), created as a JSON body would be and answered in JSON (406 if
+//!   the Accept header does not allow JSON).
 //! - **Deletion.** With finalizers the object gets `deletionTimestamp` (answer 200 with it) and
 //!   goes (DELETED event) when an update removes the last finalizer. Without, it goes at once:
 //!   custom resources answer with the object, built-in kinds with a `Success` Status. Then
@@ -78,14 +94,18 @@
 //!   [`KubeServer::create`], [`KubeServer::merge_patch`], [`KubeServer::delete`], write
 //!   counts per resource ([`KubeServer::writes`]), every request by verb and resource
 //!   ([`KubeServer::request_counts`]), what changed since a resourceVersion
-//!   ([`KubeServer::list_changed_since`]).
+//!   ([`KubeServer::list_changed_since`]), and the change feed ([`KubeServer::subscribe`]):
+//!   every write in resourceVersion order, delivered in-process without loss (what the
+//!   traffic audit, `crate::traffic_audit`, reads).
 //!
 //! # What it leaves out
 //! Authentication and authorization (no credentials are checked; kubectl sends none over
-//! plain http), admission (webhooks, quotas, limit ranges), TLS, HTTP/2, protobuf, CBOR and
-//! YAML request bodies (answered 415 UnsupportedMediaType; client-go does not fall back to JSON,
-//! so kubectl's typed generators such as `kubectl create namespace NAME` or
-//! `kubectl create configmap NAME` fail: use manifests with `create -f` / `apply -f`), pagination (`limit` is accepted, everything is returned, no
+//! plain http), admission (webhooks, quotas, limit ranges; so no `kubernetes.io/metadata.name`
+//! label on namespaces), TLS, HTTP/2, protobuf request bodies other than the creates of
+//! Namespaces and ConfigMaps above, CBOR and YAML request bodies (answered 415
+//! UnsupportedMediaType with a message; client-go does not fall back to JSON, so kubectl's
+//! other typed generators such as `kubectl create secret` or `kubectl create deployment` fail:
+//! use manifests with `create -f` / `apply -f`), protobuf responses (always JSON), pagination (`limit` is accepted, everything is returned, no
 //! `continue`), `resourceVersion`/`resourceVersionMatch` on lists (always the latest),
 //! `dryRun` (rejected with 400), strategic merge semantics (for built-in kinds a strategic
 //! merge patch is applied as a JSON merge patch; custom resources get 415 as from the real
@@ -93,9 +113,11 @@
 //! `x-kubernetes-list-type: map/set`, no built-in merge keys; `finalizers` and
 //! `ownerReferences` included), value validation (types, formats, enums, CEL, required
 //! fields) and defaulting beyond the few listed above, version conversion (all served versions
-//! of a CRD share the objects, only `apiVersion` changes), the `scale` subresource and other
-//! subresources (`/log`, `/exec`, ...), controllers (no pods, replica sets, endpoints, status
-//! updates; the namespace lifecycle is immediate), foreground deletion (treated as
+//! of a CRD share the objects, only `apiVersion` changes), the `scale` subresource of other
+//! kinds (CRDs' `subresources.scale`, ReplicaSets, StatefulSets) and other subresources
+//! (`/log`, `/exec`, ...), server-side apply on `/scale`, controllers (no pods, replica sets,
+//! endpoints, status updates: `crate::deployment_controller` plays the Deployment controller
+//! for tests that want one; the namespace lifecycle is immediate), foreground deletion (treated as
 //! background), the rule that no finalizer may be added to a terminating object, graceful
 //! deletion periods, field selectors restricted per kind (any dotted path is accepted), the
 //! deprecated `/watch/` routes, watches on a single object's URL, events.k8s.io, and
@@ -103,6 +125,7 @@
 
 mod discovery;
 mod fields;
+mod protobuf;
 mod serve;
 mod store;
 mod table;
@@ -177,6 +200,64 @@ impl std::fmt::Display for ApiError {
 }
 
 impl std::error::Error for ApiError {}
+
+/// What a write did to an object, as watch events name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// Created (or, in [`ChangeFeed::initial`], there when the feed started).
+    Added,
+    /// Changed.
+    Modified,
+    /// Gone.
+    Deleted,
+}
+
+impl ChangeKind {
+    pub(crate) fn from_event(kind: &str) -> ChangeKind {
+        match kind {
+            "ADDED" => ChangeKind::Added,
+            "DELETED" => ChangeKind::Deleted,
+            _ => ChangeKind::Modified,
+        }
+    }
+}
+
+/// One write on the server's change feed: one resourceVersion, one object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Change {
+    /// The resourceVersion the write produced: the state after it is the state at this version.
+    pub resource_version: u64,
+    /// What the write did.
+    pub kind: ChangeKind,
+    /// The API group (`""` for core kinds, `apps`, `networking.istio.io`...).
+    pub group: String,
+    /// The resource (plural): `services`, `deployments`, `virtualservices`...
+    pub resource: String,
+    /// The object after the write (its last state for [`ChangeKind::Deleted`]).
+    pub object: Value,
+}
+
+/// An in-process subscription to the server's writes ([`KubeServer::subscribe`]).
+pub struct ChangeFeed {
+    /// The resourceVersion when the feed started: [`ChangeFeed::initial`] is the state then.
+    pub resource_version: u64,
+    /// The objects the filter took when the feed started, as [`ChangeKind::Added`] changes at
+    /// [`ChangeFeed::resource_version`].
+    pub initial: Vec<Change>,
+    receiver: std::sync::mpsc::Receiver<Change>,
+}
+
+impl ChangeFeed {
+    /// Every change since the last call (or since the feed started), in order; never blocks.
+    pub fn take(&self) -> Vec<Change> {
+        self.receiver.try_iter().collect()
+    }
+
+    /// The next change, waiting at most `timeout` for it.
+    pub fn next_within(&self, timeout: std::time::Duration) -> Option<Change> {
+        self.receiver.recv_timeout(timeout).ok()
+    }
+}
 
 /// Now, to the second, as Kubernetes writes times.
 pub(crate) fn now() -> String {
@@ -390,6 +471,38 @@ preferences: {{}}
             return Vec::new();
         };
         state.list_changed_since(&rt, (!namespace.is_empty()).then_some(namespace), since)
+    }
+
+    /// Subscribes to the server's change feed in this process: the objects `filter` takes now
+    /// (`filter(group, plural, object)`, e.g. `("apps", "deployments", ..)`; core kinds have
+    /// group `""`), then every later write to such an object, in resourceVersion order, each
+    /// exactly once (what a watch sees, but with nothing ever expired and no polling). The
+    /// filter runs under the server's lock: keep it cheap. Dropping the feed unsubscribes.
+    pub fn subscribe(
+        &self,
+        filter: impl Fn(&str, &str, &Value) -> bool + Send + 'static,
+    ) -> ChangeFeed {
+        let filter: store::ChangeFilter = Box::new(filter);
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let mut state = self.shared.lock();
+        let initial = state
+            .snapshot(&filter)
+            .into_iter()
+            .map(|(group, resource, object)| Change {
+                resource_version: state.rv,
+                kind: ChangeKind::Added,
+                group,
+                resource,
+                object,
+            })
+            .collect();
+        let resource_version = state.rv;
+        state.subscribers.push(store::Subscriber { filter, sender });
+        ChangeFeed {
+            resource_version,
+            initial,
+            receiver,
+        }
     }
 
     /// Watch requests received so far (a test can wait for a client to start watching).

@@ -21,6 +21,11 @@
 //! - [`fixtures`]: sample apps on port 0, an address that refuses connections, temporary
 //!   databases, documents loaded into a catalog.
 //! - [`kube_server`]: a strict in-memory Kubernetes API server on port 0 for kubectl and kube-rs.
+//! - [`deployment_controller`]: the Deployment controller played on it, new pods available at
+//!   once, after a delay or never.
+//! - [`traffic_audit`]: every state the server went through, checked for a Service or route
+//!   sending traffic to Deployments with no available replica.
+//! - [`kube_cluster`]: the operator tests' cluster on it.
 //! - [`prometheus`]: the real `prometheus` binary, on a port it picks, scraping given targets.
 //! - [`istio`]: Istio's request counters for the kube_cluster's `podinfo`, split as its
 //!   VirtualService says, at `/metrics` for Prometheus to scrape.
@@ -38,6 +43,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod client;
+pub mod deployment_controller;
 pub mod engine;
 pub mod fixtures;
 pub mod flags;
@@ -53,6 +59,7 @@ pub mod prometheus;
 pub mod receiver;
 pub mod router;
 pub mod tls;
+pub mod traffic_audit;
 pub mod upstream;
 pub mod wait;
 pub mod webdriver;

@@ -844,7 +844,7 @@ async fn describe_lists_events_by_involved_object_and_get_all_namespaces() {
         );
         assert!(events.contains("canary/podinfo"), "{events}");
 
-        // `kubectl create namespace test` sends protobuf, which the server answers with 415.
+        // A second namespace, from a manifest.
         let namespace = cluster.file("ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: test\n");
         let out = cluster.ok(&["apply", "-f", &namespace]).await;
         assert!(out.contains("namespace/test created"), "{out}");
@@ -854,6 +854,233 @@ async fn describe_lists_events_by_involved_object_and_get_all_namespaces() {
         println!("kubectl get canaries -A:\n{all}");
         assert!(all.lines().any(|l| words(l).get(..2) == Some(&["test", "podinfo"])), "{all}");
         assert!(all.lines().any(|l| words(l).get(..2) == Some(&["default", "podinfo"])), "{all}");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_scale_writes_the_scale_subresource() {
+    no_hang(async {
+        let cluster = Cluster::start().await;
+        let file = cluster.file("app.yaml", &DEPLOYMENT_AND_SERVICE.replace("REPLICAS", "2"));
+        cluster.ok(&["apply", "-f", &file]).await;
+        let deployment = || {
+            cluster
+                .server
+                .get("apps/v1", "deployments", "default", "podinfo")
+                .unwrap()
+        };
+
+        let out = cluster
+            .ok(&["scale", "deployment", "podinfo", "--replicas=5"])
+            .await;
+        assert!(out.contains("deployment.apps/podinfo scaled"), "{out}");
+        assert_eq!(deployment()["spec"]["replicas"], 5);
+        assert_eq!(deployment()["metadata"]["generation"], 2);
+        let counts = cluster.server.request_counts();
+        assert_eq!(
+            counts.get("patch deployments.apps/scale"),
+            Some(&1),
+            "{counts:?}"
+        );
+        let entry = deployment()["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|entry| entry["subresource"] == "scale")
+            .cloned()
+            .unwrap();
+        assert_eq!(entry["fieldsV1"], json!({"f:spec": {"f:replicas": {}}}));
+
+        // With a precondition kubectl reads the Scale and replaces it.
+        let out = cluster
+            .ok(&[
+                "scale",
+                "deployment/podinfo",
+                "--current-replicas=5",
+                "--replicas=3",
+            ])
+            .await;
+        assert!(out.contains("deployment.apps/podinfo scaled"), "{out}");
+        assert_eq!(deployment()["spec"]["replicas"], 3);
+        assert_eq!(deployment()["metadata"]["generation"], 3);
+        let counts = cluster.server.request_counts();
+        assert_eq!(
+            counts.get("get deployments.apps/scale"),
+            Some(&1),
+            "{counts:?}"
+        );
+        assert_eq!(
+            counts.get("update deployments.apps/scale"),
+            Some(&1),
+            "{counts:?}"
+        );
+        let refused = cluster
+            .fails(&[
+                "scale",
+                "deployment/podinfo",
+                "--current-replicas=7",
+                "--replicas=1",
+            ])
+            .await;
+        println!("kubectl scale with a wrong precondition: {refused}");
+        assert!(
+            refused.contains("Expected replicas to be 7, was 3"),
+            "{refused}"
+        );
+        assert_eq!(deployment()["spec"]["replicas"], 3);
+
+        let raw = cluster
+            .ok(&[
+                "get",
+                "--raw",
+                "/apis/apps/v1/namespaces/default/deployments/podinfo/scale",
+            ])
+            .await;
+        let scale: Value = serde_json::from_str(&raw).unwrap();
+        assert_eq!(scale["kind"], "Scale");
+        assert_eq!(scale["apiVersion"], "autoscaling/v1");
+        assert_eq!(scale["spec"], json!({"replicas": 3}));
+        assert_eq!(
+            scale["status"],
+            json!({"replicas": 0, "selector": "app=podinfo"})
+        );
+        assert_eq!(
+            scale["metadata"]["resourceVersion"],
+            deployment()["metadata"]["resourceVersion"]
+        );
+
+        // kubectl patch on the subresource, JSON patch and merge patch.
+        let out = cluster
+            .ok(&[
+                "patch",
+                "deployment",
+                "podinfo",
+                "--subresource=scale",
+                "--type=json",
+                "-p",
+                r#"[{"op": "replace", "path": "/spec/replicas", "value": 4}]"#,
+            ])
+            .await;
+        // As from the real server: the answer is a Scale.
+        assert!(out.contains("scale.autoscaling/podinfo patched"), "{out}");
+        assert_eq!(deployment()["spec"]["replicas"], 4);
+        cluster
+            .ok(&[
+                "patch",
+                "deployment",
+                "podinfo",
+                "--subresource=scale",
+                "--type=merge",
+                "-p",
+                r#"{"spec": {"replicas": 1}}"#,
+            ])
+            .await;
+        assert_eq!(deployment()["spec"]["replicas"], 1);
+        let refused = cluster
+            .fails(&[
+                "patch",
+                "deployment",
+                "podinfo",
+                "--subresource=scale",
+                "--type=merge",
+                "-p",
+                r#"{"spec": {"replicas": -1}}"#,
+            ])
+            .await;
+        assert!(
+            refused.contains("must be greater than or equal to 0"),
+            "{refused}"
+        );
+        assert_eq!(deployment()["metadata"]["generation"], 5);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_namespace_and_configmap_send_protobuf() {
+    no_hang(async {
+        let cluster = Cluster::start().await;
+        let out = cluster.ok(&["create", "namespace", "team-a"]).await;
+        assert!(out.contains("namespace/team-a created"), "{out}");
+        let namespace = cluster
+            .server
+            .get("v1", "namespaces", "", "team-a")
+            .unwrap();
+        assert_eq!(namespace["status"]["phase"], "Active");
+
+        let out = cluster
+            .ok(&[
+                "create",
+                "configmap",
+                "settings",
+                "-n",
+                "team-a",
+                "--from-literal=mode=fast",
+                "--from-literal=level=3",
+            ])
+            .await;
+        assert!(out.contains("configmap/settings created"), "{out}");
+        let settings = cluster
+            .server
+            .get("v1", "configmaps", "team-a", "settings")
+            .unwrap();
+        assert_eq!(settings["data"], json!({"mode": "fast", "level": "3"}));
+        let mode = cluster
+            .ok(&[
+                "get",
+                "configmap",
+                "settings",
+                "-n",
+                "team-a",
+                "-o",
+                "jsonpath={.data.mode}",
+            ])
+            .await;
+        assert_eq!(mode, "fast");
+        let counts = cluster.server.request_counts();
+        assert_eq!(counts.get("create namespaces"), Some(&1), "{counts:?}");
+        assert_eq!(counts.get("create configmaps"), Some(&1), "{counts:?}");
+
+        // Refusals read as from the real server.
+        let again = cluster.fails(&["create", "namespace", "team-a"]).await;
+        assert!(
+            again.contains(
+                "Error from server (AlreadyExists): namespaces \"team-a\" already exists"
+            ),
+            "{again}"
+        );
+        let elsewhere = cluster
+            .fails(&[
+                "create",
+                "configmap",
+                "settings",
+                "-n",
+                "nowhere",
+                "--from-literal=a=b",
+            ])
+            .await;
+        assert!(
+            elsewhere.contains("failed to create configmap: namespaces \"nowhere\" not found"),
+            "{elsewhere}"
+        );
+        // Other kinds kubectl sends as protobuf are refused with a message saying what works.
+        let secret = cluster
+            .fails(&["create", "secret", "generic", "token", "--from-literal=a=b"])
+            .await;
+        println!("kubectl create secret generic: {secret}");
+        assert!(
+            secret.contains("failed to create secret this test server decodes protobuf bodies only for v1 Namespace and v1 ConfigMap"),
+            "{secret}"
+        );
+        let counts = cluster.server.request_counts();
+        assert_eq!(counts.get("create secrets"), Some(&1), "{counts:?}");
+        assert!(
+            cluster
+                .server
+                .get("v1", "secrets", "default", "token")
+                .is_none()
+        );
     })
     .await;
 }

@@ -46,12 +46,23 @@ impl ResourceType {
         if !self.categories.is_empty() {
             entry["categories"] = json!(self.categories);
         }
+        let mut subresources = Vec::new();
+        if self.scale() {
+            subresources.push(json!({
+                "subresource": "scale",
+                "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
         if self.status {
-            entry["subresources"] = json!([{
+            subresources.push(json!({
                 "subresource": "status",
                 "responseKind": kind,
                 "verbs": ["get", "patch", "update"],
-            }]);
+            }));
+        }
+        if !subresources.is_empty() {
+            entry["subresources"] = json!(subresources);
         }
         entry
     }
@@ -72,6 +83,17 @@ impl ResourceType {
             entry["categories"] = json!(self.categories);
         }
         let mut entries = vec![entry];
+        if self.scale() {
+            entries.push(json!({
+                "name": format!("{}/scale", self.plural),
+                "singularName": "",
+                "namespaced": self.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
         if self.status {
             entries.push(json!({
                 "name": format!("{}/status", self.plural),

@@ -343,7 +343,7 @@ fn target(state: &State, group: &str, version: &str, rest: &[&str]) -> Result<Ta
         return Err(page_not_found());
     }
     if let Some(sub) = sub
-        && (sub != "status" || !rt.status)
+        && !(sub == "status" && rt.status || sub == "scale" && rt.scale())
     {
         return Err(page_not_found());
     }
@@ -353,6 +353,48 @@ fn target(state: &State, group: &str, version: &str, rest: &[&str]) -> Result<Ta
         name: name.map(str::to_owned),
         sub: sub.map(str::to_owned),
     })
+}
+
+/// A create's protobuf body as JSON (kubectl's `create namespace` and `create configmap`),
+/// when the client takes a JSON answer (kubectl sends
+/// `Accept: application/vnd.kubernetes.protobuf,application/json`).
+fn protobuf_body(rt: &ResourceType, body: &[u8], accept: &str) -> Result<Value, ApiError> {
+    let takes_json = accept.trim().is_empty()
+        || accept.split(',').any(|range| {
+            matches!(
+                media_params(range).0.as_str(),
+                "application/json" | "*/*" | "application/*"
+            )
+        });
+    if !takes_json {
+        return Err(ApiError::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "this test server answers in application/json only, which the request's Accept ({accept}) does not allow"
+            ),
+        ));
+    }
+    let object = super::protobuf::decode(body).map_err(|refusal| match refusal {
+        super::protobuf::Refusal::Malformed(message) => ApiError::new(400, "BadRequest", message),
+        super::protobuf::Refusal::Unsupported(message) => {
+            ApiError::new(415, "UnsupportedMediaType", message)
+        }
+    })?;
+    if object["kind"] != rt.kind.as_str() || object["apiVersion"] != rt.api_version().as_str() {
+        return Err(ApiError::new(
+            400,
+            "BadRequest",
+            format!(
+                "the body carries {} {}, not {} {} as the URL says",
+                object["apiVersion"].as_str().unwrap_or(""),
+                object["kind"].as_str().unwrap_or(""),
+                rt.api_version(),
+                rt.kind
+            ),
+        ));
+    }
+    Ok(object)
 }
 
 fn selectors(query: &HashMap<String, String>) -> Result<(LabelSelector, FieldSelector), ApiError> {
@@ -445,6 +487,13 @@ async fn resource(
         if body.is_empty() {
             return Ok(json!({}));
         }
+        if body_type == super::protobuf::MEDIA_TYPE {
+            return Err(ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                "this test server decodes protobuf bodies only when creating a v1 Namespace or ConfigMap - accepted media types include: application/json".to_owned(),
+            ));
+        }
         if !matches!(body_type.as_str(), "" | "application/json" | "*/*") {
             return Err(ApiError::new(
                 415,
@@ -480,6 +529,27 @@ async fn resource(
         };
         json_response(code, &body, "application/json", warnings)
     };
+    if let (Some("scale"), Some(name)) = (sub, target.name.as_deref()) {
+        let content_type = body_type.clone();
+        let result = match method.clone() {
+            Method::GET => state.scale(rt, &namespace, name),
+            Method::PUT => {
+                parse_body().and_then(|body| state.update_scale(rt, &namespace, name, body, &ctx))
+            }
+            Method::PATCH => state.patch_scale(rt, &namespace, name, &content_type, &body, &ctx),
+            _ => Err(ApiError::new(
+                405,
+                "MethodNotAllowed",
+                format!(
+                    "the server does not allow this method on the requested resource ({method})"
+                ),
+            )),
+        };
+        return match result {
+            Ok(scale) => ok(&scale),
+            Err(e) => error(&e),
+        };
+    }
     match (method.clone(), target.name.as_deref()) {
         (Method::GET, None) => {
             let (labels, fields) = match selectors(query) {
@@ -525,7 +595,12 @@ async fn resource(
             None => error(&not_found(rt, name)),
         },
         (Method::POST, None) if sub.is_none() && (target.namespace.is_some() || !rt.namespaced) => {
-            let result = parse_body().and_then(|body| state.create(rt, &namespace, body, &ctx));
+            let decoded = if body_type == super::protobuf::MEDIA_TYPE {
+                protobuf_body(rt, &body, accept)
+            } else {
+                parse_body()
+            };
+            let result = decoded.and_then(|body| state.create(rt, &namespace, body, &ctx));
             match result {
                 Ok(written) => answer(201, &written.object, &written.warnings),
                 Err(e) => error(&e),

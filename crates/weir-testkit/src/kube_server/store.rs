@@ -15,6 +15,7 @@ use super::{ApiError, now};
 mod apply;
 mod create;
 mod delete;
+mod scale;
 
 /// How many events a watch can resume from; older resourceVersions get 410 Expired.
 pub(crate) const HISTORY: usize = 10_000;
@@ -34,6 +35,15 @@ pub(crate) struct Event {
     pub kind: &'static str,
     pub key: ResKey,
     pub object: Value,
+}
+
+/// Which changes a subscriber gets: `(group, plural, object)`; asked under the server's lock.
+pub(crate) type ChangeFilter = Box<dyn Fn(&str, &str, &Value) -> bool + Send>;
+
+/// An in-process subscriber to the change feed: every event it asks for, in order.
+pub(crate) struct Subscriber {
+    pub filter: ChangeFilter,
+    pub sender: std::sync::mpsc::Sender<super::Change>,
 }
 
 /// What `fieldValidation` asks for.
@@ -73,6 +83,8 @@ pub(crate) struct State {
     pub requests: BTreeMap<String, u64>,
     serial: u64,
     notify: watch::Sender<u64>,
+    /// In-process subscribers to every event ([`super::KubeServer::subscribe`]).
+    pub subscribers: Vec<Subscriber>,
 }
 
 fn key(rt: &ResourceType) -> ResKey {
@@ -207,6 +219,7 @@ impl State {
             requests: BTreeMap::new(),
             serial: 0,
             notify,
+            subscribers: Vec::new(),
         };
         let namespaces = state
             .find("", "v1", "namespaces")
@@ -258,6 +271,23 @@ impl State {
     }
 
     pub(super) fn emit(&mut self, kind: &'static str, key: ResKey, object: Value) {
+        if !self.subscribers.is_empty() {
+            let rv = self.rv;
+            self.subscribers.retain(|subscriber| {
+                if !(subscriber.filter)(&key.0, &key.1, &object) {
+                    return true;
+                }
+                let change = super::Change {
+                    resource_version: rv,
+                    kind: super::ChangeKind::from_event(kind),
+                    group: key.0.clone(),
+                    resource: key.1.clone(),
+                    object: object.clone(),
+                };
+                // A subscriber that hung up is dropped.
+                subscriber.sender.send(change).is_ok()
+            });
+        }
         self.history.push_back(Event {
             rv: self.rv,
             kind,
@@ -318,6 +348,19 @@ impl State {
                     .is_none_or(|rv| rv > since)
             })
             .map(|(_, object)| Self::at_version(rt, object.clone()))
+            .collect()
+    }
+
+    /// Every stored object `filter` takes, as `(group, plural, object)`.
+    pub(crate) fn snapshot(&self, filter: &ChangeFilter) -> Vec<(String, String, Value)> {
+        self.objects
+            .iter()
+            .flat_map(|((group, plural), objects)| {
+                objects
+                    .values()
+                    .filter(|object| filter(group, plural, object))
+                    .map(|object| (group.clone(), plural.clone(), object.clone()))
+            })
             .collect()
     }
 

@@ -81,6 +81,12 @@ impl ResourceType {
         api_version(&self.group, &self.version)
     }
 
+    /// Has the `scale` subresource (an `autoscaling/v1` `Scale` over `spec.replicas`): built-in
+    /// Deployments.
+    pub fn scale(&self) -> bool {
+        !self.custom && self.group == "apps" && self.plural == "deployments"
+    }
+
     /// `services` or `canaries.flagger.app`: how messages and write counts name it.
     pub fn resource_name(&self) -> String {
         if self.group.is_empty() {

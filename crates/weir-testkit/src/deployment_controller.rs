@@ -1,0 +1,384 @@
+//! Plays the Deployment controller against the in-memory API server, where nothing runs pods:
+//! what a real controller would report in `status` once pods of the new spec take a while
+//! (or forever) to become available.
+//!
+//! [`Readiness`] says how long new pods take: [`Readiness::Instant`] (every change is rolled out
+//! at once, the default), [`Readiness::After`] a delay, [`Readiness::Never`]. What is reported,
+//! per Deployment (tracked by uid, with tokio's clock):
+//! - `status.observedGeneration` follows `metadata.generation` at once (the controller sees the
+//!   change on its next pass, every 20 ms);
+//! - `status.replicas` is `spec.replicas` (default 1);
+//! - a new Deployment, or one scaled up, keeps its previous available count (0 for a new one)
+//!   until the delay has passed since the change, then `availableReplicas`, `readyReplicas` and
+//!   `updatedReplicas` are `spec.replicas`;
+//! - a new pod template (a rolling update) keeps the old pods serving: `availableReplicas` stays
+//!   at the previous count (capped at `spec.replicas`) and `updatedReplicas` is 0 until the delay
+//!   has passed since the change, then everything is updated and available;
+//! - scaling down takes effect at once;
+//! - `unavailableReplicas` is `spec.replicas` minus the available count; counts of 0 are left
+//!   out, as the real server's `omitempty` does. No `conditions`, no pods, no ReplicaSets.
+//!
+//! A change made while an earlier one is still pending starts the delay again. Changing the
+//! readiness ([`DeploymentController::set_readiness`]) applies to changes still pending, counted
+//! from when they happened.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio::time::Instant;
+
+use crate::kube_server::KubeServer;
+
+/// How long pods of a new spec take to become available.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Readiness {
+    /// At once: whatever the spec asks for is updated and available on the next pass.
+    #[default]
+    Instant,
+    /// Once this long has passed since the change.
+    After(Duration),
+    /// Never: new pods never become available (old ones keep serving in a rolling update).
+    Never,
+}
+
+impl Readiness {
+    fn due(self, since: Instant, now: Instant) -> bool {
+        match self {
+            Readiness::Instant => true,
+            Readiness::After(delay) => now.saturating_duration_since(since) >= delay,
+            Readiness::Never => false,
+        }
+    }
+}
+
+/// What the controller knows of one Deployment's pods between two passes.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Pods {
+    /// The pod template last seen.
+    template: Value,
+    /// `spec.replicas` last seen.
+    replicas: i64,
+    /// Pods serving (of the old template during a rolling update).
+    available: i64,
+    /// Pods of the current template that serve.
+    updated: i64,
+    /// When the last change that needs new pods happened.
+    since: Instant,
+}
+
+/// The fields of `status` the controller owns.
+const OWNED: [&str; 6] = [
+    "observedGeneration",
+    "replicas",
+    "updatedReplicas",
+    "readyReplicas",
+    "availableReplicas",
+    "unavailableReplicas",
+];
+
+/// One pass over `deployment`: its pods updated from what the controller knew (`None`: a
+/// Deployment it has not seen yet) at `now`, and the status to report.
+pub(crate) fn observe(
+    known: Option<Pods>,
+    deployment: &Value,
+    readiness: Readiness,
+    now: Instant,
+) -> (Pods, Map<String, Value>) {
+    let template = deployment
+        .pointer("/spec/template")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let replicas = deployment
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+        .max(0);
+    let mut pods = match known {
+        None => Pods {
+            template: template.clone(),
+            replicas,
+            available: 0,
+            updated: 0,
+            since: now,
+        },
+        Some(mut pods) => {
+            if pods.template != template {
+                // A rolling update: the old pods keep serving, none of the new ones is up yet.
+                pods.template = template;
+                pods.updated = 0;
+                pods.since = now;
+            }
+            if replicas > pods.replicas {
+                pods.since = now;
+            }
+            pods.replicas = replicas;
+            pods
+        }
+    };
+    pods.available = pods.available.min(replicas);
+    pods.updated = pods.updated.min(replicas);
+    if (pods.available < replicas || pods.updated < replicas) && readiness.due(pods.since, now) {
+        pods.available = replicas;
+        pods.updated = replicas;
+    }
+    let generation = deployment
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let count = |n: i64| if n == 0 { Value::Null } else { json!(n) };
+    let mut status = Map::new();
+    status.insert("observedGeneration".into(), json!(generation));
+    status.insert("replicas".into(), count(replicas));
+    status.insert("updatedReplicas".into(), count(pods.updated));
+    status.insert("readyReplicas".into(), count(pods.available));
+    status.insert("availableReplicas".into(), count(pods.available));
+    status.insert(
+        "unavailableReplicas".into(),
+        count(replicas - pods.available),
+    );
+    (pods, status)
+}
+
+/// Whether `deployment`'s status already says what `status` says (a null: absent).
+fn reported(deployment: &Value, status: &Map<String, Value>) -> bool {
+    OWNED.iter().all(|field| {
+        let current = deployment
+            .pointer(&format!("/status/{field}"))
+            .unwrap_or(&Value::Null);
+        current == status.get(*field).unwrap_or(&Value::Null)
+    })
+}
+
+/// The readiness of every Deployment, and of some by name.
+#[derive(Debug, Default)]
+struct Settings {
+    default: Readiness,
+    by_name: HashMap<String, Readiness>,
+}
+
+impl Settings {
+    fn of(&self, name: &str) -> Readiness {
+        self.by_name.get(name).copied().unwrap_or(self.default)
+    }
+}
+
+/// The controller running in the background of a test, over the Deployments of one namespace
+/// (or all); stopped when dropped.
+pub struct DeploymentController {
+    settings: Arc<Mutex<Settings>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for DeploymentController {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl DeploymentController {
+    /// Starts the controller on the current tokio runtime for the Deployments of `namespace`
+    /// (`""`: every namespace), new pods taking `readiness` to become available.
+    pub fn spawn(
+        server: Arc<KubeServer>,
+        namespace: &str,
+        readiness: Readiness,
+    ) -> DeploymentController {
+        let settings = Arc::new(Mutex::new(Settings {
+            default: readiness,
+            by_name: HashMap::new(),
+        }));
+        let task = tokio::spawn(run(server, namespace.to_owned(), settings.clone()));
+        DeploymentController { settings, task }
+    }
+
+    fn settings(&self) -> std::sync::MutexGuard<'_, Settings> {
+        self.settings
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// From now on, new pods of every Deployment without a readiness of its own take
+    /// `readiness` (changes still pending included, counted from when they happened).
+    pub fn set_readiness(&self, readiness: Readiness) {
+        self.settings().default = readiness;
+    }
+
+    /// From now on, new pods of Deployment `name` take `readiness` (e.g. a canary that never
+    /// becomes available while the primary does).
+    pub fn set_readiness_of(&self, name: &str, readiness: Readiness) {
+        self.settings().by_name.insert(name.to_owned(), readiness);
+    }
+
+    /// The readiness Deployment `name` gets.
+    pub fn readiness_of(&self, name: &str) -> Readiness {
+        self.settings().of(name)
+    }
+}
+
+async fn run(server: Arc<KubeServer>, namespace: String, settings: Arc<Mutex<Settings>>) {
+    let mut known: BTreeMap<String, Pods> = BTreeMap::new();
+    loop {
+        let now = Instant::now();
+        let deployments = server.list("apps/v1", "Deployment", &namespace);
+        let mut seen = BTreeMap::new();
+        for deployment in deployments {
+            let Some(uid) = deployment
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+            else {
+                continue;
+            };
+            let name = deployment
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let readiness = settings
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .of(name);
+            let (pods, status) = observe(known.remove(&uid), &deployment, readiness, now);
+            if !reported(&deployment, &status) {
+                let namespace = deployment
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                // A Deployment deleted meanwhile has nothing to report.
+                let _ = server.merge_patch(
+                    "apps/v1",
+                    "Deployment",
+                    namespace,
+                    name,
+                    &json!({"status": status}),
+                    true,
+                );
+            }
+            seen.insert(uid, pods);
+        }
+        // Deployments gone are forgotten (a new one with the same name has another uid).
+        known = seen;
+        // A controller's resync period, not a synchronisation: tests wait on conditions.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(generation: i64, replicas: i64, image: &str) -> Value {
+        json!({
+            "metadata": {"name": "app", "generation": generation},
+            "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"image": image}]}}},
+        })
+    }
+
+    fn counts(status: &Map<String, Value>) -> (i64, i64, i64) {
+        let n = |field: &str| status.get(field).and_then(Value::as_i64).unwrap_or(0);
+        (
+            n("availableReplicas"),
+            n("updatedReplicas"),
+            n("observedGeneration"),
+        )
+    }
+
+    #[test]
+    fn a_new_deployment_becomes_available_after_the_delay() {
+        let start = Instant::now();
+        let delay = Readiness::After(Duration::from_secs(5));
+        let d = deployment(1, 3, "a");
+        let (pods, status) = observe(None, &d, delay, start);
+        assert_eq!(counts(&status), (0, 0, 1));
+        assert_eq!(status["unavailableReplicas"], 3);
+        assert_eq!(status["replicas"], 3);
+        let (pods, status) = observe(Some(pods), &d, delay, start + Duration::from_secs(4));
+        assert_eq!(counts(&status), (0, 0, 1));
+        let (_, status) = observe(Some(pods), &d, delay, start + Duration::from_secs(5));
+        assert_eq!(counts(&status), (3, 3, 1));
+        assert_eq!(status["unavailableReplicas"], Value::Null);
+    }
+
+    #[test]
+    fn instant_reports_everything_at_once() {
+        let (_, status) = observe(
+            None,
+            &deployment(1, 2, "a"),
+            Readiness::Instant,
+            Instant::now(),
+        );
+        assert_eq!(counts(&status), (2, 2, 1));
+        assert_eq!(status["readyReplicas"], 2);
+    }
+
+    #[test]
+    fn a_rolling_update_keeps_the_old_pods_serving() {
+        let start = Instant::now();
+        let delay = Readiness::After(Duration::from_secs(5));
+        let (pods, _) = observe(None, &deployment(1, 2, "a"), Readiness::Instant, start);
+        let later = start + Duration::from_secs(60);
+        let (pods, status) = observe(Some(pods), &deployment(2, 2, "b"), delay, later);
+        assert_eq!(counts(&status), (2, 0, 2));
+        // Scaled down meanwhile: at once, and the old pods are capped.
+        let (pods, status) = observe(
+            Some(pods),
+            &deployment(3, 1, "b"),
+            delay,
+            later + Duration::from_secs(1),
+        );
+        assert_eq!(counts(&status), (1, 0, 3));
+        let (_, status) = observe(
+            Some(pods),
+            &deployment(3, 1, "b"),
+            delay,
+            later + Duration::from_secs(5),
+        );
+        assert_eq!(counts(&status), (1, 1, 3));
+    }
+
+    #[test]
+    fn scaling_up_waits_and_scaling_down_does_not() {
+        let start = Instant::now();
+        let delay = Readiness::After(Duration::from_secs(5));
+        let (pods, _) = observe(None, &deployment(1, 2, "a"), Readiness::Instant, start);
+        let (pods, status) = observe(Some(pods), &deployment(2, 4, "a"), delay, start);
+        assert_eq!(counts(&status), (2, 2, 2));
+        let (pods, status) = observe(
+            Some(pods),
+            &deployment(2, 4, "a"),
+            delay,
+            start + Duration::from_secs(5),
+        );
+        assert_eq!(counts(&status), (4, 4, 2));
+        let (_, status) = observe(Some(pods), &deployment(3, 1, "a"), delay, start);
+        assert_eq!(counts(&status), (1, 1, 3));
+    }
+
+    #[test]
+    fn never_keeps_new_pods_unavailable() {
+        let start = Instant::now();
+        let (pods, _) = observe(None, &deployment(1, 2, "a"), Readiness::Never, start);
+        let (pods, status) = observe(
+            Some(pods),
+            &deployment(1, 2, "a"),
+            Readiness::Never,
+            start + Duration::from_secs(3600),
+        );
+        assert_eq!(counts(&status), (0, 0, 1));
+        // Made available, then a new template that never comes up.
+        let (pods, _) = observe(
+            Some(pods),
+            &deployment(1, 2, "a"),
+            Readiness::Instant,
+            start,
+        );
+        let (_, status) = observe(
+            Some(pods),
+            &deployment(2, 2, "b"),
+            Readiness::Never,
+            start + Duration::from_secs(3600),
+        );
+        assert_eq!(counts(&status), (2, 0, 2));
+    }
+}
