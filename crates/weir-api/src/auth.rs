@@ -386,7 +386,8 @@ pub struct TokenRequest {
     pub name: String,
     /// `read`, `operate`, `admin` or `evaluate`.
     pub scope: String,
-    /// The namespaces it is limited to; `None` (or empty): all.
+    /// The namespaces it is limited to; `None`: all. An empty list is refused (422): it must
+    /// never mean "all".
     pub namespaces: Option<Vec<String>>,
     /// When it expires: a duration from now (`30d`, `12h`, `90m`, `2w`) or an RFC 3339 time.
     pub expires: Option<String>,
@@ -437,7 +438,8 @@ pub struct IssuedToken {
 }
 
 /// Validates `request`, creates the token in `store` and returns it with its secret. Every
-/// problem of the request is named at once (400, code `invalid`); a name in use is 409.
+/// problem of the request is named at once (400, code `invalid`; 422, code `unprocessable`,
+/// when `namespaces` is an empty list, which must never mean "all"); a name in use is 409.
 pub async fn issue_token<T: TokenStore>(
     store: &T,
     request: &TokenRequest,
@@ -460,10 +462,18 @@ pub async fn issue_token<T: TokenStore>(
             format!("one of {}", TokenScope::names()),
         ));
     }
-    let namespaces = request
-        .namespaces
-        .clone()
-        .filter(|namespaces| !namespaces.is_empty());
+    let namespaces = request.namespaces.clone();
+    // Left out means every namespace; a list names the only ones. An empty list is neither:
+    // taken as "all" it would fail open.
+    let no_namespace = namespaces.as_ref().is_some_and(Vec::is_empty);
+    if no_namespace {
+        errors.push(FieldError::with_value(
+            "namespaces",
+            "[]",
+            "must list at least one namespace, or be left out (or null) for a token of every \
+             namespace",
+        ));
+    }
     for (index, namespace) in namespaces.iter().flatten().enumerate() {
         if !weir_core::validate::is_dns_label(namespace) {
             errors.push(FieldError::with_value(
@@ -483,6 +493,13 @@ pub async fn issue_token<T: TokenStore>(
         }
     };
     let Some(scope) = scope.filter(|_| errors.is_empty()) else {
+        if no_namespace {
+            let message = match errors.as_slice() {
+                [one] => one.to_string(),
+                many => format!("{} problems; see errors", many.len()),
+            };
+            return Err(ApiError::Unprocessable { message, errors });
+        }
         return Err(ApiError::invalid(errors));
     };
     let secret = new_secret()?;

@@ -360,6 +360,13 @@ fn hand_written() -> Vec<(&'static str, Value)> {
             "lastUsedAt": time
         }
     });
+    // A request's list names at least one namespace: an empty one is refused (422), never
+    // taken as "all".
+    let mut requested_namespaces = namespaces.clone();
+    requested_namespaces["minItems"] = 1.into();
+    requested_namespaces["description"] =
+        "The only namespaces the token sees and touches (at least one); left out or null: all"
+            .into();
     let mut issued = token.clone();
     issued["description"] =
         "A token just created, with its secret: shown once, never stored".into();
@@ -382,13 +389,13 @@ fn hand_written() -> Vec<(&'static str, Value)> {
             "TokenRequest",
             json!({
                 "type": "object",
-                "description": "A token to create; every problem is named at once (400), a name in use is 409",
+                "description": "A token to create; every problem is named at once (400; 422 when namespaces is an empty list), a name in use is 409",
                 "required": ["name", "scope"],
                 "additionalProperties": false,
                 "properties": {
                     "name": {"type": "string", "pattern": NAME_PATTERN, "maxLength": NAME_MAX},
                     "scope": scope,
-                    "namespaces": namespaces,
+                    "namespaces": requested_namespaces,
                     "expires": {
                         "type": ["string", "null"],
                         "description": "A duration from now (30d, 12h, 90m, 2w) or an RFC 3339 time; null: never"

@@ -133,7 +133,8 @@ async fn create_token<S: TokenStore>(store: &S, args: &CreateArgs) -> Result<Exi
         Ok(issued) => issued,
         Err(error) => {
             eprintln!("error: {error}");
-            if let weir_api::ApiError::Invalid { errors, .. } = &error
+            if let weir_api::ApiError::Invalid { errors, .. }
+            | weir_api::ApiError::Unprocessable { errors, .. } = &error
                 && errors.len() > 1
             {
                 for item in errors {

@@ -169,3 +169,69 @@ async fn cookies_are_signed_and_secure_when_asked() {
     let again = Auth::open(store, AuthConfig::default()).await.unwrap();
     assert!(again.inner.read_cookie(&cookie).is_some());
 }
+
+/// `namespaces: []` is refused (422, naming the field) and creates nothing: taken as "all" it
+/// would fail open (issue 32).
+#[tokio::test]
+async fn an_empty_namespace_list_is_refused_never_all() {
+    let store = weir_store::SqliteStore::open_in_memory().await.unwrap();
+    let now = Timestamp::from_second(1_800_000_000).unwrap();
+    let request = TokenRequest {
+        name: "none".into(),
+        scope: "read".into(),
+        namespaces: Some(Vec::new()),
+        expires: None,
+    };
+    let refused = issue_token(&store, &request, now).await.unwrap_err();
+    assert_eq!(
+        refused.status(),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{refused}"
+    );
+    let ApiError::Unprocessable { errors, .. } = &refused else {
+        panic!("{refused:?}");
+    };
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].path, "namespaces");
+    assert!(
+        errors[0].message.contains("at least one namespace"),
+        "{}",
+        errors[0].message
+    );
+    // With other problems, every one is named.
+    let both = TokenRequest {
+        scope: "root".into(),
+        ..request.clone()
+    };
+    let ApiError::Unprocessable { errors, .. } = issue_token(&store, &both, now).await.unwrap_err()
+    else {
+        panic!("not 422");
+    };
+    let paths: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
+    assert_eq!(paths, ["scope", "namespaces"]);
+    assert!(store.list_tokens().await.unwrap().is_empty());
+    // Left out: every namespace; a list: those.
+    let all = issue_token(
+        &store,
+        &TokenRequest {
+            namespaces: None,
+            ..request.clone()
+        },
+        now,
+    )
+    .await
+    .unwrap();
+    assert_eq!(all.token.namespaces, None);
+    let one = issue_token(
+        &store,
+        &TokenRequest {
+            name: "shop".into(),
+            namespaces: Some(vec!["shop".into()]),
+            ..request
+        },
+        now,
+    )
+    .await
+    .unwrap();
+    assert_eq!(one.token.namespaces, Some(vec!["shop".to_string()]));
+}

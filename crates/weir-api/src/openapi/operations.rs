@@ -465,7 +465,7 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
             .describe("Needs an admin token that is not limited to namespaces.")
             .body(json_body(reference("schemas", "TokenRequest"), true))
             .answer(201, json_answer("Created", reference("schemas", "IssuedToken")))
-            .errors(&[400, 409, 413, 415, 500]),
+            .errors(&[400, 409, 413, 415, 422, 500]),
         op("delete", "/api/v1/tokens/{name}", "revokeToken", TOKENS, "Revoke a token: it and its sessions are refused at once")
             .describe("Needs an admin token that is not limited to namespaces.")
             .answer(200, json_answer("The revoked token", reference("schemas", "Token")))
