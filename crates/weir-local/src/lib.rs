@@ -254,6 +254,14 @@ impl LocalTargets {
         local.listen
     }
 
+    /// Leaves a note for a rollout's history, from the process that owns these targets (e.g. why
+    /// it stops the rollout's versions): the engine commits it as a `Target` event after its
+    /// next job on the rollout, like the target's own notes.
+    pub async fn note(&self, key: &RolloutKey, text: impl Into<String>) {
+        let slot = self.slot(key);
+        slot.lock().await.notes.push(text.into());
+    }
+
     /// The router's counters of a rollout, once it runs.
     pub async fn metrics(&self, key: &RolloutKey) -> Option<MetricsSnapshot> {
         let slot = self.slot(key);

@@ -42,7 +42,8 @@ pub struct VersionProcess {
 /// command keeps the default); the final KILL ends them with the rest. The guard exits with the
 /// command's status, so a version that dies is seen as dead; what a command that ended on its own
 /// left behind gets a TERM then, and the KILL once weir lets go of the version. The command's own
-/// standard input is `/dev/null`.
+/// standard input is `/dev/null`; the shell's own word on how it ended ("Terminated") is not
+/// printed.
 const GUARD: &str = r#"exec 3<&0
 "$@" </dev/null 3<&- &
 app=$!
@@ -55,7 +56,7 @@ trap '' TERM
   kill -KILL -$$
 ) >/dev/null 2>&1 &
 exec 3<&-
-wait "$app"
+wait "$app" 2>/dev/null
 status=$?
 kill -TERM -$$ 2>/dev/null
 exit "$status""#;

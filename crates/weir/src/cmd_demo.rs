@@ -207,7 +207,7 @@ async fn run_demo(args: &DemoArgs) -> Result<Outcome> {
             Outcome::RolledBack => println!(
                 "v1 serves all traffic again; v2 reached only the users of the first step(s) before the evidence stopped it."
             ),
-            Outcome::Stopped => {}
+            Outcome::Stopped | Outcome::Interrupted(_) => {}
         }
     }
     Ok(outcome)

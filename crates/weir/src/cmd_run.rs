@@ -239,16 +239,106 @@ pub fn single_rollout(file: &Path, bytes: &[u8]) -> Option<(Rollout, Vec<Documen
 pub enum Outcome {
     Promoted,
     RolledBack,
-    /// Interrupted (Ctrl-C), stopped (`weir stop`) or nothing to roll out.
+    /// Stopped (`weir stop`), or nothing to roll out.
     Stopped,
+    /// Ended by a signal (Ctrl-C, SIGTERM): the versions are stopped, the rollout's state kept.
+    Interrupted(StopSignal),
 }
 
 impl Outcome {
+    /// 0 promoted or stopped, 1 rolled back, 128 + the signal's number when ended by a signal
+    /// (the shells' convention: 130 for Ctrl-C, 143 for SIGTERM).
     pub fn exit_code(self) -> ExitCode {
         match self {
             Outcome::Promoted | Outcome::Stopped => ExitCode::SUCCESS,
             Outcome::RolledBack => ExitCode::from(1),
+            Outcome::Interrupted(signal) => ExitCode::from(signal.exit_code()),
         }
+    }
+}
+
+/// A signal that ends a foreground run the way its end does: the versions weir started are
+/// stopped, the history says why, and the rollout's state is kept for the next `weir run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    /// Ctrl-C.
+    Interrupt,
+    /// `kill`, systemd, a container runtime stopping weir.
+    Terminate,
+}
+
+impl StopSignal {
+    pub fn name(self) -> &'static str {
+        match self {
+            StopSignal::Interrupt => "SIGINT",
+            StopSignal::Terminate => "SIGTERM",
+        }
+    }
+
+    /// 128 + the signal's number.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            StopSignal::Interrupt => 128 + 2,
+            StopSignal::Terminate => 128 + 15,
+        }
+    }
+}
+
+/// SIGINT and SIGTERM, caught from the moment this is made until the process exits (tokio
+/// never uninstalls a handler: a signal no one waits for is then ignored, which is why a second
+/// one, while weir stops, is handed to [`StopSignals::exit_on_next`]).
+struct StopSignals {
+    interrupt: Option<tokio::signal::unix::Signal>,
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn catch() -> StopSignals {
+        use tokio::signal::unix::{SignalKind, signal};
+        let catch = |kind: SignalKind, name: &str| match signal(kind) {
+            Ok(stream) => Some(stream),
+            Err(error) => {
+                // Then the signal keeps its default action: weir ends at once, and the versions'
+                // guards stop them (without a word in the history).
+                eprintln!("warning: cannot catch {name}: {error}");
+                None
+            }
+        };
+        StopSignals {
+            interrupt: catch(SignalKind::interrupt(), "SIGINT"),
+            terminate: catch(SignalKind::terminate(), "SIGTERM"),
+        }
+    }
+
+    /// The next signal caught (never, when none could be caught).
+    async fn next(&mut self) -> StopSignal {
+        async fn one(stream: &mut Option<tokio::signal::unix::Signal>) {
+            match stream {
+                Some(stream) => {
+                    if stream.recv().await.is_none() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        }
+        tokio::select! {
+            () = one(&mut self.interrupt) => StopSignal::Interrupt,
+            () = one(&mut self.terminate) => StopSignal::Terminate,
+        }
+    }
+
+    /// While weir stops after a first signal (which may take as long as a version still
+    /// starting needs), a second one ends it at once; the versions' guards still stop them.
+    fn exit_on_next(mut self) {
+        tokio::spawn(async move {
+            let signal = self.next().await;
+            eprintln!(
+                "{} again: exiting now; the versions weir started are stopped by their guards",
+                signal.name()
+            );
+            std::process::exit(i32::from(signal.exit_code()));
+        });
     }
 }
 
@@ -324,6 +414,9 @@ impl Foreground {
             .map_err(|errors| anyhow::anyhow!("invalid local target: {errors:?}"))?;
         let canary_revision = config.canary.revision();
         let primary_revision = config.primary.revision();
+        // Caught before the rollout is applied, so no version starts before a signal can stop
+        // it in order.
+        let mut signals = StopSignals::catch();
         let mut changes = self.handle.subscribe();
         let applied = match self.handle.apply(rollout.clone(), None).await {
             Ok(applied) => applied,
@@ -350,17 +443,21 @@ impl Foreground {
         let mut before: Option<weir_router::metrics::MetricsSnapshot> = None;
         let mut ticker = tokio::time::interval(Duration::from_secs(1));
         let mut until = until;
-        let ctrl_c = tokio::signal::ctrl_c();
-        tokio::pin!(ctrl_c);
         let outcome = loop {
             if let Some(done) = finished(&status, &canary_revision, &primary_revision) {
                 break done;
             }
             tokio::select! {
-                _ = &mut ctrl_c => {
+                signal = signals.next() => {
+                    let why = format!(
+                        "stopped by {}: weir run stops the versions it started and keeps the rollout's state; running the same command again resumes it",
+                        signal.name()
+                    );
+                    self.record(&key, &why, &mut changes, &mut last_seq, &progress).await;
                     progress.finish();
-                    eprintln!("interrupted: the rollout's state is kept; run the same command again to resume");
-                    break Outcome::Stopped;
+                    eprintln!("{why}");
+                    signals.exit_on_next();
+                    break Outcome::Interrupted(signal);
                 }
                 _ = async { match until.as_mut() { Some(receiver) => { let _ = receiver.await; } None => std::future::pending().await } } => {
                     break Outcome::Stopped;
@@ -399,7 +496,7 @@ impl Foreground {
             }
         };
         progress.finish();
-        if outcome != Outcome::Stopped && !json {
+        if matches!(outcome, Outcome::Promoted | Outcome::RolledBack) && !json {
             let events = self
                 .store
                 .events(&key, 0, weir_store::MAX_PAGE)
@@ -412,6 +509,53 @@ impl Foreground {
             println!("{}", summary(&name, &status, &this_run));
         }
         Ok(outcome)
+    }
+
+    /// Records `why` in the rollout's history (a `Target` event) and shows it, waiting a few
+    /// seconds at most: the engine commits the local target's notes after each job on the
+    /// rollout, and applying the stored document unchanged is such a job. When a job under way
+    /// (a version still starting) holds the rollout longer, the note is committed at its end,
+    /// while the engine stops.
+    async fn record(
+        &self,
+        key: &RolloutKey,
+        why: &str,
+        changes: &mut tokio::sync::broadcast::Receiver<weir_engine::StatusChange>,
+        last_seq: &mut u64,
+        progress: &Progress,
+    ) {
+        self.targets.note(key, why).await;
+        let name = key.to_string();
+        let recorded = async {
+            if let Ok(Some(stored)) = self.store.get(key).await {
+                // With the version read: a document changed meanwhile (through --listen) is left
+                // as it is (a conflict, and the note waits for the next job).
+                let _ = self
+                    .handle
+                    .apply(stored.rollout, Some(stored.version))
+                    .await;
+            }
+            loop {
+                match changes.recv().await {
+                    Ok(change) if change.key == *key => {
+                        let mut seen = false;
+                        for stored in &change.events {
+                            if stored.seq > *last_seq {
+                                progress.event(&name, stored);
+                                *last_seq = stored.seq;
+                            }
+                            seen |= stored.event.message == why;
+                        }
+                        if seen {
+                            return;
+                        }
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(5), recorded).await;
     }
 
     /// Stops the engine (and with it the router and the versions it started).

@@ -1,6 +1,7 @@
 //! `weir run` ended by a signal, with versions it starts itself whose commands start programs of
 //! their own (`sh -c "sleep ... & sleep ... & exec weir sample-app ..."`): nothing they started
-//! outlives weir, whether it is asked to stop (SIGTERM) or killed (SIGKILL). Every process of a
+//! outlives weir, whether it is asked to stop (SIGTERM, Ctrl-C) or killed (SIGKILL); asked to
+//! stop, it says why in the rollout's history and exits with 128 + the signal's number. Every process of a
 //! test carries a marker of its own (`sleep 1001.MARKER`, and the guards' command lines), found
 //! by scanning /proc.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -8,7 +9,9 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use weir_testkit::fixtures::TempDb;
+use weir_core::model::EventReason;
+use weir_store::{RolloutKey, SqliteStore, Store};
+use weir_testkit::fixtures::{TempDb, runtime};
 use weir_testkit::process::{Marked, Weir};
 use weir_testkit::wait::wait_until;
 
@@ -77,14 +80,59 @@ fn start_forking_run(dir: &TempDb, marked: &Marked) -> Weir {
     run
 }
 
-#[test]
-fn nothing_a_command_version_started_outlives_weir_run_stopped_by_sigterm() {
+/// Ends `weir run` with `signal` and checks it ends like a run does: its exit code, why in its
+/// output and in the history stored in its database, and none of its versions' processes left.
+fn stopped_by(signal: &str, code: i32) {
     let dir = TempDb::new();
     let marked = Marked::new();
     let mut run = start_forking_run(&dir, &marked);
-    run.signal("TERM");
-    run.wait();
-    marked.wait_until_gone(Duration::from_secs(30), "after SIGTERM of weir run");
+    run.signal(signal);
+    let status = run.wait();
+    assert_eq!(
+        status.code(),
+        Some(code),
+        "weir run ends with 128 + the signal's number, not by the signal: {status}"
+    );
+    let why = format!("stopped by SIG{signal}");
+    let printed = events(&run);
+    assert!(
+        printed.iter().any(|event| event["reason"] == "Target"
+            && event["message"].as_str().unwrap().starts_with(&why)),
+        "{why} is not in the output: {printed:#?}"
+    );
+    marked.wait_until_gone(
+        Duration::from_secs(30),
+        &format!("after SIG{signal} of weir run"),
+    );
+    // The history in the database says so too, once weir is gone.
+    let stored = runtime().block_on(async {
+        let store = SqliteStore::open(&dir.path()).await.unwrap();
+        store
+            .events(
+                &RolloutKey::new("default", "forking"),
+                0,
+                weir_store::MAX_PAGE,
+            )
+            .await
+            .unwrap()
+    });
+    let last = stored.last().unwrap();
+    assert_eq!(last.event.reason, EventReason::Target, "{last:?}");
+    assert!(last.event.message.starts_with(&why), "{last:?}");
+    assert_eq!(
+        last.event.run, 1,
+        "recorded in the run it interrupted: {last:?}"
+    );
+}
+
+#[test]
+fn weir_run_stopped_by_sigterm_stops_everything_its_versions_started_and_says_why() {
+    stopped_by("TERM", 143);
+}
+
+#[test]
+fn weir_run_stopped_by_ctrl_c_stops_everything_its_versions_started_and_says_why() {
+    stopped_by("INT", 130);
 }
 
 #[test]
