@@ -88,6 +88,9 @@ struct LocalRollout {
     listen: Option<SocketAddr>,
     /// A socket bound ahead of the router ([`LocalTargets::reserve_listener`]).
     reserved: Option<tokio::net::TcpListener>,
+    /// Why the router could not bind its address, as last noted in the history (said again only
+    /// when the reason changes, not at every tick).
+    listen_failure: Option<String>,
     /// What to record in the history at the end of the current job.
     notes: Vec<String>,
     router: Option<RouteHandle>,
@@ -415,10 +418,25 @@ impl LocalTargets {
                         self.listen_policy
                             .check(config.listen)
                             .map_err(|refusal| ProviderError::permanent(refusal.to_string()))?;
-                        Router::bind(&name, config.listen, spec, self.router_config.clone()).await
+                        match Router::bind(&name, config.listen, spec, self.router_config.clone())
+                            .await
+                        {
+                            Ok(router) => Ok(router),
+                            Err(reason) => {
+                                // Said in the history, with the address, not only in the log:
+                                // the rollout waits for its port and tries again at every tick.
+                                let message = cannot_listen(config.listen, &reason);
+                                if local.listen_failure.as_deref() != Some(message.as_str()) {
+                                    local.notes.push(message.clone());
+                                    local.listen_failure = Some(message.clone());
+                                }
+                                return Err(error(message));
+                            }
+                        }
                     }
                 }
                 .map_err(|reason| error(reason.to_string()))?;
+                local.listen_failure = None;
                 let bound = router
                     .local_addr()
                     .map_err(|reason| error(reason.to_string()))?;
@@ -440,6 +458,22 @@ impl LocalTargets {
         local.route = Some(route);
         Ok(())
     }
+}
+
+/// Why a router cannot listen on `listen`, for the history and the log.
+fn cannot_listen(listen: SocketAddr, reason: &weir_router::RouterError) -> String {
+    let why = match reason {
+        weir_router::RouterError::Bind { source, .. }
+            if source.kind() == std::io::ErrorKind::AddrInUse =>
+        {
+            format!("the address is in use by another program ({source})")
+        }
+        weir_router::RouterError::Bind { source, .. } => source.to_string(),
+        other => other.to_string(),
+    };
+    format!(
+        "the router cannot listen on {listen} (spec.target.listen): {why}; trying again at every tick until it can"
+    )
 }
 
 fn stop(running: Running) {

@@ -564,3 +564,81 @@ async fn the_primarys_counts_before_a_run_are_the_judges_baseline() {
     assert_eq!(again.slow, None);
     running.stop(&key).await;
 }
+
+/// Holds a loopback port below the kernel's ephemeral range (where it never hands out ports on
+/// its own), so that once the test lets go of it no other program is given it meanwhile.
+fn hold_a_port() -> std::net::TcpListener {
+    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    let start = 10_000 + (std::process::id() % 5_000) as u16;
+    (start..low)
+        .chain(10_000..start)
+        .find_map(|port| std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port)).ok())
+        .expect("a free port below the ephemeral range")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_whose_listen_address_is_taken_says_so_in_its_history_then_listens_once_free() {
+    let dir = tempfile::tempdir().unwrap();
+    // Only `shop`'s router is reserved; `taken` binds its own address, which the test holds.
+    let running = start_engine(&dir.path().join("weir.db"), "shop").await;
+    let held = hold_a_port();
+    let address = held.local_addr().unwrap();
+    let (v1, v2) = (sample_app("v1", 0.0).await, sample_app("v2", 0.0).await);
+    let yaml = format!(
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: taken}}\nspec:\n  target:\n    kind: local\n    listen: \"{address}\"\n    primary: {{url: \"http://{v1}\", healthCheck: /healthz}}\n    canary: {{url: \"http://{v2}\", healthCheck: /healthz}}\n  plan: {{canary: {{steps: [{{weight: 10, pause: {{}}}}]}}}}\n  analysis: {{interval: 1s, progressDeadline: 5m}}\n"
+    );
+    let spec: Rollout = serde_saphyr::from_str(&yaml).unwrap();
+    let key = RolloutKey::of(&spec);
+    running.handle.apply(spec, None).await.unwrap();
+    let target_events = || async {
+        running
+            .store
+            .events(&key, 0, 500)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|stored| stored.event.reason == EventReason::Target)
+            .map(|stored| stored.event.message)
+            .collect::<Vec<_>>()
+    };
+    let cannot = format!("the router cannot listen on {address} (spec.target.listen)");
+    let noted = wait_until("the history to say the address is taken", || async {
+        target_events()
+            .await
+            .into_iter()
+            .find(|message| message.starts_with(&cannot))
+    })
+    .await;
+    assert!(noted.contains("in use by another program"), "{noted}");
+    // Said once, not at every tick: three more ticks try again and add nothing.
+    let ticks = running.stats.ticks.load(Ordering::Relaxed);
+    wait_until("three more ticks", || async {
+        (running.stats.ticks.load(Ordering::Relaxed) >= ticks + 3).then_some(())
+    })
+    .await;
+    let saying = target_events()
+        .await
+        .into_iter()
+        .filter(|message| message.starts_with(&cannot))
+        .count();
+    assert_eq!(saying, 1, "{:?}", target_events().await);
+    assert!(
+        running.targets.metrics(&key).await.is_none(),
+        "no router yet"
+    );
+
+    // Once the address is free, a later tick binds it and the run goes on.
+    drop(held);
+    let listens = format!("the router listens on http://{address}");
+    wait_until("the router to listen once the address is free", || async {
+        target_events().await.contains(&listens).then_some(())
+    })
+    .await;
+    // It serves (v1, or v2 once the run is at its 10% step).
+    let answer = get(&http1_client(), address, "/", &[]).await;
+    assert!(answer.status.is_success(), "{}", answer.status);
+    running.stop(&key).await;
+}

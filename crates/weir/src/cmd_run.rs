@@ -397,7 +397,16 @@ impl Foreground {
             .targets
             .reserve_listener(key, listen)
             .await
-            .with_context(|| format!("cannot listen on {listen} (spec.target.listen)"))?;
+            .map_err(|error| {
+                let context = format!("cannot listen on {listen} (spec.target.listen)");
+                if error.kind() == std::io::ErrorKind::AddrInUse {
+                    anyhow::anyhow!(
+                        "{context}: the address is in use by another program ({error}); stop that program or choose another address (port 0 lets the system pick one)"
+                    )
+                } else {
+                    anyhow::Error::new(error).context(context)
+                }
+            })?;
         eprintln!("router at http://{bound}");
         Ok(bound)
     }

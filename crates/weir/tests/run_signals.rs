@@ -1,7 +1,9 @@
 //! `weir run` ended by a signal, with versions it starts itself whose commands start programs of
 //! their own (`sh -c "sleep ... & sleep ... & exec weir sample-app ..."`): nothing they started
 //! outlives weir, whether it is asked to stop (SIGTERM, Ctrl-C) or killed (SIGKILL); asked to
-//! stop, it says why in the rollout's history and exits with 128 + the signal's number. Every process of a
+//! stop, it says why in the rollout's history and exits with 128 + the signal's number. And a
+//! local rollout whose listen address another program holds says so, with the address: `weir
+//! run` before it starts, `weir serve` in the rollout's history. Every process of a
 //! test carries a marker of its own (`sleep 1001.MARKER`, and the guards' command lines), found
 //! by scanning /proc.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -12,7 +14,7 @@ use serde_json::Value;
 use weir_core::model::EventReason;
 use weir_store::{RolloutKey, SqliteStore, Store};
 use weir_testkit::fixtures::{TempDb, runtime};
-use weir_testkit::process::{Marked, Weir};
+use weir_testkit::process::{Marked, Weir, apply, output};
 use weir_testkit::wait::wait_until;
 
 const WEIR: &str = env!("CARGO_BIN_EXE_weir");
@@ -142,4 +144,60 @@ fn nothing_a_command_version_started_outlives_weir_run_killed_by_sigkill() {
     let mut run = start_forking_run(&dir, &marked);
     run.kill(); // SIGKILL: weir cleans up nothing itself
     marked.wait_until_gone(Duration::from_secs(30), "after SIGKILL of weir run");
+}
+
+/// A local rollout listening on `listen`, its versions at a port where nothing answers.
+fn rollout_listening_on(listen: std::net::SocketAddr) -> String {
+    format!(
+        "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {{name: taken}}\nspec:\n  target:\n    kind: local\n    listen: \"{listen}\"\n    primary: {{url: \"http://127.0.0.1:9\"}}\n    canary: {{url: \"http://127.0.0.1:9\"}}\n  plan: {{canary: {{steps: [{{weight: 10}}]}}}}\n  analysis: {{interval: 1s, progressDeadline: 5m}}\n"
+    )
+}
+
+#[test]
+fn weir_run_on_an_address_another_program_holds_says_which_and_exits_2() {
+    let dir = TempDb::new();
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = held.local_addr().unwrap();
+    let file = dir.file("rollout.yaml");
+    std::fs::write(&file, rollout_listening_on(address)).unwrap();
+    let ran = output(
+        WEIR,
+        &[
+            "run",
+            &file.display().to_string(),
+            "--db",
+            &dir.path().display().to_string(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert_eq!(ran.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot listen on {address} (spec.target.listen): the address is in use by another program"
+        )),
+        "{stderr}"
+    );
+    drop(held);
+}
+
+#[test]
+fn a_served_rollout_whose_address_another_program_holds_says_so_in_its_history() {
+    let dir = TempDb::new();
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = held.local_addr().unwrap();
+    let file = dir.file("rollout.yaml");
+    std::fs::write(&file, rollout_listening_on(address)).unwrap();
+    let server = Weir::serve(WEIR, &dir.path(), &[]);
+    let api = server.url("api");
+    apply(WEIR, &file, &api);
+    let said = format!(
+        "the router cannot listen on {address} (spec.target.listen): the address is in use by another program"
+    );
+    let history = wait_until("the history to say the address is taken", || {
+        let shown = output(WEIR, &["history", "taken", "--server", &api]);
+        let text = String::from_utf8_lossy(&shown.stdout).into_owned();
+        text.contains(&said).then_some(text)
+    });
+    assert_eq!(history.matches(&said).count(), 1, "said once: {history}");
+    drop(held);
 }
