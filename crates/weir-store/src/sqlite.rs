@@ -156,19 +156,42 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens (or creates, with its parent directory) the database file at `path` and brings its
-    /// schema up to date.
+    /// Opens the database file at `path`, creating the file when it is missing, and brings its
+    /// schema up to date. Its directory must exist: a database never creates directories, so a
+    /// mistyped path fails, naming the directory, instead of making a new empty database
+    /// somewhere unexpected.
     pub async fn open(path: &Path) -> Result<SqliteStore, StoreError> {
-        if let Some(parent) = path.parent()
-            && !parent.as_os_str().is_empty()
-        {
-            std::fs::create_dir_all(parent).map_err(|error| {
-                StoreError::Database(format!("creating directory {}: {error}", parent.display()))
-            })?;
+        SqliteStore::open_with(path, true).await
+    }
+
+    /// Opens the existing database file at `path` and brings its schema up to date; a missing
+    /// file is an error naming it, and nothing is created.
+    pub async fn open_existing(path: &Path) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_with(path, false).await
+    }
+
+    async fn open_with(path: &Path, create: bool) -> Result<SqliteStore, StoreError> {
+        let directory = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        if !directory.is_dir() {
+            return Err(StoreError::Database(format!(
+                "cannot open {}: the directory {} does not exist (weir creates no directories \
+                 for a database; create it first, or correct the path)",
+                path.display(),
+                directory.display()
+            )));
+        }
+        if !create && !path.exists() {
+            return Err(StoreError::Database(format!(
+                "cannot open {}: no such database file (nothing was created)",
+                path.display()
+            )));
         }
         let options = SqliteConnectOptions::new()
             .filename(path)
-            .create_if_missing(true)
+            .create_if_missing(create)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)

@@ -61,8 +61,9 @@ impl Backend for Sqlite {
 
     async fn fresh() -> Sqlite {
         let dir = tempfile::tempdir().unwrap();
-        // The parent directories are created by open.
+        // open creates no directory (tests/open.rs): the test makes them.
         let path = dir.path().join("state/nested/weir.db");
+        std::fs::create_dir_all(dir.path().join("state/nested")).unwrap();
         Sqlite { _dir: dir, path }
     }
 

@@ -76,14 +76,16 @@ pub struct Weir {
 }
 
 impl Weir {
-    /// Starts `weir serve` on a port it picks, over the database `db`, with `extra` arguments,
-    /// and waits for its listening line (`url("api")` is where it answers).
+    /// Starts `weir serve` on a port it picks, over the database `db` (created when missing:
+    /// `--create-db`), with `extra` arguments, and waits for its listening line (`url("api")`
+    /// is where it answers).
     pub fn serve(binary: &str, db: &std::path::Path, extra: &[&str]) -> Weir {
         let db = db.display().to_string();
         let mut args = vec![
             "serve",
             "--db",
             &db,
+            "--create-db",
             "--listen",
             "127.0.0.1:0",
             "--output",

@@ -22,9 +22,9 @@ pub struct RunArgs {
     /// The rollout (a weir Rollout with a local target; YAML or JSON).
     #[arg(value_name = "FILE")]
     file: PathBuf,
-    /// The SQLite file that keeps the rollout's state. Run the same command again after a crash
-    /// or Ctrl-C and it resumes where it was. Default: a file per rollout under
-    /// $XDG_STATE_HOME/weir (or ~/.local/state/weir).
+    /// The SQLite file that keeps the rollout's state (created when missing; its directory
+    /// must exist). Run the same command again after a crash or Ctrl-C and it resumes where it
+    /// was. Default: a file per rollout under $XDG_STATE_HOME/weir (or ~/.local/state/weir).
     #[arg(long, value_name = "PATH")]
     db: Option<PathBuf>,
     /// `text`: a live progress line; `json`: one JSON event per line, after a first line with the
@@ -106,10 +106,16 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         }
     };
     let key = RolloutKey::of(&rollout);
-    let db = args
-        .db
-        .clone()
-        .unwrap_or_else(|| state_dir().join(format!("run-{}-{}.db", key.namespace, key.name)));
+    let db = match &args.db {
+        Some(db) => db.clone(),
+        None => {
+            // The default directory is created (weir never creates the directory of a --db).
+            let dir = state_dir();
+            crate::cmd_serve::create_private_dir(&dir)
+                .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
+            dir.join(format!("run-{}-{}.db", key.namespace, key.name))
+        }
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

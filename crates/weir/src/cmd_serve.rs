@@ -18,12 +18,20 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7979";
 /// Arguments of `weir serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// Where every rollout, its status and its history live: a SQLite file (created if
-    /// missing), or a PostgreSQL database shared by several `weir serve` instances
-    /// (`postgres://USER@HOST/DB`; docs/SCALE-OUT.md).
-    /// Default: $XDG_STATE_HOME/weir/weir.db (or ~/.local/state/weir/weir.db).
+    /// Where every rollout, its status and its history live: a SQLite file, or a PostgreSQL
+    /// database shared by several `weir serve` instances (`postgres://USER@HOST/DB`;
+    /// docs/SCALE-OUT.md). A file given here must exist, unless --create-db; weir never creates
+    /// its directory.
+    /// Default: $XDG_STATE_HOME/weir/weir.db (or ~/.local/state/weir/weir.db), created with its
+    /// directory when missing.
     #[arg(long, value_name = "PATH|URL", env = "WEIR_DB")]
     db: Option<PathBuf>,
+    /// Create a new, empty SQLite database at --db when the file does not exist (its directory
+    /// must). Without it, a --db file that does not exist stops weir: a mistyped path would
+    /// otherwise start a server on an empty database, without its tokens. The line `created a
+    /// new database at PATH` says when one was made.
+    #[arg(long, env = "WEIR_CREATE_DB")]
+    create_db: bool,
     /// With PostgreSQL: this machine's label. Local rollouts (their routers listen here) are
     /// owned only by instances with the label of the host that created them (or the one their
     /// `weir.dev/host` label names); other rollouts move freely between instances.
@@ -98,10 +106,10 @@ pub struct ServeArgs {
 /// `weir serve`.
 pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
     log_to_stderr();
-    let db = args
-        .db
-        .clone()
-        .unwrap_or_else(|| crate::cmd_run::state_dir().join("weir.db"));
+    let db = match &args.db {
+        Some(db) => db.clone(),
+        None => crate::cmd_run::state_dir().join("weir.db"),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -146,14 +154,91 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
                 serve_with(store, args, label, tls, engine_options, Some(start)).await
             }
             None => {
-                let store = SqliteStore::open(&db)
-                    .await
-                    .with_context(|| format!("cannot open {}", db.display()))?;
+                let creation = match (&args.db, args.create_db) {
+                    (None, _) => Creation::Default,
+                    (Some(_), true) => Creation::Asked("--create-db"),
+                    (Some(_), false) => Creation::Refused(
+                        "pass --create-db to start a new, empty database there (it holds no tokens: the API is open on loopback until one is created)",
+                    ),
+                };
+                let store = open_sqlite(&db, creation, "weir serve").await?;
                 let label = db.display().to_string();
                 serve_with(store, args, label, tls, EngineOptions::default(), None).await
             }
         }
     })
+}
+
+/// Whether a missing SQLite file may be created.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Creation {
+    /// The default path: created, with its directory (private to the user).
+    Default,
+    /// The user asked for it (the flag or command named).
+    Asked(&'static str),
+    /// Not created; the message says how to ask.
+    Refused(&'static str),
+}
+
+/// Opens the SQLite database at `path` for `command`, creating it only as `creation` allows and
+/// saying on stderr when it does; weir creates no directory but the default one. Errors name
+/// the path.
+pub(crate) async fn open_sqlite(
+    path: &std::path::Path,
+    creation: Creation,
+    command: &str,
+) -> Result<SqliteStore> {
+    let context = || format!("cannot open the database {}", path.display());
+    if path.exists() {
+        return SqliteStore::open_existing(path).await.with_context(context);
+    }
+    match creation {
+        Creation::Refused(how) => {
+            let directory = path
+                .parent()
+                .filter(|parent| !parent.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            if directory.is_dir() {
+                anyhow::bail!(
+                    "{}: no such database file; is the path (--db, WEIR_DB) right? Nothing was created: {how}",
+                    path.display()
+                );
+            }
+            anyhow::bail!(
+                "{}: no such database file, and its directory {} does not exist; is the path (--db, WEIR_DB) right? Nothing was created (weir never creates a database's directory)",
+                path.display(),
+                directory.display()
+            );
+        }
+        Creation::Default => {
+            if let Some(directory) = path.parent() {
+                create_private_dir(directory).with_context(|| {
+                    format!("cannot create the state directory {}", directory.display())
+                })?;
+            }
+        }
+        Creation::Asked(_) => {}
+    }
+    let store = SqliteStore::open(path).await.with_context(context)?;
+    let why = match creation {
+        Creation::Asked(flag) => format!(" ({flag})"),
+        _ => " (the default path; --db names another)".to_string(),
+    };
+    eprintln!(
+        "{command}: created a new database at {}{why}",
+        path.display()
+    );
+    Ok(store)
+}
+
+/// Creates `directory` and its missing parents, readable by this user only (it will hold the
+/// database: tokens' hashes and the session-signing key).
+pub(crate) fn create_private_dir(directory: &std::path::Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(directory)
 }
 
 /// The URL when `db` names a PostgreSQL database.

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use weir_api::auth::{TokenRequest, TokenView, issue_token};
-use weir_store::{PostgresStore, SqliteStore, TokenScope, TokenStore};
+use weir_store::{PostgresStore, TokenScope, TokenStore};
 
 use crate::cmd_core::OutputFormat;
 
@@ -37,8 +37,9 @@ enum TokenAction {
 /// Where the tokens are.
 #[derive(Debug, Args)]
 struct DbArgs {
-    /// The database of `weir serve`: its SQLite file (created if missing) or its PostgreSQL
-    /// URL (`postgres://...`, docs/SCALE-OUT.md).
+    /// The database of `weir serve`: its SQLite file or its PostgreSQL URL (`postgres://...`,
+    /// docs/SCALE-OUT.md). `create` makes the file when it does not exist (its directory must);
+    /// `list` and `revoke` need it to exist.
     /// Default: $XDG_STATE_HOME/weir/weir.db (or ~/.local/state/weir/weir.db).
     #[arg(long, value_name = "PATH|URL", env = "WEIR_DB")]
     db: Option<PathBuf>,
@@ -88,10 +89,19 @@ pub fn token(args: &TokenArgs) -> Result<ExitCode> {
         TokenAction::List(db) => db,
         TokenAction::Revoke(revoke) => &revoke.db,
     };
-    let path = db
-        .db
-        .clone()
-        .unwrap_or_else(|| crate::cmd_run::state_dir().join("weir.db"));
+    let path = match &db.db {
+        Some(path) => path.clone(),
+        None => crate::cmd_run::state_dir().join("weir.db"),
+    };
+    // A new database is made only for a new token (it then holds that token, so a server on it
+    // is never open); listing or revoking on a mistyped path creates nothing.
+    let creation = match (&db.db, &args.action) {
+        (None, TokenAction::Create(_)) => crate::cmd_serve::Creation::Default,
+        (Some(_), TokenAction::Create(_)) => crate::cmd_serve::Creation::Asked("weir token create"),
+        _ => {
+            crate::cmd_serve::Creation::Refused("give the database of `weir serve` (--db, WEIR_DB)")
+        }
+    };
     runtime.block_on(async {
         match crate::cmd_serve::postgres_url(&path) {
             Some(url) => {
@@ -103,15 +113,35 @@ pub fn token(args: &TokenArgs) -> Result<ExitCode> {
                 done
             }
             None => {
-                let store = SqliteStore::open(&path)
-                    .await
-                    .with_context(|| format!("cannot open {}", path.display()))?;
+                let new = !path.exists();
+                let store = crate::cmd_serve::open_sqlite(&path, creation, "weir token").await?;
                 let done = act(&store, &args.action).await;
                 store.close().await;
+                if new && !matches!(done, Ok(code) if code == ExitCode::SUCCESS) {
+                    // No token was made: an empty database left behind would be an open
+                    // server's.
+                    remove_database(&path);
+                }
                 done
             }
         }
     })
+}
+
+/// Removes a SQLite database just created (and its WAL files), saying so.
+fn remove_database(path: &std::path::Path) {
+    let mut removed = std::fs::remove_file(path).is_ok();
+    for suffix in ["-wal", "-shm"] {
+        let mut other = path.as_os_str().to_owned();
+        other.push(suffix);
+        removed &= std::fs::remove_file(&other).is_ok() || !std::path::Path::new(&other).exists();
+    }
+    if removed {
+        eprintln!(
+            "weir token: removed the new database {} again (no token was created)",
+            path.display()
+        );
+    }
 }
 
 async fn act<S: TokenStore>(store: &S, action: &TokenAction) -> Result<ExitCode> {

@@ -1176,6 +1176,7 @@ fn serve_refuses_a_non_loopback_address_without_tokens() {
             "serve",
             "--db",
             &db_path,
+            "--create-db",
             "--listen",
             "0.0.0.0:0",
             "--output",

@@ -104,3 +104,204 @@ fn an_empty_namespace_list_is_refused_not_taken_as_all() {
     let created: Value = serde_json::from_slice(&created.stdout).unwrap();
     assert_eq!(created["namespaces"], Value::Null);
 }
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `--db` never creates a directory, and a new database file only where asked for: with
+/// `--create-db`, or at the default path (created with its directory, private to the user);
+/// each creation says so naming the path.
+#[test]
+fn serve_creates_a_database_only_where_asked_and_never_a_directory() {
+    let dir = TempDb::new();
+    let missing_dir = dir.file("nonexistent/dir");
+    let in_missing_dir = missing_dir.join("x.db").display().to_string();
+    let refused = output(
+        WEIR,
+        &["serve", "--db", &in_missing_dir, "--listen", "127.0.0.1:0"],
+    );
+    let stderr = text(&refused.stderr);
+    println!(
+        "weir serve --db {in_missing_dir}: {} {stderr}",
+        refused.status
+    );
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains(&in_missing_dir), "{stderr}");
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    assert!(!dir.file("nonexistent").exists(), "a directory was created");
+    // Even when asked to create the file: its directory must exist.
+    let refused = output(
+        WEIR,
+        &[
+            "serve",
+            "--db",
+            &in_missing_dir,
+            "--create-db",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let stderr = text(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&missing_dir.display().to_string()),
+        "{stderr}"
+    );
+    assert!(!dir.file("nonexistent").exists(), "a directory was created");
+
+    // The directory exists, the file does not: refused without --create-db.
+    let new = dir.file("new.db").display().to_string();
+    let refused = output(WEIR, &["serve", "--db", &new, "--listen", "127.0.0.1:0"]);
+    let stderr = text(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&new) && stderr.contains("--create-db"),
+        "{stderr}"
+    );
+    assert!(!dir.file("new.db").exists());
+    // With it, created and said.
+    let server = Weir::start_capturing_stderr(
+        WEIR,
+        &[
+            "serve",
+            "--db",
+            &new,
+            "--create-db",
+            "--listen",
+            "127.0.0.1:0",
+            "--output",
+            "json",
+        ],
+        &[],
+    );
+    assert!(dir.file("new.db").exists());
+    let said = server.stderr_lines().join("\n");
+    assert!(
+        said.contains(&format!(
+            "weir serve: created a new database at {new} (--create-db)"
+        )),
+        "{said}"
+    );
+    drop(server);
+    // An existing file is opened without a word about creating.
+    let server = Weir::start_capturing_stderr(
+        WEIR,
+        &[
+            "serve",
+            "--db",
+            &new,
+            "--listen",
+            "127.0.0.1:0",
+            "--output",
+            "json",
+        ],
+        &[],
+    );
+    assert!(!server.stderr_lines().join("\n").contains("created"));
+    drop(server);
+
+    // The default path: $XDG_STATE_HOME/weir/weir.db, made with its directory.
+    let state = dir.file("state");
+    let server = Weir::start_capturing_stderr(
+        WEIR,
+        &["serve", "--listen", "127.0.0.1:0", "--output", "json"],
+        &[("XDG_STATE_HOME", &state.display().to_string())],
+    );
+    let default = state.join("weir/weir.db");
+    assert!(default.exists());
+    let said = server.stderr_lines().join("\n");
+    assert!(
+        said.contains(&format!("created a new database at {}", default.display())),
+        "{said}"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(state.join("weir"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+    }
+}
+
+/// `weir token create` makes a new database (it then holds the token, so a server on it is
+/// never open), never its directory; `list` and `revoke` create nothing; a create that fails
+/// leaves no empty database behind.
+#[test]
+fn weir_token_creates_a_database_only_with_a_token_in_it() {
+    let dir = TempDb::new();
+    let listed_path = dir.file("listed.db");
+    let listed = output(
+        WEIR,
+        &["token", "list", "--db", &listed_path.display().to_string()],
+    );
+    let stderr = text(&listed.stderr);
+    assert!(!listed.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&listed_path.display().to_string()),
+        "{stderr}"
+    );
+    assert!(!listed_path.exists());
+
+    let in_missing_dir = dir.file("missing/t.db").display().to_string();
+    let refused = output(
+        WEIR,
+        &[
+            "token",
+            "create",
+            "--name",
+            "a",
+            "--scope",
+            "admin",
+            "--db",
+            &in_missing_dir,
+        ],
+    );
+    let stderr = text(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    assert!(!dir.file("missing").exists());
+
+    let bad_path = dir.file("bad.db");
+    let bad = output(
+        WEIR,
+        &[
+            "token",
+            "create",
+            "--name",
+            "Not A Name",
+            "--scope",
+            "admin",
+            "--db",
+            &bad_path.display().to_string(),
+        ],
+    );
+    let stderr = text(&bad.stderr);
+    assert!(!bad.status.success(), "{stderr}");
+    assert!(
+        !bad_path.exists(),
+        "an empty database was left behind: {stderr}"
+    );
+
+    let path = dir.file("tokens.db").display().to_string();
+    let created = output(
+        WEIR,
+        &[
+            "token", "create", "--name", "a", "--scope", "admin", "--db", &path,
+        ],
+    );
+    let stderr = text(&created.stderr);
+    assert!(created.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("weir token: created a new database at {path}")),
+        "{stderr}"
+    );
+    // The server on it is not open.
+    let server = Weir::serve(WEIR, std::path::Path::new(&path), &[]);
+    assert_eq!(
+        send(&server, "GET", "/api/v1/rollouts", &[], "").status,
+        401
+    );
+}

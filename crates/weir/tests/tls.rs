@@ -287,6 +287,7 @@ fn the_start_up_line_says_https() {
                 "serve",
                 "--db",
                 &path(&db.path()),
+                "--create-db",
                 "--listen",
                 "127.0.0.1:0",
             ])
