@@ -7,10 +7,12 @@
 //! engine's state in each rollout's status), `flagger` (a Canary as the Rollout it owns, and
 //! Flagger's status shape), `leader` (leader election through a Lease, with fencing),
 //! `status_to` (a rollout's status written onto an object the user names, e.g. an OAM
-//! Application).
+//! Application), `basic_canary` (the canary without a mesh: replica counts that split traffic
+//! by pod ratio, as Argo Rollouts' basic canary does; pure).
 
 #![forbid(unsafe_code)]
 
+pub mod basic_canary;
 pub mod crd;
 pub mod flagger;
 pub mod leader;
