@@ -22,10 +22,12 @@ use serde_json::{Value, json};
 use weir_core::FieldError;
 use weir_core::machine::{Effect, Route, Scale};
 use weir_core::model::{KubernetesMode, KubernetesTarget, Rollout, RolloutStatus, TargetKind};
+use weir_core::units::Weight;
 use weir_engine::{BoxFuture, ProviderError, Providers, TargetObservation, TargetProvider};
 use weir_store::RolloutKey;
 
 mod managed;
+mod replica_split;
 mod revisions;
 
 use crate::routes::{self, Names, Provider};
@@ -175,6 +177,10 @@ impl KubernetesTargets {
                 REVISION_ANNOTATION.into(),
                 workload::revision(target, &configs),
             );
+        if settings.replica_split {
+            let total = target.spec.replicas.unwrap_or(1).max(1);
+            replica_split::mark_primary(&mut primary, &settings.names(&key.namespace).apex, total);
+        }
         self.apply_deployment(&key.namespace, &primary).await?;
         self.apply_primary_autoscaler(key, settings, owner).await?;
         Ok(primary)
@@ -227,8 +233,12 @@ impl KubernetesTargets {
         {
             return Ok(primary);
         }
-        let services = workload::services(target, &service, &owner)
+        let mut services = workload::services(target, &service, &owner)
             .map_err(|error| ProviderError::permanent(error.to_string()))?;
+        if settings.replica_split {
+            replica_split::select_both(&mut services[0], &apex);
+            self.select_only_both(key, &apex).await?;
+        }
         self.apply_services(&key.namespace, services).await?;
         Ok(primary)
     }
@@ -404,6 +414,12 @@ impl KubernetesTargets {
         let target = self.target(key, settings).await?;
         self.ensure_primary_and_services(key, rollout, settings, &target, false)
             .await?;
+        if settings.replica_split {
+            // No route objects: the pods are the route.
+            return self
+                .split_replicas(key, settings, route.canary_weight)
+                .await;
+        }
         let owner = serde_json::to_value(owner_of(rollout)).unwrap_or(Value::Null);
         let service = settings.kubernetes.service.clone().unwrap_or_default();
         let mut names = settings.names(&key.namespace);
@@ -479,9 +495,19 @@ impl KubernetesTargets {
             .await?;
         let mut primary = workload::primary_deployment(&target, &configs, &owner)
             .map_err(|error| ProviderError::permanent(error.to_string()))?;
-        // The primary keeps its own scale (an autoscaler may own it).
+        // The primary keeps its own scale (an autoscaler may own it); split by replicas, it
+        // takes all the pods the rollout should run (the canary serves until it is available).
         if let Some(current) = self.primary(key, settings).await? {
             primary.spec.replicas = current.spec.replicas;
+            if settings.replica_split {
+                let total = replica_split::total_replicas(&current);
+                primary.spec.replicas = Some(total);
+                replica_split::mark_primary(
+                    &mut primary,
+                    &settings.names(&key.namespace).apex,
+                    total,
+                );
+            }
         }
         primary
             .metadata
@@ -695,6 +721,8 @@ struct Settings<'a> {
     target_name: &'a str,
     provider: Provider,
     mode: KubernetesMode,
+    /// The canary without a mesh: traffic split by replica ratio ([`replica_split`]).
+    replica_split: bool,
 }
 
 impl Settings<'_> {
@@ -777,12 +805,20 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
             Provider::Kubernetes
         }
     };
+    let replica_split = replica_split::splits_replicas(rollout, provider, mode);
+    if replica_split && kubernetes.autoscaler_ref.is_some() {
+        errors.push(FieldError::new(
+            "spec.target.autoscalerRef",
+            "provider kubernetes with canary steps splits traffic by setting both Deployments' replicas, which an autoscaler would fight: remove autoscalerRef, or use a provider that routes by weight (a mesh or a gateway), or blue/green (iterations)",
+        ));
+    }
     if errors.is_empty() {
         Ok(Settings {
             kubernetes,
             target_name,
             provider,
             mode,
+            replica_split,
         })
     } else {
         Err(errors)
@@ -961,6 +997,9 @@ impl TargetProvider for KubernetesTargets {
                 }
                 self.scale_target(key, &settings, 0).await?;
             }
+            if settings.replica_split && !status.phase.in_run() {
+                self.label_target_pods(key, &settings).await?;
+            }
             self.mark_refreshed(key);
             Ok(())
         })
@@ -998,7 +1037,11 @@ impl TargetProvider for KubernetesTargets {
                         .and_then(|annotations| annotations.get(REVISION_ANNOTATION).cloned())
                 }),
                 primary_ready: primary.as_ref().is_some_and(ready),
-                canary_ready: ready(&target),
+                canary_ready: if settings.replica_split && status.phase.in_run() {
+                    Self::canary_split_ready(primary.as_ref(), &target, status.canary_weight)
+                } else {
+                    ready(&target)
+                },
             })
         })
     }
@@ -1042,6 +1085,11 @@ impl TargetProvider for KubernetesTargets {
                     self.mark_refreshed(key);
                     Ok(())
                 }
+                // Split by replicas, the run's routes scale both Deployments; the target's pods
+                // get the label the apex Service selects before it has any.
+                Effect::ScaleCanary(Scale::Up) if settings.replica_split => {
+                    self.label_target_pods(key, &settings).await
+                }
                 Effect::ScaleCanary(Scale::Up) => {
                     let replicas = match self.primary(key, &settings).await? {
                         Some(primary) => primary.spec.replicas.unwrap_or(1).max(1),
@@ -1053,6 +1101,10 @@ impl TargetProvider for KubernetesTargets {
                     // Never leave nothing serving: the target goes to zero only once the
                     // primary is ready (at set-up it may still be starting). Until then this
                     // fails as transient and the engine delivers it again at the next tick.
+                    if settings.replica_split {
+                        // The primary back to all its pods first.
+                        self.split_replicas(key, &settings, Weight::ZERO).await?;
+                    }
                     let primary = self.primary(key, &settings).await?;
                     if !primary.as_ref().is_some_and(ready) {
                         return Err(ProviderError::transient(format!(

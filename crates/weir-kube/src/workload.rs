@@ -73,9 +73,20 @@ pub fn revision(target: &Deployment, configs: &TrackedConfigs) -> String {
     template_revision(&target.spec.template, configs)
 }
 
+/// The pod label weir gives both versions' pods when the apex Service selects them both (the
+/// canary without a mesh), valued with the apex's name. Not part of the revision: adding it to
+/// the target starts no run.
+pub const APEX_LABEL: &str = "weir.dev/apex";
+
 /// The revision of a pod template and the tracked configs its pods read (see [`revision`]).
 pub fn template_revision(template: &PodTemplateSpec, configs: &TrackedConfigs) -> String {
-    let template = serde_json::to_value(template).unwrap_or(Value::Null);
+    let mut template = serde_json::to_value(template).unwrap_or(Value::Null);
+    if let Some(labels) = template
+        .pointer_mut("/metadata/labels")
+        .and_then(Value::as_object_mut)
+    {
+        labels.remove(APEX_LABEL);
+    }
     if configs.is_empty() {
         return weir_core::revision::of_definition(&template);
     }
