@@ -26,6 +26,7 @@ use weir_core::units::Weight;
 use weir_engine::{BoxFuture, ProviderError, Providers, TargetObservation, TargetProvider};
 use weir_store::RolloutKey;
 
+mod keda;
 mod managed;
 mod replica_split;
 mod revisions;
@@ -268,6 +269,9 @@ impl KubernetesTargets {
         let Some(reference) = &settings.kubernetes.autoscaler_ref else {
             return Ok(());
         };
+        if reference.kind.as_deref() == Some(keda::SCALED_OBJECT) {
+            return self.apply_primary_scaled_object(key, settings, owner).await;
+        }
         let api: Api<HorizontalPodAutoscaler> =
             Api::namespaced(self.client.clone(), &key.namespace);
         let autoscaler = api
@@ -572,6 +576,8 @@ impl KubernetesTargets {
                 .max(1);
             let scaled = target.spec.replicas == Some(0);
             if scaled {
+                // A paused ScaledObject would hold the target at zero.
+                self.pause_target_scaler(key, &settings, false).await?;
                 self.scale_target(key, &settings, wanted).await?;
             }
             if scaled || !ready(target) {
@@ -621,7 +627,13 @@ impl KubernetesTargets {
             )
             .await?;
         }
-        if let Some(reference) = &settings.kubernetes.autoscaler_ref {
+        self.revert_scaled_object(key, &settings).await?;
+        if let Some(reference) = settings
+            .kubernetes
+            .autoscaler_ref
+            .as_ref()
+            .filter(|reference| reference.kind.as_deref() != Some(keda::SCALED_OBJECT))
+        {
             let name = format!("{}{PRIMARY_SUFFIX}", reference.name);
             let api: Api<HorizontalPodAutoscaler> = Api::namespaced(self.client.clone(), namespace);
             delete_if_present(&api, &name, &format!("the HorizontalPodAutoscaler {name}")).await?;
@@ -791,11 +803,12 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
         .as_ref()
         .and_then(|reference| reference.kind.as_deref())
         && kind != "HorizontalPodAutoscaler"
+        && kind != keda::SCALED_OBJECT
     {
         errors.push(FieldError::with_value(
             "spec.target.autoscalerRef.kind",
             kind,
-            "HorizontalPodAutoscaler (KEDA ScaledObjects are not copied yet)",
+            "HorizontalPodAutoscaler or ScaledObject (KEDA)",
         ));
     }
     let provider = match Provider::parse(kubernetes.provider.as_deref()) {
@@ -995,6 +1008,7 @@ impl TargetProvider for KubernetesTargets {
                         settings.target_name
                     )));
                 }
+                self.pause_target_scaler(key, &settings, true).await?;
                 self.scale_target(key, &settings, 0).await?;
             }
             if settings.replica_split && !status.phase.in_run() {
@@ -1095,6 +1109,7 @@ impl TargetProvider for KubernetesTargets {
                         Some(primary) => primary.spec.replicas.unwrap_or(1).max(1),
                         None => 1,
                     };
+                    self.pause_target_scaler(key, &settings, false).await?;
                     self.scale_target(key, &settings, replicas).await
                 }
                 Effect::ScaleCanary(Scale::Down) => {
@@ -1112,6 +1127,7 @@ impl TargetProvider for KubernetesTargets {
                             settings.target_name
                         )));
                     }
+                    self.pause_target_scaler(key, &settings, true).await?;
                     self.scale_target(key, &settings, 0).await
                 }
                 Effect::Promote { .. } => self.promote(key, rollout, &settings).await,

@@ -152,6 +152,126 @@ pub fn primary_autoscaler(
     }
 }
 
+/// The annotation that pauses a KEDA ScaledObject at a replica count: weir sets it to `"0"` on
+/// the target's ScaledObject outside runs (the target waits at zero), as Flagger does.
+pub const KEDA_PAUSED_REPLICAS: &str = "autoscaling.keda.sh/paused-replicas";
+
+/// The primary's KEDA ScaledObject `NAME-primary` (Flagger's copy): the target's ScaledObject
+/// `scaled_object` (any API version of `keda.sh`) scaling `TARGET-primary` instead, its labels
+/// and annotations without the pause, owned by the rollout. With `queries` (trigger name ->
+/// query, `autoscalerRef.primaryScalerQueries`) those triggers' `metadata.query` are replaced;
+/// otherwise every trigger query naming `TARGET-canary` or `TARGET` names `TARGET-primary`.
+/// `replicas` (`autoscalerRef.primaryScalerReplicas`: `minReplicas`, `maxReplicas`) override
+/// the copied counts; a named `advanced.horizontalPodAutoscalerConfig` gets `-primary` too.
+pub fn primary_scaled_object(
+    scaled_object: &Value,
+    target_name: &str,
+    owner: &OwnerReference,
+    queries: Option<&Value>,
+    replicas: Option<&Value>,
+) -> Value {
+    let name = scaled_object["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default();
+    let primary_target = format!("{target_name}{PRIMARY_SUFFIX}");
+    let mut spec = scaled_object["spec"].clone();
+    spec["scaleTargetRef"]["name"] = Value::String(primary_target.clone());
+    if let Some(triggers) = spec.get_mut("triggers").and_then(Value::as_array_mut) {
+        for trigger in triggers {
+            let trigger_name = trigger["name"].as_str().unwrap_or_default().to_string();
+            let Some(query) = trigger
+                .pointer_mut("/metadata/query")
+                .filter(|query| query.is_string())
+            else {
+                continue;
+            };
+            match queries {
+                Some(queries) => {
+                    if let Some(replacement) = queries.get(&trigger_name).filter(|q| q.is_string())
+                    {
+                        *query = replacement.clone();
+                    }
+                }
+                None => {
+                    let text = query.as_str().unwrap_or_default();
+                    *query = Value::String(rename_workload(text, target_name, &primary_target));
+                }
+            }
+        }
+    }
+    if let Some(replicas) = replicas {
+        for (from, to) in [
+            ("minReplicas", "minReplicaCount"),
+            ("maxReplicas", "maxReplicaCount"),
+        ] {
+            if let Some(count) = replicas.get(from).filter(|count| count.is_number()) {
+                spec[to] = count.clone();
+            }
+        }
+    }
+    if let Some(config_name) = spec
+        .pointer_mut("/advanced/horizontalPodAutoscalerConfig/name")
+        .filter(|name| name.is_string())
+    {
+        *config_name = Value::String(format!(
+            "{}{PRIMARY_SUFFIX}",
+            config_name.as_str().unwrap_or_default()
+        ));
+    }
+    let mut annotations = scaled_object["metadata"]["annotations"].clone();
+    if let Some(map) = annotations.as_object_mut() {
+        map.remove(KEDA_PAUSED_REPLICAS);
+        map.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+    let mut metadata = json!({
+        "name": format!("{name}{PRIMARY_SUFFIX}"),
+        "namespace": scaled_object["metadata"]["namespace"],
+        "ownerReferences": [owner],
+    });
+    for (field, value) in [
+        ("labels", scaled_object["metadata"]["labels"].clone()),
+        ("annotations", annotations),
+    ] {
+        if value.as_object().is_some_and(|map| !map.is_empty()) {
+            metadata[field] = value;
+        }
+    }
+    json!({
+        "apiVersion": scaled_object["apiVersion"],
+        "kind": "ScaledObject",
+        "metadata": metadata,
+        "spec": spec,
+    })
+}
+
+/// `text` with the workload `name` (and `name-canary`) renamed `primary` where it stands as a
+/// name of its own: `podinfo` in `app="podinfo"`, not in `podinfo-db` or `mypodinfo` (Flagger
+/// replaces every occurrence, which also renames `podinfo-db`).
+fn rename_workload(text: &str, name: &str, primary: &str) -> String {
+    let canary = format!("{name}{CANARY_SUFFIX}");
+    let part_of_name = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_');
+    let mut out = String::with_capacity(text.len());
+    let (mut copied, mut search) = (0, 0);
+    while let Some(offset) = text[search..].find(name) {
+        let at = search + offset;
+        let len = if text[at..].starts_with(&canary) {
+            canary.len()
+        } else {
+            name.len()
+        };
+        let before = text[..at].chars().next_back();
+        let after = text[at + len..].chars().next();
+        if !before.is_some_and(part_of_name) && !after.is_some_and(part_of_name) {
+            out.push_str(&text[copied..at]);
+            out.push_str(primary);
+            copied = at + len;
+        }
+        search = at + len;
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
 fn relabel(spec: &mut DeploymentSpec, key: &str, value: &str) {
     let selector: &mut LabelSelector = &mut spec.selector;
     selector

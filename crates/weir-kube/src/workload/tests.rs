@@ -468,3 +468,66 @@ fn copy_value(config: &TrackedConfig) -> serde_json::Value {
         TrackedConfig::Secret(secret) => serde_json::to_value(secret).unwrap(),
     }
 }
+
+fn scaled_object() -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": "podinfo-so", "namespace": "shop", "labels": {"team": "web"},
+            "annotations": {KEDA_PAUSED_REPLICAS: "0", "note": "kept"}},
+        "spec": {
+            "scaleTargetRef": {"name": "podinfo"},
+            "minReplicaCount": 1,
+            "maxReplicaCount": 3,
+            "advanced": {"horizontalPodAutoscalerConfig": {"name": "podinfo-hpa"}},
+            "triggers": [
+                {"type": "prometheus", "name": "rps", "metadata": {"query": "sum(rate(http_requests_total{app=\"podinfo\"}[30s])) + sum(up{app=\"podinfo-canary\"}) + sum(up{app=\"podinfo-db\"})"}},
+                {"type": "cpu", "metadata": {"value": "50"}}
+            ]
+        }
+    })
+}
+
+#[test]
+fn the_primary_scaled_object_scales_the_primary_with_its_queries_renamed() {
+    let copy = primary_scaled_object(&scaled_object(), "podinfo", &owner(), None, None);
+    assert_eq!(copy["metadata"]["name"], "podinfo-so-primary");
+    assert_eq!(copy["metadata"]["ownerReferences"][0]["name"], "podinfo");
+    assert_eq!(copy["metadata"]["labels"]["team"], "web");
+    assert_eq!(
+        copy["metadata"]["annotations"],
+        serde_json::json!({"note": "kept"}),
+        "never paused"
+    );
+    assert_eq!(copy["spec"]["scaleTargetRef"]["name"], "podinfo-primary");
+    assert_eq!(
+        copy["spec"]["triggers"][0]["metadata"]["query"],
+        "sum(rate(http_requests_total{app=\"podinfo-primary\"}[30s])) + sum(up{app=\"podinfo-primary\"}) + sum(up{app=\"podinfo-db\"})"
+    );
+    assert_eq!(copy["spec"]["triggers"][1]["metadata"]["value"], "50");
+    assert_eq!(
+        copy["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["name"],
+        "podinfo-hpa-primary"
+    );
+    assert_eq!(copy["spec"]["minReplicaCount"], 1);
+}
+
+#[test]
+fn primary_scaler_queries_and_replicas_override_the_copy() {
+    let queries =
+        serde_json::json!({"rps": "sum(rate(requests{deployment=\"podinfo-primary\"}[1m]))"});
+    let replicas = serde_json::json!({"minReplicas": 2, "maxReplicas": 5});
+    let copy = primary_scaled_object(
+        &scaled_object(),
+        "podinfo",
+        &owner(),
+        Some(&queries),
+        Some(&replicas),
+    );
+    assert_eq!(
+        copy["spec"]["triggers"][0]["metadata"]["query"],
+        "sum(rate(requests{deployment=\"podinfo-primary\"}[1m]))"
+    );
+    assert_eq!(copy["spec"]["minReplicaCount"], 2);
+    assert_eq!(copy["spec"]["maxReplicaCount"], 5);
+}
