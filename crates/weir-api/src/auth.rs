@@ -10,8 +10,9 @@
 //! - Missing, unknown, expired or revoked credentials: 401 (code `unauthorized`,
 //!   `WWW-Authenticate: Bearer`). A valid token without the scope: 403 (code `forbidden`) naming
 //!   the scope needed. Repeated bad credentials from one client address: 429 (code
-//!   `too_many_requests`, `Retry-After`), for every request of that address that needs a token,
-//!   until the window ends.
+//!   `too_many_requests`, `Retry-After`) instead of 401 for that address's requests without a
+//!   valid credential, until the window ends; a valid token from it still works (many users
+//!   behind one proxy are not locked out by one of them).
 //! - A token limited to namespaces sees nothing else: an object of another namespace answers
 //!   404 as if it did not exist (done here for paths that name the namespace), lists and watch
 //!   streams leave other namespaces out and OFREP answers as for an empty namespace (done by
@@ -377,6 +378,9 @@ pub fn secret_hash(secret: &str) -> String {
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
+/// The largest body of the session and token routes (`{"token": ...}`, a token request).
+pub const TOKEN_BODY_LIMIT: usize = 64 * 1024;
+
 // === creating tokens (the API and `weir token create`) ===
 
 /// A token to create, as a client gives it (validated by [`issue_token`]).
@@ -632,7 +636,7 @@ impl<T: TokenStore> Auth<T> {
                 get(tokens_list::<T>).post(tokens_create::<T>),
             )
             .route("/api/v1/tokens/{name}", delete(tokens_revoke::<T>))
-            .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))
+            .layer(axum::extract::DefaultBodyLimit::max(TOKEN_BODY_LIMIT))
             .with_state(self.inner.clone());
         router
             .merge(routes)
@@ -785,19 +789,31 @@ impl<T: TokenStore> Inner<T> {
         }
     }
 
-    fn throttled(&self, client: IpAddr) -> Result<(), ApiError> {
-        let retry = match self.limiter.lock() {
+    /// Seconds until `client` is below its limit of bad credentials, when it is over it now.
+    /// Read before its credential is checked, so that the limit's own failure is the last 401.
+    fn blocked(&self, client: IpAddr) -> Option<u64> {
+        match self.limiter.lock() {
             Ok(mut limiter) => limiter.retry_after(client, Instant::now()),
             // A panic while holding the lock cannot leave the map inconsistent in a way that
             // matters here; refusing everyone would be worse.
             Err(_) => None,
-        };
-        match retry {
-            Some(seconds) => Err(ApiError::TooManyRequests(seconds)),
-            None => Ok(()),
         }
     }
+}
 
+/// `refused` (a 401), or 429 instead when the client was over its limit of bad credentials
+/// (`blocked`, from [`Inner::blocked`]). Other errors (the database failing) are passed on as
+/// they are.
+fn limited(blocked: Option<u64>, refused: ApiError) -> ApiError {
+    match blocked {
+        Some(seconds) if matches!(refused, ApiError::Unauthorized(_)) => {
+            ApiError::TooManyRequests(seconds)
+        }
+        _ => refused,
+    }
+}
+
+impl<T: TokenStore> Inner<T> {
     /// Records a token's use, at most once a [`TOUCH_EVERY`].
     async fn touch(&self, token: &StoredToken, now: Timestamp) {
         let stale = token
@@ -908,21 +924,24 @@ async fn check<T: TokenStore>(
         Err(error) => return error.into_response(),
     }
     let client = client_of(&request);
-    if let Err(error) = auth.throttled(client) {
-        return error.into_response();
-    }
+    let blocked = auth.blocked(client);
     let now = Timestamp::now();
+    // Valid credentials are honoured even from an address over its limit of bad ones: the limit
+    // stops the failures (429 instead of 401), never the callers whose token works.
     let (token, session) = match auth.principal(request.headers(), client, now).await {
         Ok(Some(found)) => found,
         Ok(None) => {
-            return ApiError::Unauthorized(
-                "this server needs a token: send Authorization: Bearer <token> (weir --token, \
-                 WEIR_TOKEN) or log in (docs/SECURITY.md)"
-                    .into(),
+            return limited(
+                blocked,
+                ApiError::Unauthorized(
+                    "this server needs a token: send Authorization: Bearer <token> (weir \
+                         --token, WEIR_TOKEN) or log in (docs/SECURITY.md)"
+                        .into(),
+                ),
             )
             .into_response();
         }
-        Err(error) => return error.into_response(),
+        Err(error) => return limited(blocked, error).into_response(),
     };
     if let Some(session) = &session
         && changes(&method)
@@ -1134,8 +1153,7 @@ async fn session_post<T: TokenStore>(
     ClientAddr(client): ClientAddr,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    auth.throttled(client)?;
-    let bytes = crate::input::body(body)?;
+    let bytes = crate::input::body_within(body, TOKEN_BODY_LIMIT)?;
     let secret = match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(map)) => match map.get("token") {
             Some(Value::String(secret)) if !secret.trim().is_empty() => secret.trim().to_string(),
@@ -1154,7 +1172,12 @@ async fn session_post<T: TokenStore>(
         }
     };
     let now = Timestamp::now();
-    let token = auth.by_secret(&secret, client, now).await?;
+    // A good token logs in even from an address that sent bad ones: only failures are limited.
+    let blocked = auth.blocked(client);
+    let token = match auth.by_secret(&secret, client, now).await {
+        Ok(token) => token,
+        Err(refused) => return Err(limited(blocked, refused)),
+    };
     auth.touch(&token, now).await;
     let (cookie, session) = auth.new_session(&token, now);
     let max_age = u64::try_from(session.expires.as_second() - now.as_second()).unwrap_or(0);
@@ -1203,7 +1226,7 @@ async fn tokens_create<T: TokenStore>(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     crate::input::format(&headers, false, Some(crate::input::Format::Json))?;
-    let bytes = crate::input::body(body)?;
+    let bytes = crate::input::body_within(body, TOKEN_BODY_LIMIT)?;
     let request = token_request(&bytes)?;
     let issued = issue_token(&auth.store, &request, Timestamp::now()).await?;
     auth.enabled.store(true, Ordering::Release);

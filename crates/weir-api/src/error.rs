@@ -28,7 +28,8 @@ pub enum ErrorCode {
     /// 422: the request is well formed but does not fit what it refers to (an outcome report
     /// naming a variation the flag does not have); `errors` names every field.
     Unprocessable,
-    /// 413: the body is larger than [`crate::MAX_BODY_BYTES`].
+    /// 413: the body is larger than the route reads ([`crate::MAX_BODY_BYTES`] for documents,
+    /// 64 KiB for sessions and tokens).
     PayloadTooLarge,
     /// 415: the body is neither JSON nor YAML.
     UnsupportedMediaType,
@@ -81,9 +82,9 @@ pub enum ApiError {
         /// Every problem, with its field path.
         errors: Vec<FieldError>,
     },
-    /// The body is too large.
-    #[error("the body is larger than {} bytes", crate::MAX_BODY_BYTES)]
-    PayloadTooLarge,
+    /// The body is larger than the route reads (this many bytes).
+    #[error("the body is larger than {}, the most this route reads", bytes_in_words(*.0))]
+    PayloadTooLarge(usize),
     /// The body's content type is not one the route reads.
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -116,6 +117,19 @@ pub enum ApiError {
     TooManyRequests(u64),
 }
 
+/// A size limit in bytes, with its KiB or MiB when whole: `65536 bytes (64 KiB)`.
+pub(crate) fn bytes_in_words(bytes: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * 1024;
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{bytes} bytes ({} MiB)", bytes / MIB)
+    } else if bytes >= KIB && bytes.is_multiple_of(KIB) {
+        format!("{bytes} bytes ({} KiB)", bytes / KIB)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
 impl ApiError {
     /// A 400 with one field error.
     pub(crate) fn field(error: FieldError) -> ApiError {
@@ -140,7 +154,7 @@ impl ApiError {
             ApiError::Conflict(_) => ErrorCode::Conflict,
             ApiError::Rejected(_) => ErrorCode::Rejected,
             ApiError::Unprocessable { .. } => ErrorCode::Unprocessable,
-            ApiError::PayloadTooLarge => ErrorCode::PayloadTooLarge,
+            ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             ApiError::Internal(_) => ErrorCode::Internal,
             ApiError::Unavailable | ApiError::Moving(_) => ErrorCode::Unavailable,
@@ -279,4 +293,20 @@ pub(crate) async fn no_route(method: Method, uri: Uri) -> ApiError {
 /// The answer for a method a route does not serve.
 pub(crate) async fn method_not_allowed(method: Method) -> ApiError {
     ApiError::MethodNotAllowed(method)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ApiError, bytes_in_words};
+
+    #[test]
+    fn limits_are_named_in_bytes_and_whole_units() {
+        assert_eq!(bytes_in_words(65536), "65536 bytes (64 KiB)");
+        assert_eq!(bytes_in_words(4 * 1024 * 1024), "4194304 bytes (4 MiB)");
+        assert_eq!(bytes_in_words(1000), "1000 bytes");
+        assert_eq!(
+            ApiError::PayloadTooLarge(65536).to_string(),
+            "the body is larger than 65536 bytes (64 KiB), the most this route reads"
+        );
+    }
 }

@@ -382,11 +382,19 @@ pub(crate) fn format(
     })
 }
 
-/// The body, or 413 when it is over the limit.
+/// The body, or 413 when it is over the limit of documents ([`crate::MAX_BODY_BYTES`]).
 pub(crate) fn body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body_within(body, crate::MAX_BODY_BYTES)
+}
+
+/// The body, or 413 naming `limit` (the route's `DefaultBodyLimit`) when it is over it.
+pub(crate) fn body_within(
+    body: Result<Bytes, BytesRejection>,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
     body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::PayloadTooLarge
+            ApiError::PayloadTooLarge(limit)
         } else {
             ApiError::field(FieldError::new("(body)", rejection.body_text()))
         }

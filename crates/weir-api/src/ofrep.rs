@@ -4,19 +4,21 @@
 //! | route | what |
 //! |---|---|
 //! | `POST /ofrep/v1/evaluate/flags/{key}` | one flag of namespace `default` |
-//! | `POST /ofrep/v1/evaluate/flags` | every flag of namespace `default` (`ETag`, 304 on `If-None-Match`) |
+//! | `POST /ofrep/v1/evaluate/flags` | every flag of namespace `default` (`ETag`, 304 on an `If-None-Match` that matches it, weakly compared, or is `*`) |
 //! | `POST /ns/{namespace}/ofrep/v1/evaluate/flags[/{key}]` | the same for another namespace: give an SDK the base URL `http://HOST/ns/NAMESPACE` |
 //!
 //! The body is `{"context": {"targetingKey": ..., ATTRIBUTE: ...}}` (the whole body, or the
 //! context, may be absent). A success is `{key, reason, variant, value, metadata}`; a failure
 //! `{key, errorCode, errorDetails}`: 404 `FLAG_NOT_FOUND`, 400 `PARSE_ERROR`,
-//! `TARGETING_KEY_MISSING` or `INVALID_CONTEXT`. Evaluations read the in-memory snapshot of
+//! `TARGETING_KEY_MISSING` or `INVALID_CONTEXT`, 413 `GENERAL` for a body over the limit. An
+//! empty `targetingKey` is no key: a flag that splits by it answers `TARGETING_KEY_MISSING`. Evaluations read the in-memory snapshot of
 //! [`weir_flags::Flags`], never the store, and count each result as an exposure of its variant
 //! (a relaxed atomic add on the snapshot's entry; the bulk answer counts every flag it
 //! evaluates, a 304 nothing).
 
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -35,8 +37,12 @@ pub(crate) async fn evaluate_default<F: FlagStore>(
     State(flags): State<Flags<F>>,
     caller: Caller,
     Path(key): Path<String>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match read(body, Some(&key)) {
+        Ok(body) => body,
+        Err(refused) => return *refused,
+    };
     evaluate_one(
         &visible(&flags, &caller, DEFAULT_NAMESPACE),
         DEFAULT_NAMESPACE,
@@ -50,8 +56,12 @@ pub(crate) async fn evaluate_in<F: FlagStore>(
     State(flags): State<Flags<F>>,
     caller: Caller,
     Path((namespace, key)): Path<(String, String)>,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match read(body, Some(&key)) {
+        Ok(body) => body,
+        Err(refused) => return *refused,
+    };
     evaluate_one(
         &visible(&flags, &caller, &namespace),
         &namespace,
@@ -65,8 +75,12 @@ pub(crate) async fn bulk_default<F: FlagStore>(
     State(flags): State<Flags<F>>,
     caller: Caller,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match read(body, None) {
+        Ok(body) => body,
+        Err(refused) => return *refused,
+    };
     evaluate_all(
         &visible(&flags, &caller, DEFAULT_NAMESPACE),
         DEFAULT_NAMESPACE,
@@ -81,14 +95,50 @@ pub(crate) async fn bulk_in<F: FlagStore>(
     caller: Caller,
     Path(namespace): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match read(body, None) {
+        Ok(body) => body,
+        Err(refused) => return *refused,
+    };
     evaluate_all(
         &visible(&flags, &caller, &namespace),
         &namespace,
         &headers,
         &body,
     )
+}
+
+/// The request's body, or OFREP's error answer when it cannot be read: 413 (`GENERAL`, naming
+/// the limit) when it is larger than the server reads, 400 `PARSE_ERROR` otherwise. `key`: the
+/// flag of a single evaluation (its answers name it).
+fn read(body: Result<Bytes, BytesRejection>, key: Option<&str>) -> Result<Bytes, Box<Response>> {
+    body.map_err(|rejection| {
+        let (status, code, details) = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "GENERAL",
+                format!(
+                    "the body is larger than {}, the most an evaluation reads",
+                    crate::error::bytes_in_words(crate::MAX_BODY_BYTES)
+                ),
+            )
+        } else {
+            (
+                StatusCode::BAD_REQUEST,
+                "PARSE_ERROR",
+                format!("the body cannot be read: {}", rejection.body_text()),
+            )
+        };
+        Box::new(match key {
+            Some(key) => failure(status, key, code, &details),
+            None => (
+                status,
+                Json(json!({"errorCode": code, "errorDetails": details})),
+            )
+                .into_response(),
+        })
+    })
 }
 
 /// The flags `caller` may evaluate in `namespace`: none outside its namespaces (as if the
@@ -168,9 +218,10 @@ fn evaluate_all(
         weir_core::revision::of_definition(&Value::String(context_text))
     );
     let unchanged = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|given| given.split(',').any(|one| one.trim() == tag));
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|given| none_match_fails(given, &tag));
     let tag_header = HeaderValue::from_str(&tag).ok();
     if unchanged {
         let mut response = StatusCode::NOT_MODIFIED.into_response();
@@ -200,6 +251,21 @@ fn evaluate_all(
         response.headers_mut().insert(header::ETAG, tag);
     }
     response
+}
+
+/// Whether an `If-None-Match` value matches the current entity tag `tag`, so the answer is 304
+/// (RFC 9110, 13.1.2): `*` matches any; otherwise each listed tag is compared weakly, a `W/`
+/// prefix ignored on either side.
+fn none_match_fails(given: &str, tag: &str) -> bool {
+    let opaque = |text: &str| {
+        let text = text.trim();
+        text.strip_prefix("W/").unwrap_or(text).to_string()
+    };
+    let tag = opaque(tag);
+    given.split(',').any(|one| {
+        let one = one.trim();
+        one == "*" || opaque(one) == tag
+    })
 }
 
 /// A namespace's name: a DNS label, as weir-core's validation requires of every document's
@@ -259,6 +325,9 @@ fn context_of(body: &[u8]) -> Result<EvaluationContext, (&'static str, String)> 
     };
     let targeting_key = match attributes.remove("targetingKey") {
         None | Some(Value::Null) => None,
+        // An empty key identifies no one: where a flag needs a key (a split by targetingKey),
+        // the answer is TARGETING_KEY_MISSING, never a bucket shared by every such client.
+        Some(Value::String(key)) if key.trim().is_empty() => None,
         Some(Value::String(key)) => Some(key),
         Some(other) => {
             return Err(invalid(format!(
@@ -270,4 +339,42 @@ fn context_of(body: &[u8]) -> Result<EvaluationContext, (&'static str, String)> 
         targeting_key,
         attributes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::{context_of, none_match_fails};
+
+    #[test]
+    fn if_none_match_compares_weakly_and_star_matches_anything() {
+        let tag = "\"abc\"";
+        for given in [
+            "\"abc\"",
+            "W/\"abc\"",
+            "*",
+            "\"x\", W/\"abc\"",
+            " \"x\" ,\"abc\" ",
+        ] {
+            assert!(none_match_fails(given, tag), "{given}");
+        }
+        for given in ["\"abd\"", "W/\"x\"", "abc", "", "\"abc"] {
+            assert!(!none_match_fails(given, tag), "{given}");
+        }
+    }
+
+    #[test]
+    fn an_empty_targeting_key_is_no_key() {
+        for body in [
+            r#"{"context":{"targetingKey":""}}"#,
+            r#"{"context":{"targetingKey":" "}}"#,
+        ] {
+            let context = context_of(body.as_bytes()).unwrap();
+            assert_eq!(context.targeting_key, None, "{body}");
+            assert!(!context.attributes.contains_key("targetingKey"), "{body}");
+        }
+        let keyed = context_of(br#"{"context":{"targetingKey":"a"}}"#).unwrap();
+        assert_eq!(keyed.targeting_key.as_deref(), Some("a"));
+    }
 }

@@ -325,16 +325,23 @@ async fn serve_connection(
         let activity = Arc::clone(&activity);
         hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             activity.request_started();
+            let hosts = request.headers().get_all(http::header::HOST).iter().count();
             let mut request = request.map(|body| RequestBody {
                 inner: body,
                 activity: Arc::clone(&activity),
                 waiting: false,
             });
             request.extensions_mut().insert(ConnectInfo(peer));
-            let answer = tower_service::Service::call(&mut app.clone(), request);
+            // RFC 9112, 3.2: a request with more than one Host is answered 400 (which one a
+            // check read and which one a handler reads could differ).
+            let answer =
+                (hosts <= 1).then(|| tower_service::Service::call(&mut app.clone(), request));
             let activity = Arc::clone(&activity);
             async move {
-                let response = answer.await?;
+                let response = match answer {
+                    Some(answer) => answer.await?,
+                    None => two_hosts(hosts),
+                };
                 Ok::<_, Infallible>(response.map(|body| ResponseBody {
                     inner: body,
                     activity,
@@ -377,6 +384,21 @@ async fn serve_connection(
             }
         }
     }
+}
+
+/// The answer to a request with `count` Host headers, in the API's error shape.
+fn two_hosts(count: usize) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let body = weir_api::types::ErrorBody {
+        error: weir_api::types::ErrorDetail {
+            code: weir_api::ErrorCode::Invalid,
+            message: format!(
+                "the request has {count} Host headers; HTTP/1.1 allows exactly one (RFC 9112, section 3.2)"
+            ),
+            errors: Vec::new(),
+        },
+    };
+    (http::StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
 }
 
 /// Why a connection's watchdog closed it.

@@ -779,8 +779,8 @@ fn bad_tokens_are_rate_limited_per_client_address() {
     assert_eq!(code(&limited), "too_many_requests");
     let retry: u64 = limited.header("retry-after").unwrap().parse().unwrap();
     assert!((1..=60).contains(&retry), "{retry}");
-    // While blocked, the address's requests are not checked at all, a good token's included;
-    // logging in is limited too. Public routes still answer.
+    // While blocked, the address's bad credentials get 429; a good token still works, on the
+    // API and for logging in (issue 32; crates/weir/tests/hardening.rs). Public routes answer.
     let as_good = bearer(&good);
     assert_eq!(
         send(
@@ -791,7 +791,7 @@ fn bad_tokens_are_rate_limited_per_client_address() {
             ""
         )
         .status,
-        429
+        200
     );
     let login = send(
         &server,
@@ -800,7 +800,7 @@ fn bad_tokens_are_rate_limited_per_client_address() {
         &[JSON],
         &format!("{{\"token\": \"{good}\"}}"),
     );
-    assert_eq!(login.status, 429);
+    assert_eq!(login.status, 200);
     assert_eq!(send(&server, "GET", "/healthz", &[], "").status, 200);
 }
 

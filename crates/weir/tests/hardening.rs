@@ -305,3 +305,242 @@ fn weir_token_creates_a_database_only_with_a_token_in_it() {
         401
     );
 }
+
+/// A request with two `Host` headers is answered 400 (RFC 9112, 3.2), on every route.
+#[test]
+fn a_request_with_two_host_headers_is_refused() {
+    let db = TempDb::new();
+    let server = Weir::serve(WEIR, &db.path(), &[]);
+    for path in ["/healthz", "/api/v1/rollouts"] {
+        let answer = http::raw(
+            server.address("api"),
+            &format!(
+                "GET {path} HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\nConnection: close\r\n\r\n"
+            ),
+        )
+        .unwrap();
+        println!(
+            "two Host headers on {path}: {} {}",
+            answer.status, answer.body
+        );
+        assert_eq!(answer.status, 400, "{}", answer.body);
+        let body = json(&answer);
+        assert_eq!(body["error"]["code"], "invalid");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("2 Host headers"),
+            "{body}"
+        );
+    }
+    assert_eq!(send(&server, "GET", "/healthz", &[], "").status, 200);
+}
+
+/// Each route's 413 names the limit it applies: 64 KiB on the session and token routes, 4 MiB
+/// on documents; OFREP answers in its own error shape.
+#[test]
+fn bodies_over_the_limit_are_refused_naming_the_route_s_limit() {
+    let db = TempDb::new();
+    let server = Weir::serve(WEIR, &db.path(), &[]);
+    let big = format!(
+        r#"{{"name":"x","scope":"read","pad":"{}"}}"#,
+        "x".repeat(70 * 1024)
+    );
+    for path in ["/api/v1/tokens", "/api/v1/session"] {
+        let answer = send(&server, "POST", path, &[JSON], &big);
+        println!("70 KiB to {path}: {} {}", answer.status, answer.body);
+        assert_eq!(answer.status, 413, "{}", answer.body);
+        let body = json(&answer);
+        assert_eq!(body["error"]["code"], "payload_too_large");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("65536 bytes (64 KiB)"), "{message}");
+    }
+    let huge = format!(
+        r#"{{"context":{{"pad":"{}"}}}}"#,
+        "x".repeat(5 * 1024 * 1024)
+    );
+    for (path, key) in [
+        ("/ofrep/v1/evaluate/flags/banner", Some("banner")),
+        ("/ofrep/v1/evaluate/flags", None),
+    ] {
+        let answer = send(&server, "POST", path, &[JSON], &huge);
+        println!("5 MiB to {path}: {} {}", answer.status, answer.body);
+        assert_eq!(answer.status, 413, "{}", answer.body);
+        let body = json(&answer);
+        assert_eq!(body["errorCode"], "GENERAL", "{body}");
+        assert!(
+            body["errorDetails"]
+                .as_str()
+                .unwrap()
+                .contains("4194304 bytes (4 MiB)"),
+            "{body}"
+        );
+        match key {
+            Some(key) => assert_eq!(body["key"], key),
+            None => assert!(body.get("key").is_none(), "{body}"),
+        }
+    }
+}
+
+/// A flag split 50/50 by targetingKey, in namespace default.
+const SPLIT_FLAG: &str = "apiVersion: weir.dev/v1alpha1
+kind: Flag
+metadata: {name: banner, namespace: default}
+spec:
+  variations: [{name: blue, value: blue}, {name: green, value: green}]
+  defaultStrategy: {weights: {blue: 50, green: 50}}
+";
+
+/// OFREP bulk answers 304 to its ETag sent back weak (`W/"..."`) or to `*`, and a different
+/// tag gets the evaluation; an empty targetingKey is no key, so a split answers
+/// TARGETING_KEY_MISSING (it used to be bucketed like any other key).
+#[test]
+fn ofrep_honours_weak_and_star_if_none_match_and_an_empty_key_is_missing() {
+    let db = TempDb::new();
+    let server = Weir::serve(WEIR, &db.path(), &[]);
+    let created = send(
+        &server,
+        "POST",
+        "/api/v1/flags",
+        &[("Content-Type", "application/yaml")],
+        SPLIT_FLAG,
+    );
+    assert!(
+        created.status == 201 || created.status == 200,
+        "{}",
+        created.body
+    );
+    let context = r#"{"context":{"targetingKey":"alice"}}"#;
+    let first = send(
+        &server,
+        "POST",
+        "/ofrep/v1/evaluate/flags",
+        &[JSON],
+        context,
+    );
+    assert_eq!(first.status, 200, "{}", first.body);
+    let tag = first.header("etag").unwrap().to_string();
+    assert!(tag.starts_with('"'), "{tag}");
+    let weak = format!("W/{tag}");
+    for given in [
+        tag.as_str(),
+        weak.as_str(),
+        "*",
+        &format!("\"other\", {weak}"),
+    ] {
+        let again = send(
+            &server,
+            "POST",
+            "/ofrep/v1/evaluate/flags",
+            &[JSON, ("If-None-Match", given)],
+            context,
+        );
+        println!("If-None-Match: {given} -> {}", again.status);
+        assert_eq!(again.status, 304, "If-None-Match: {given}: {}", again.body);
+        assert_eq!(again.header("etag"), Some(tag.as_str()));
+    }
+    let other = send(
+        &server,
+        "POST",
+        "/ofrep/v1/evaluate/flags",
+        &[JSON, ("If-None-Match", "W/\"other\"")],
+        context,
+    );
+    assert_eq!(other.status, 200, "{}", other.body);
+
+    for body in [
+        r#"{"context":{"targetingKey":""}}"#,
+        r#"{"context":{"targetingKey":"  "}}"#,
+        r#"{"context":{}}"#,
+    ] {
+        let one = send(
+            &server,
+            "POST",
+            "/ofrep/v1/evaluate/flags/banner",
+            &[JSON],
+            body,
+        );
+        println!("{body} -> {} {}", one.status, one.body);
+        assert_eq!(one.status, 400, "{body}: {}", one.body);
+        assert_eq!(json(&one)["errorCode"], "TARGETING_KEY_MISSING", "{body}");
+        let bulk = send(&server, "POST", "/ofrep/v1/evaluate/flags", &[JSON], body);
+        assert_eq!(bulk.status, 200, "{}", bulk.body);
+        assert_eq!(
+            json(&bulk)["flags"][0]["errorCode"],
+            "TARGETING_KEY_MISSING",
+            "{body}: {}",
+            bulk.body
+        );
+    }
+    let keyed = send(
+        &server,
+        "POST",
+        "/ofrep/v1/evaluate/flags/banner",
+        &[JSON],
+        context,
+    );
+    assert_eq!(keyed.status, 200, "{}", keyed.body);
+}
+
+/// After more bad tokens than the limit from one address, its bad tokens get 429 and its good
+/// token still works, on the API and for logging in (many users behind one proxy are not locked
+/// out by one of them).
+#[test]
+fn bad_tokens_from_an_address_do_not_lock_out_its_valid_token() {
+    let db = TempDb::new();
+    let path = db.path().display().to_string();
+    let created = output(
+        WEIR,
+        &[
+            "token", "create", "--name", "good", "--scope", "read", "--db", &path,
+        ],
+    );
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    let good = text(&created.stdout).trim().to_string();
+    let server = Weir::serve(WEIR, &db.path(), &[]);
+    for attempt in 1..=15 {
+        let bad = send(
+            &server,
+            "GET",
+            "/api/v1/rollouts",
+            &[("X-API-Key", &format!("weir_guess{attempt}"))],
+            "",
+        );
+        let expected = if attempt <= 10 { 401 } else { 429 };
+        assert_eq!(bad.status, expected, "attempt {attempt}: {}", bad.body);
+    }
+    let limited = send(&server, "GET", "/api/v1/rollouts", &[], "");
+    assert_eq!(
+        limited.status, 429,
+        "no token from a limited address: {}",
+        limited.body
+    );
+    assert!(limited.header("retry-after").is_some());
+    let bearer = format!("Bearer {good}");
+    let with_good = send(
+        &server,
+        "GET",
+        "/api/v1/rollouts",
+        &[("Authorization", &bearer)],
+        "",
+    );
+    println!("after 15 bad tokens, the good one: {}", with_good.status);
+    assert_eq!(with_good.status, 200, "{}", with_good.body);
+    let login = send(
+        &server,
+        "POST",
+        "/api/v1/session",
+        &[JSON],
+        &format!(r#"{{"token":"{good}"}}"#),
+    );
+    assert_eq!(login.status, 200, "{}", login.body);
+    let bad_login = send(
+        &server,
+        "POST",
+        "/api/v1/session",
+        &[JSON],
+        r#"{"token":"weir_guess16"}"#,
+    );
+    assert_eq!(bad_login.status, 429, "{}", bad_login.body);
+}

@@ -286,6 +286,7 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
                 404,
                 json_answer("FLAG_NOT_FOUND", reference("schemas", "OfrepError")),
             )
+            .answer(413, ofrep_too_large())
     };
     let ofrep_all = |operation: Operation| {
         operation
@@ -296,8 +297,9 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
                 answer["headers"] = json!({"ETag": {"description": "A tag of the flags and the context; send it back in If-None-Match", "schema": {"type": "string"}}});
                 answer
             })
-            .answer(304, json!({"description": "Nothing changed since the If-None-Match tag", "headers": {"ETag": {"schema": {"type": "string"}}}}))
+            .answer(304, json!({"description": "Nothing changed since an If-None-Match tag (compared weakly: W/\"...\" matches too), or If-None-Match: *", "headers": {"ETag": {"schema": {"type": "string"}}}}))
             .answer(400, json_answer("PARSE_ERROR or INVALID_CONTEXT; GENERAL for a namespace that is not a namespace's name", reference("schemas", "OfrepError")))
+            .answer(413, ofrep_too_large())
     };
     vec![
         op("get", "/healthz", "health", META, "Liveness")
@@ -451,7 +453,8 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
             .answer(200, json_answer("The session", reference("schemas", "Session")))
             .answer(401, reference("responses", "Unauthorized"))
             .answer(429, reference("responses", "TooManyRequests"))
-            .errors(&[400, 413, 415, 500]),
+            .answer(413, reference("responses", "TokenPayloadTooLarge"))
+            .errors(&[400, 415, 500]),
         op("get", "/api/v1/session", "session", SESSION, "Who is calling: the session's (or bearer token's) name, scope and namespaces")
             .answer(200, json_answer("The session", reference("schemas", "Session")))
             .errors(&[500]),
@@ -465,7 +468,8 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
             .describe("Needs an admin token that is not limited to namespaces.")
             .body(json_body(reference("schemas", "TokenRequest"), true))
             .answer(201, json_answer("Created", reference("schemas", "IssuedToken")))
-            .errors(&[400, 409, 413, 415, 422, 500]),
+            .answer(413, reference("responses", "TokenPayloadTooLarge"))
+            .errors(&[400, 409, 415, 422, 500]),
         op("delete", "/api/v1/tokens/{name}", "revokeToken", TOKENS, "Revoke a token: it and its sessions are refused at once")
             .describe("Needs an admin token that is not limited to namespaces.")
             .answer(200, json_answer("The revoked token", reference("schemas", "Token")))
@@ -544,6 +548,17 @@ pub(crate) fn parameters() -> Value {
     })
 }
 
+/// OFREP's 413: its own error shape, code `GENERAL`.
+fn ofrep_too_large() -> Value {
+    json_answer(
+        &format!(
+            "GENERAL: the body is larger than {}",
+            crate::error::bytes_in_words(crate::MAX_BODY_BYTES)
+        ),
+        reference("schemas", "OfrepError"),
+    )
+}
+
 /// `components.responses`: every JSON error, by what it means.
 pub(crate) fn responses() -> Value {
     let error = |description: &str| {
@@ -557,7 +572,8 @@ pub(crate) fn responses() -> Value {
         "NotFound": error("No such object (code not_found)"),
         "Conflict": error("The stored version is not the one expected, the object already exists, or (code rejected) the command does not apply in the rollout's phase; code conflict or rejected"),
         "Unprocessable": error("Well formed but refused: a variant the flag does not have, or what this server's policy does not allow (code unprocessable); errors names every field"),
-        "PayloadTooLarge": error(&format!("The body is larger than {} bytes (code payload_too_large)", crate::MAX_BODY_BYTES)),
+        "PayloadTooLarge": error(&format!("The body is larger than {} (code payload_too_large)", crate::error::bytes_in_words(crate::MAX_BODY_BYTES))),
+        "TokenPayloadTooLarge": error(&format!("The body is larger than {} (code payload_too_large)", crate::error::bytes_in_words(crate::auth::TOKEN_BODY_LIMIT))),
         "UnsupportedMediaType": error("The body is neither JSON nor (where accepted) YAML (code unsupported_media_type)"),
         "Internal": error("The server failed (code internal)"),
         "Unavailable": error("The engine is shutting down (code unavailable)"),
