@@ -434,6 +434,26 @@ impl KubernetesTargets {
             .await
     }
 
+    /// `settings` with the user's objects its provider works from (nginx and skipper: the
+    /// Ingress of `ingressRef`; apisix: the ApisixRoute of `routeRef`; gloo: the Upstream of
+    /// `upstreamRef`): one GET each, none for the other providers. A missing one is a transient
+    /// error naming it.
+    async fn read_inputs<'s>(
+        &self,
+        key: &RolloutKey,
+        mut settings: Settings<'s>,
+    ) -> Result<Settings<'s>, ProviderError> {
+        let names = settings.names(&key.namespace);
+        let references = settings
+            .provider
+            .router()
+            .inputs(settings.kubernetes, &names);
+        if !references.is_empty() {
+            settings.inputs = routes::fetch_inputs(&self.client, &references).await?;
+        }
+        Ok(settings)
+    }
+
     /// Applies the provider's objects for `route` between the Services `names`
     /// ([`route_objects`]), noting what the provider adjusted.
     async fn apply_route_objects(
@@ -449,7 +469,8 @@ impl KubernetesTargets {
         if let Some(adjusted) = objects.adjusted {
             self.note(key, adjusted);
         }
-        for object in objects.objects {
+        // Then the edits of the user's objects (knative's Service traffic), same way.
+        for object in objects.objects.into_iter().chain(objects.edits) {
             self.apply_owned(key, object).await?;
         }
         Ok(())
@@ -470,8 +491,7 @@ impl KubernetesTargets {
         if unchanged {
             return Ok(());
         }
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &key.namespace, &resource);
+        let api = route_api(&self.client, &key.namespace, &object, &resource);
         api.patch(&name, &apply_params(), &Patch::Apply(&object))
             .await
             .map_err(|error| api_error(&format!("applying {} {name}", resource.kind), error))?;
@@ -531,8 +551,8 @@ impl KubernetesTargets {
     ///    replica count (without a primary: 1); any other count is left as it is;
     /// 2. once it is ready, the apex Service selects the target's pods and is no longer owned by
     ///    the rollout (so deleting the rollout does not collect it);
-    /// 3. the provider's route objects (VirtualService and DestinationRules, HTTPRoute,
-    ///    TrafficSplit) are deleted, then the Services `NAME-primary` and `NAME-canary`, the
+    /// 3. the provider's route objects (what its router owns: VirtualService and
+    ///    DestinationRules, HTTPRoute, TrafficSplit, a canary Ingress, ...) are deleted, then the Services `NAME-primary` and `NAME-canary`, the
     ///    primary's HorizontalPodAutoscaler, the Deployment `NAME-primary`, and the copies
     ///    `CONFIG-primary` of tracked ConfigMaps and Secrets that the rollout owns.
     ///
@@ -601,22 +621,17 @@ impl KubernetesTargets {
                 .map_err(|error| api_error("pointing the apex Service at the target", error))?;
         }
 
-        let all_primary = Route::of(&rollout.spec, &RolloutStatus::default());
+        // What the provider owns, by name (needing none of the user's objects).
         let owner_value = serde_json::to_value(&owner).unwrap_or(Value::Null);
-        let objects = routes::objects(
-            settings.provider,
-            &names,
-            &service,
-            &all_primary,
-            0,
-            &owner_value,
-        )
-        .map(|objects| objects.objects)
-        .unwrap_or_default();
-        for object in objects {
+        let ctx = routes::RouteContext {
+            target: settings.kubernetes,
+            annotations: settings.annotations,
+            ..routes::RouteContext::new(&names, &service, 0, &owner_value)
+        };
+        for owned in settings.provider.router().owned(&ctx) {
+            let object = owned.stub();
             let (resource, name) = resource_of(&object)?;
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), namespace, &resource);
+            let api = route_api(&self.client, namespace, &object, &resource);
             delete_if_present(&api, &name, &format!("the {} {name}", resource.kind)).await?;
         }
         for name in [&names.primary, &names.canary] {
@@ -735,6 +750,14 @@ struct Settings<'a> {
     mode: KubernetesMode,
     /// The canary without a mesh: traffic split by replica ratio ([`replica_split`]).
     replica_split: bool,
+    /// How finely relative weights are written: basis points when the plan has steps finer
+    /// than a percent ([`routes::resolution`]).
+    resolution: routes::Resolution,
+    /// The rollout's annotations (Flagger's `kuma.io/mesh`).
+    annotations: &'a std::collections::BTreeMap<String, String>,
+    /// The user's objects the provider works from ([`routes::Router::inputs`]), read by
+    /// [`KubernetesTargets::read_inputs`]; empty until then.
+    inputs: routes::Inputs,
 }
 
 impl Settings<'_> {
@@ -812,7 +835,21 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
         ));
     }
     let provider = match Provider::parse(kubernetes.provider.as_deref()) {
-        Ok(provider) => provider,
+        Ok(Provider::Knative) => {
+            errors.push(FieldError::with_value(
+                "spec.target.provider",
+                "knative",
+                "the operator does not run Knative Services yet (their revisions are the \
+                 versions, with no primary copy); every other provider is driven",
+            ));
+            Provider::Knative
+        }
+        Ok(provider) => {
+            // What the provider cannot express of the rollout, refused before anything is
+            // written.
+            errors.extend(provider.router().validate(&rollout.spec, kubernetes));
+            provider
+        }
         Err(message) => {
             errors.push(FieldError::new("spec.target.provider", message));
             Provider::Kubernetes
@@ -832,6 +869,9 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
             provider,
             mode,
             replica_split,
+            resolution: routes::resolution(&rollout.spec),
+            annotations: &rollout.metadata.annotations,
+            inputs: routes::Inputs::new(),
         })
     } else {
         Err(errors)
@@ -850,7 +890,17 @@ fn route_objects(
     owner: &Value,
 ) -> Result<routes::RouteObjects, ProviderError> {
     let service = settings.kubernetes.service.clone().unwrap_or_default();
-    let mut objects = routes::objects(settings.provider, names, &service, route, run, owner)
+    let ctx = routes::RouteContext {
+        target: settings.kubernetes,
+        annotations: settings.annotations,
+        resolution: settings.resolution,
+        inputs: &settings.inputs,
+        ..routes::RouteContext::new(names, &service, run, owner)
+    };
+    let mut objects = settings
+        .provider
+        .router()
+        .objects(&ctx, route)
         .map_err(ProviderError::permanent)?;
     if settings.mode != KubernetesMode::Copy {
         routes::trim(&mut objects.objects, names, &service);
@@ -895,7 +945,7 @@ fn resource_of(object: &Value) -> Result<(ApiResource, String), ProviderError> {
     let kind = object["kind"].as_str().unwrap_or_default();
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let gvk = GroupVersionKind::gvk(group, version, kind);
-    let plural = format!("{}s", kind.to_lowercase());
+    let plural = routes::plural(kind);
     let name = object["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
@@ -904,6 +954,21 @@ fn resource_of(object: &Value) -> Result<(ApiResource, String), ProviderError> {
         return Err(ProviderError::permanent(format!("a {kind} without a name")));
     }
     Ok((ApiResource::from_gvk_with_plural(&gvk, &plural), name))
+}
+
+/// The API of a route object: in `namespace`, or cluster-wide for an object without a namespace
+/// (Kuma's TrafficRoute).
+fn route_api(
+    client: &kube::Client,
+    namespace: &str,
+    object: &Value,
+    resource: &ApiResource,
+) -> Api<DynamicObject> {
+    if object["metadata"].get("namespace").is_some() {
+        Api::namespaced_with(client.clone(), namespace, resource)
+    } else {
+        Api::all_with(client.clone(), resource)
+    }
 }
 
 /// Deletes `name` through `api` (`what` names it in errors); one already gone is fine.
@@ -958,6 +1023,7 @@ impl TargetProvider for KubernetesTargets {
         Box::pin(async move {
             self.check_fence()?;
             let settings = settings(rollout).map_err(ProviderError::unusable)?;
+            let settings = self.read_inputs(key, settings).await?;
             let full = !self
                 .refreshed
                 .lock()
@@ -1069,7 +1135,10 @@ impl TargetProvider for KubernetesTargets {
     ) -> BoxFuture<'a, Result<(), ProviderError>> {
         Box::pin(async move {
             self.check_fence()?;
-            let settings = settings(rollout).map_err(ProviderError::unusable)?;
+            let mut settings = settings(rollout).map_err(ProviderError::unusable)?;
+            if matches!(effect, Effect::SetRoute(_)) || settings.mode != KubernetesMode::Copy {
+                settings = self.read_inputs(key, settings).await?;
+            }
             match settings.mode {
                 KubernetesMode::Copy => {}
                 KubernetesMode::Managed => {

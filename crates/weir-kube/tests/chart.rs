@@ -20,10 +20,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Ro
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use weir_core::Weight;
-use weir_core::machine::Route;
-use weir_core::model::KubernetesService;
-use weir_kube::routes::{self, Names, Provider};
+use weir_kube::routes::Provider;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -1297,50 +1294,20 @@ fn expand(table: &[(&str, &str, &[&str])]) -> BTreeSet<Grant> {
         .collect()
 }
 
-/// What the traffic providers apply: (group, plural) of every object `routes::objects` makes,
-/// named the way target.rs names their resources.
-fn route_resources() -> BTreeSet<(String, String)> {
-    let names = Names {
-        namespace: "shop".into(),
-        apex: "web".into(),
-        primary: "web-primary".into(),
-        canary: "web-canary".into(),
-        port: 80,
-    };
-    let route = Route {
-        primary_weight: Weight::from_basis_points(9000),
-        canary_weight: Weight::from_basis_points(1000),
-        mirror_weight: None,
-        match_rules: Vec::new(),
-        session_affinity: None,
-    };
+/// What the traffic providers touch: (group, plural, verb) from every provider's router
+/// ([`routes::Router::access`]: the objects it owns - read back, applied, deleted - and the
+/// user's objects it edits), checked against the objects it writes in src/routes/table.rs.
+fn route_resources() -> BTreeSet<Grant> {
     let mut resources = BTreeSet::new();
-    for name in routes::PROVIDERS.split(", ") {
-        let provider = Provider::parse(Some(name)).unwrap();
-        let route = if provider == Provider::Kubernetes {
-            Route {
-                primary_weight: Weight::FULL,
-                canary_weight: Weight::ZERO,
-                ..route.clone()
+    for provider in Provider::all() {
+        for access in provider.router().access() {
+            for verb in access.verbs {
+                resources.insert((
+                    access.group.to_string(),
+                    access.resource.to_string(),
+                    verb.to_string(),
+                ));
             }
-        } else {
-            route.clone()
-        };
-        let objects = routes::objects(
-            provider,
-            &names,
-            &KubernetesService::default(),
-            &route,
-            1,
-            &json!({}),
-        )
-        .unwrap()
-        .objects;
-        for object in objects {
-            let api_version = object["apiVersion"].as_str().unwrap();
-            let group = api_version.split_once('/').map_or("", |(group, _)| group);
-            let plural = format!("{}s", object["kind"].as_str().unwrap().to_lowercase());
-            resources.insert((group.to_string(), plural));
         }
     }
     assert!(resources.len() >= 4, "{resources:?}");
@@ -1353,12 +1320,9 @@ fn deploy_rbac_grants_exactly_what_the_operator_uses() {
     let rights = rights(&documents, "weir-system");
     let granted = rights.cluster.expect("a ClusterRole in deploy/rbac.yaml");
     let mut wanted = expand(USED);
-    for (group, resource) in route_resources() {
-        // `get`: mode managed reads them back to find changes made by hand.
-        for verb in ["get", "create", "patch", "delete"] {
-            wanted.insert((group.clone(), resource.clone(), verb.to_string()));
-        }
-    }
+    // `get` on owned route objects: mode managed reads them back to find changes made by hand;
+    // on the user's (an Ingress, an ApisixRoute, an Upstream): the providers work from them.
+    wanted.extend(route_resources());
     let missing: Vec<_> = wanted.difference(&granted).collect();
     assert!(
         missing.is_empty(),
