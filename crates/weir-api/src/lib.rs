@@ -214,11 +214,13 @@ fn build_flags<F: FlagStore>(state: flags::FlagsState<F>) -> Router {
         .with_state(state)
 }
 
-/// `GET /metrics`
+/// `GET /metrics`: every series, or only those of its namespaces for a caller whose token is
+/// limited to some (`weir serve --metrics-auth read`; `metrics.rs`).
 async fn serve_metrics<S: Store>(
     axum::extract::State(state): axum::extract::State<ApiState<S>>,
+    caller: auth::Caller,
 ) -> axum::response::Response {
-    metrics::answer(state.engine.telemetry())
+    metrics::answer(state.engine.telemetry(), caller.namespaces())
 }
 
 async fn health() -> axum::Json<serde_json::Value> {
