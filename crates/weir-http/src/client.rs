@@ -27,6 +27,8 @@ use crate::tls::Roots;
 pub struct HttpClient {
     client: Client<HttpsConnector<GuardedConnector>, Full<Bytes>>,
     policy: Option<Arc<OutboundPolicy>>,
+    /// The most of a body read ([`MAX_BODY`] unless [`HttpClient::reading_up_to`]).
+    max_body: usize,
 }
 
 impl Default for HttpClient {
@@ -48,6 +50,14 @@ impl HttpClient {
     /// command line's: the host's trust store, or only the CA given with `--ca`).
     pub fn trusting(roots: &Roots) -> Self {
         HttpClient::build(None, roots)
+    }
+
+    /// This client, reading bodies of up to `bytes` instead of 64 KiB (the command line's, which
+    /// reads whole answers of weir's API). A larger body is not read: the answer has its status,
+    /// an empty body and [`Answer::oversized`].
+    pub fn reading_up_to(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
     }
 
     /// The policy this client connects under, if any (adapters check URLs with it when a
@@ -75,6 +85,7 @@ impl HttpClient {
                 .pool_idle_timeout(Duration::from_secs(30))
                 .build(connector),
             policy,
+            max_body: MAX_BODY,
         }
     }
 }
@@ -162,8 +173,11 @@ fn tls_config(roots: &Roots) -> rustls::ClientConfig {
 pub struct Answer {
     /// The status code.
     pub status: StatusCode,
-    /// The first 64 KiB of the body.
+    /// The body, when it is at most the client's limit (64 KiB unless
+    /// [`HttpClient::reading_up_to`]); empty otherwise, or when it broke off.
     pub body: Bytes,
+    /// The body was larger than the client's limit (and `body` is empty).
+    pub oversized: bool,
 }
 
 const MAX_BODY: usize = 64 * 1024;
@@ -215,13 +229,17 @@ impl HttpClient {
                 .await
                 .map_err(|error| HttpError::of(url, &error))?;
             let status = response.status();
-            let limited = http_body_util::Limited::new(response.into_body(), MAX_BODY);
-            let body = match limited.collect().await {
-                Ok(collected) => collected.to_bytes(),
+            let limited = http_body_util::Limited::new(response.into_body(), self.max_body);
+            let (body, oversized) = match limited.collect().await {
+                Ok(collected) => (collected.to_bytes(), false),
                 // An oversized or broken body still has its status.
-                Err(_) => Bytes::new(),
+                Err(error) => (Bytes::new(), error.is::<http_body_util::LengthLimitError>()),
             };
-            Ok(Answer { status, body })
+            Ok(Answer {
+                status,
+                body,
+                oversized,
+            })
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(result) => result,

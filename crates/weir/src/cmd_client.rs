@@ -19,6 +19,8 @@ use weir_store::StoredEvent;
 
 use crate::cmd_core::OutputFormat;
 use crate::schedule_text::{bar, due, rounded};
+// Quiet on a closed pipe (`weir status NAME | head -1`), unlike std's.
+use crate::stdout::{print, println};
 
 /// Where the server is.
 #[derive(Debug, Clone, Args)]
@@ -195,6 +197,15 @@ struct GateTarget {
     hook: Option<String>,
 }
 
+/// The most of an answer a client verb reads: far above a page of the API's lists (at most
+/// [`LIST_PAGE`] items) or one rollout (a document is at most 4 MiB), a bound on memory against
+/// a server that sends without end.
+pub(crate) const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+
+/// How many items a client verb asks for per page of a list; it follows `nextCursor` to the
+/// end.
+pub(crate) const LIST_PAGE: usize = 100;
+
 pub(crate) struct Client {
     base: String,
     http: HttpClient,
@@ -217,7 +228,8 @@ impl Client {
     pub(crate) fn new(server: &ServerArgs) -> Result<Client> {
         Ok(Client {
             base: server.server.trim_end_matches('/').to_string(),
-            http: HttpClient::trusting(&server.tls.roots(&server.server)?),
+            http: HttpClient::trusting(&server.tls.roots(&server.server)?)
+                .reading_up_to(MAX_ANSWER_BYTES),
             tls: server.tls.clone(),
             authorization: server
                 .token
@@ -257,6 +269,13 @@ impl Client {
                     anyhow::anyhow!("cannot reach the weir server: {error} (is `weir serve` running? --server sets its URL)")
                 }
             })?;
+        if answer.oversized {
+            bail!(
+                "the server at {url} answered with more than {} MiB, the most this weir reads (status {})",
+                MAX_ANSWER_BYTES / (1024 * 1024),
+                answer.status
+            );
+        }
         if !answer.status.is_success() {
             return Ok(Err(Refused {
                 status: answer.status.as_u16(),
@@ -456,7 +475,7 @@ pub fn get(args: &GetArgs) -> Result<ExitCode> {
         } else {
             let mut cursor: Option<String> = None;
             loop {
-                let mut path = "/api/v1/rollouts?limit=500".to_string();
+                let mut path = format!("/api/v1/rollouts?limit={LIST_PAGE}");
                 if let Some(namespace) = &args.namespace {
                     path.push_str(&format!("&namespace={namespace}"));
                 }

@@ -13,6 +13,8 @@ use weir_api::types::{FlagRolloutPage, FlagRolloutView};
 use crate::cmd_client::{Client, ServerArgs, print_refusal, runtime};
 use crate::cmd_core::OutputFormat;
 use crate::schedule_text::{bar, due};
+// Quiet on a closed pipe (`weir flag list | head -1`), unlike std's.
+use crate::stdout::{print, println};
 
 const FLAG_HELP: &str = "\
 Examples:
@@ -270,7 +272,10 @@ fn default_strategy(flag: &Value) -> String {
 
 fn list(args: &ListArgs) -> Result<ExitCode> {
     let client = Client::new(&args.server)?;
-    let mut query = vec![format!("order={}", args.order), "limit=500".to_string()];
+    let mut query = vec![
+        format!("order={}", args.order),
+        format!("limit={}", crate::cmd_client::LIST_PAGE),
+    ];
     if let Some(namespace) = &args.namespace {
         query.push(format!("namespace={namespace}"));
     }

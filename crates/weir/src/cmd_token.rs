@@ -12,6 +12,8 @@ use weir_api::auth::{TokenRequest, TokenView, issue_token};
 use weir_store::{PostgresStore, TokenScope, TokenStore};
 
 use crate::cmd_core::OutputFormat;
+// Quiet on a closed pipe (`weir token list | head -1`), unlike std's.
+use crate::stdout::println;
 
 /// Arguments of `weir token`.
 #[derive(Debug, Args)]

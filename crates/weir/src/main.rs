@@ -18,6 +18,7 @@ mod integrations;
 mod listening;
 mod progress;
 mod schedule_text;
+mod stdout;
 mod tls;
 
 use std::process::ExitCode;

@@ -544,3 +544,119 @@ fn bad_tokens_from_an_address_do_not_lock_out_its_valid_token() {
     );
     assert_eq!(bad_login.status, 429, "{}", bad_login.body);
 }
+
+/// A local rollout held at its first step (nothing needs to answer at its URLs), with `pad`
+/// bytes of annotation to make its listing large.
+fn held_rollout(name: &str, pad: usize) -> String {
+    format!(
+        "apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: {name}, annotations: {{pad: \"{}\"}}}}
+spec:
+  target: {{kind: local, listen: \"127.0.0.1:0\", primary: {{url: \"http://127.0.0.1:9\"}}, canary: {{url: \"http://127.0.0.1:9\"}}}}
+  plan: {{canary: {{steps: [{{weight: 20, pause: {{}}}}]}}}}
+",
+        "x".repeat(pad)
+    )
+}
+
+/// Client verbs whose reader goes away (`weir status NAME | head -1`) end quietly with status
+/// 0: no panic (it used to be exit 101, "failed printing to stdout: Broken pipe").
+#[test]
+fn client_verbs_exit_quietly_on_a_closed_pipe() {
+    let db = TempDb::new();
+    let server = Weir::serve(WEIR, &db.path(), &[]);
+    let applied = send(
+        &server,
+        "POST",
+        "/api/v1/rollouts",
+        &[("Content-Type", "application/yaml")],
+        &held_rollout("piped", 10),
+    );
+    assert!(
+        applied.status == 201 || applied.status == 200,
+        "{}",
+        applied.body
+    );
+    let url = server.url("api");
+    let db_path = db.path().display().to_string();
+    for args in [
+        vec!["status", "piped", "--server", &url],
+        vec!["get", "--server", &url],
+        vec!["get", "-o", "json", "--server", &url],
+        vec!["history", "piped", "--server", &url],
+        vec!["flag", "list", "--server", &url],
+        vec!["token", "list", "--db", &db_path],
+    ] {
+        if args[0] == "token" {
+            // Something to list (the server's verbs ran first: it is open until now).
+            let created = output(
+                WEIR,
+                &[
+                    "token", "create", "--name", "t", "--scope", "read", "--db", &db_path,
+                ],
+            );
+            assert!(created.status.success(), "{}", text(&created.stderr));
+        }
+        let mut child = std::process::Command::new(WEIR)
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader is gone before weir writes a byte: its first write meets a closed pipe.
+        drop(child.stdout.take());
+        let ended = child.wait_with_output().unwrap();
+        let stderr = text(&ended.stderr);
+        println!(
+            "weir {} with its stdout closed: {}",
+            args.join(" "),
+            ended.status
+        );
+        assert!(!stderr.contains("panicked"), "weir {args:?}: {stderr}");
+        assert_eq!(ended.status.code(), Some(0), "weir {args:?}: {stderr}");
+    }
+}
+
+/// `weir get` reads lists whose pages are larger than 64 KiB and follows the list's cursors to
+/// its end (it used to fail past 64 KiB: "answered with a body this weir cannot read").
+#[test]
+fn weir_get_reads_large_lists_page_by_page() {
+    const ROLLOUTS: usize = 110;
+    let db = TempDb::new();
+    let server = Weir::serve(WEIR, &db.path(), &[]);
+    for index in 0..ROLLOUTS {
+        let applied = send(
+            &server,
+            "POST",
+            "/api/v1/rollouts",
+            &[("Content-Type", "application/yaml")],
+            &held_rollout(&format!("r{index:03}"), 2048),
+        );
+        assert!(
+            applied.status == 201 || applied.status == 200,
+            "{}",
+            applied.body
+        );
+    }
+    // The API pages: a first page of 100 is over 64 KiB and has a cursor to the rest.
+    let page = send(&server, "GET", "/api/v1/rollouts?limit=100", &[], "");
+    assert_eq!(page.status, 200);
+    println!("a page of 100 rollouts: {} bytes", page.body.len());
+    assert!(page.body.len() > 64 * 1024, "{} bytes", page.body.len());
+    assert!(json(&page)["nextCursor"].is_string(), "no cursor");
+
+    let url = server.url("api");
+    let listed = output(WEIR, &["get", "--server", &url]);
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let table = text(&listed.stdout);
+    assert_eq!(table.lines().count(), ROLLOUTS + 1, "{table}");
+    assert!(table.lines().any(|line| line.contains("r109")), "{table}");
+    let as_json = output(WEIR, &["get", "-o", "json", "--server", &url]);
+    assert!(as_json.status.success(), "{}", text(&as_json.stderr));
+    let items: Value = serde_json::from_slice(&as_json.stdout).unwrap();
+    assert_eq!(items.as_array().unwrap().len(), ROLLOUTS);
+    let one = output(WEIR, &["get", "r042", "--server", &url]);
+    assert!(one.status.success(), "{}", text(&one.stderr));
+}
