@@ -413,15 +413,23 @@ impl KubernetesTargets {
             canary: String::new(),
             port: 80,
         };
-        let route = Route::of(&rollout.spec, &RolloutStatus::default());
+        // What the provider owns, by name (reading none of the user's objects); the
+        // DestinationRules are named after revisions that may be gone: the rollout owns them,
+        // so deleting it collects them.
         let owner_value = serde_json::to_value(&owner).unwrap_or(Value::Null);
-        for object in route_objects(settings, &names, &route, 0, &owner_value)?.objects {
+        let service = settings.kubernetes.service.clone().unwrap_or_default();
+        let ctx = routes::RouteContext {
+            target: settings.kubernetes,
+            annotations: settings.annotations,
+            ..routes::RouteContext::new(&names, &service, 0, &owner_value)
+        };
+        for owned in settings.provider.router().owned(&ctx) {
+            let object = owned.stub();
             let (resource, name) = resource_of(&object)?;
             if resource.kind == "DestinationRule" {
                 continue;
             }
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), &key.namespace, &resource);
+            let api = route_api(&self.client, &key.namespace, &object, &resource);
             delete_if_present(&api, &name, &format!("the {} {name}", resource.kind)).await?;
         }
         let labelled = self
