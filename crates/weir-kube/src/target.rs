@@ -26,6 +26,7 @@ use weir_core::units::Weight;
 use weir_engine::{BoxFuture, ProviderError, Providers, TargetObservation, TargetProvider};
 use weir_store::RolloutKey;
 
+mod daemonset;
 mod keda;
 mod managed;
 mod replica_split;
@@ -299,13 +300,13 @@ impl KubernetesTargets {
     async fn tracked_configs(
         &self,
         namespace: &str,
-        target: &Deployment,
+        target: &impl workload::Workload,
     ) -> Result<TrackedConfigs, ProviderError> {
         let mut configs = TrackedConfigs::new();
         if !workload::config_tracking_enabled(target) {
             return Ok(configs);
         }
-        for reference in workload::config_references(&target.spec.template) {
+        for reference in workload::config_references(workload::Workload::template(target)) {
             let found = match reference.kind {
                 ConfigKind::ConfigMap => {
                     Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
@@ -566,6 +567,9 @@ impl KubernetesTargets {
     pub async fn revert(&self, key: &RolloutKey, rollout: &Rollout) -> Result<(), ProviderError> {
         let settings = settings(rollout).map_err(ProviderError::unusable)?;
         match settings.mode {
+            KubernetesMode::Copy if settings.daemon_set => {
+                return self.daemon_set_revert(key, rollout, &settings).await;
+            }
             KubernetesMode::Copy => {}
             KubernetesMode::Managed => return Ok(()),
             KubernetesMode::Revisions => {
@@ -758,6 +762,8 @@ struct Settings<'a> {
     /// The user's objects the provider works from ([`routes::Router::inputs`]), read by
     /// [`KubernetesTargets::read_inputs`]; empty until then.
     inputs: routes::Inputs,
+    /// `targetRef.kind: DaemonSet` in mode `copy` ([`daemonset`]).
+    daemon_set: bool,
 }
 
 impl Settings<'_> {
@@ -803,12 +809,12 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
             if reference
                 .kind
                 .as_deref()
-                .is_some_and(|kind| kind != "Deployment")
+                .is_some_and(|kind| kind != "Deployment" && kind != "DaemonSet")
             {
                 errors.push(FieldError::with_value(
                     "spec.target.targetRef.kind",
                     reference.kind.clone().unwrap_or_default(),
-                    "Deployment (DaemonSets are not rolled out yet)",
+                    "Deployment or DaemonSet (blue/green only)",
                 ));
             }
             reference.name.as_str()
@@ -816,11 +822,19 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
         (KubernetesMode::Copy, None) => {
             errors.push(FieldError::missing(
                 "spec.target.targetRef",
-                "the Deployment to roll out: {apiVersion: apps/v1, kind: Deployment, name: NAME}",
+                "the workload to roll out: {apiVersion: apps/v1, kind: Deployment (or DaemonSet), name: NAME}",
             ));
             ""
         }
     };
+    let daemon_set = mode == KubernetesMode::Copy
+        && kubernetes
+            .target_ref
+            .as_ref()
+            .is_some_and(|reference| reference.kind.as_deref() == Some("DaemonSet"));
+    if daemon_set {
+        errors.extend(daemonset::refusals(rollout, kubernetes));
+    }
     if let Some(kind) = kubernetes
         .autoscaler_ref
         .as_ref()
@@ -855,7 +869,7 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
             Provider::Kubernetes
         }
     };
-    let replica_split = replica_split::splits_replicas(rollout, provider, mode);
+    let replica_split = !daemon_set && replica_split::splits_replicas(rollout, provider, mode);
     if replica_split && kubernetes.autoscaler_ref.is_some() {
         errors.push(FieldError::new(
             "spec.target.autoscalerRef",
@@ -872,6 +886,7 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
             resolution: routes::resolution(&rollout.spec),
             annotations: &rollout.metadata.annotations,
             inputs: routes::Inputs::new(),
+            daemon_set,
         })
     } else {
         Err(errors)
@@ -1037,6 +1052,12 @@ impl TargetProvider for KubernetesTargets {
                     .remove(key);
             }
             match settings.mode {
+                KubernetesMode::Copy if settings.daemon_set => {
+                    self.daemon_set_reconcile(key, rollout, &settings, status, full)
+                        .await?;
+                    self.mark_refreshed(key);
+                    return Ok(());
+                }
                 KubernetesMode::Copy => {}
                 KubernetesMode::Managed => {
                     self.managed_reconcile(key, rollout, &settings, status)
@@ -1094,6 +1115,9 @@ impl TargetProvider for KubernetesTargets {
         Box::pin(async move {
             let settings = settings(rollout).map_err(ProviderError::unusable)?;
             match settings.mode {
+                KubernetesMode::Copy if settings.daemon_set => {
+                    return self.daemon_set_observe(key, &settings).await;
+                }
                 KubernetesMode::Copy => {}
                 KubernetesMode::Managed => {
                     return self.managed_observe(key, rollout, &settings, status).await;
@@ -1140,6 +1164,14 @@ impl TargetProvider for KubernetesTargets {
                 settings = self.read_inputs(key, settings).await?;
             }
             match settings.mode {
+                KubernetesMode::Copy if settings.daemon_set => {
+                    self.daemon_set_apply(key, rollout, &settings, status, effect)
+                        .await?;
+                    if matches!(effect, Effect::SetRoute(_)) {
+                        self.mark_refreshed(key);
+                    }
+                    return Ok(());
+                }
                 KubernetesMode::Copy => {}
                 KubernetesMode::Managed => {
                     self.managed_apply(key, rollout, &settings, status, effect)

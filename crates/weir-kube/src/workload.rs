@@ -4,10 +4,15 @@
 //! `CONFIG-primary` of the ConfigMaps and Secrets its pods read (Flagger's tracked configs), and
 //! the revision that says whether the target changed. No IO here: the operator reads the
 //! referenced objects and applies what these return (server-side apply, field manager `weir`).
+//!
+//! The Services, ports, selector label and tracked configs read only a workload's name,
+//! selector and pod template ([`Workload`]), so they serve DaemonSet targets too;
+//! [`daemon_set`] has what differs for those (the primary DaemonSet, scaling to zero by a node
+//! selector, the revision without it, readiness).
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, DeploymentSpec};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{
     ConfigMap, PodSpec, PodTemplateSpec, Secret, Service, ServicePort, ServiceSpec,
@@ -22,38 +27,101 @@ pub const PRIMARY_SUFFIX: &str = "-primary";
 /// The suffix of the canary Service.
 pub const CANARY_SUFFIX: &str = "-canary";
 
+pub mod daemon_set;
+
 /// The selector labels Flagger looks for, in order: the first one present names the pods.
 pub const SELECTOR_LABELS: [&str; 3] = ["app", "name", "app.kubernetes.io/name"];
 
-/// Why a target Deployment cannot be rolled out Flagger's way.
+/// A workload weir rolls out Flagger's way: what the Services, the ports, the selector label
+/// and config tracking read of it.
+pub trait Workload {
+    /// `Deployment` or `DaemonSet`, for messages.
+    const KIND: &'static str;
+    /// Its metadata.
+    fn metadata(&self) -> &ObjectMeta;
+    /// `spec.selector`.
+    fn selector(&self) -> &LabelSelector;
+    /// `spec.template`.
+    fn template(&self) -> &PodTemplateSpec;
+}
+
+impl Workload for Deployment {
+    const KIND: &'static str = "Deployment";
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn selector(&self) -> &LabelSelector {
+        &self.spec.selector
+    }
+
+    fn template(&self) -> &PodTemplateSpec {
+        &self.spec.template
+    }
+}
+
+impl Workload for DaemonSet {
+    const KIND: &'static str = "DaemonSet";
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn selector(&self) -> &LabelSelector {
+        &self.spec.selector
+    }
+
+    fn template(&self) -> &PodTemplateSpec {
+        &self.spec.template
+    }
+}
+
+/// Why a target workload cannot be rolled out Flagger's way.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorkloadError {
-    /// The Deployment has no name.
-    #[error("the target Deployment has no metadata.name")]
-    Unnamed,
+    /// The workload has no name.
+    #[error("the target {kind} has no metadata.name")]
+    Unnamed {
+        /// `Deployment` or `DaemonSet`.
+        kind: &'static str,
+    },
     /// None of the selector labels is in `spec.selector.matchLabels`.
     #[error(
-        "Deployment {name}: spec.selector.matchLabels has none of {labels}: weir (as Flagger) finds the pods by the first of them",
+        "{kind} {name}: spec.selector.matchLabels has none of {labels}: weir (as Flagger) finds the pods by the first of them",
         labels = SELECTOR_LABELS.join(", ")
     )]
     NoSelectorLabel {
-        /// The Deployment's name.
+        /// `Deployment` or `DaemonSet`.
+        kind: &'static str,
+        /// The workload's name.
         name: String,
     },
     /// Neither `spec.target.service.port` nor a container port says which port to serve.
-    #[error(
-        "Deployment {name}: spec.target.service.port is required (the port the Services expose)"
-    )]
+    #[error("{kind} {name}: spec.target.service.port is required (the port the Services expose)")]
     NoPort {
-        /// The Deployment's name.
+        /// `Deployment` or `DaemonSet`.
+        kind: &'static str,
+        /// The workload's name.
         name: String,
+    },
+    /// A DaemonSet whose pods are replaced only when deleted: a new template would never
+    /// reach the primary's pods.
+    #[error(
+        "DaemonSet {name}: spec.updateStrategy.type is {strategy}; weir (as Flagger) needs RollingUpdate (the default), or a promotion would never replace the primary's pods"
+    )]
+    NotRollingUpdate {
+        /// The DaemonSet's name.
+        name: String,
+        /// The strategy it has.
+        strategy: String,
     },
 }
 
 /// The label that selects the target's pods, and its value.
-pub fn selector_label(target: &Deployment) -> Result<(String, String), WorkloadError> {
+pub fn selector_label<W: Workload>(target: &W) -> Result<(String, String), WorkloadError> {
     let name = name_of(target)?;
-    let labels = target.spec.selector.match_labels.as_ref();
+    let labels = target.selector().match_labels.as_ref();
     SELECTOR_LABELS
         .iter()
         .find_map(|key| {
@@ -61,7 +129,10 @@ pub fn selector_label(target: &Deployment) -> Result<(String, String), WorkloadE
                 .and_then(|labels| labels.get(*key))
                 .map(|value| (key.to_string(), value.clone()))
         })
-        .ok_or(WorkloadError::NoSelectorLabel { name })
+        .ok_or(WorkloadError::NoSelectorLabel {
+            kind: W::KIND,
+            name,
+        })
 }
 
 /// The revision of the target: a hash of its pod template and of the data of the ConfigMaps and
@@ -273,12 +344,21 @@ fn rename_workload(text: &str, name: &str, primary: &str) -> String {
 }
 
 fn relabel(spec: &mut DeploymentSpec, key: &str, value: &str) {
-    let selector: &mut LabelSelector = &mut spec.selector;
+    relabel_pods(&mut spec.selector, &mut spec.template, key, value);
+}
+
+/// Sets the selector label `key` to `value` in `selector` and in the pod template's labels.
+fn relabel_pods(
+    selector: &mut LabelSelector,
+    template: &mut PodTemplateSpec,
+    key: &str,
+    value: &str,
+) {
     selector
         .match_labels
         .get_or_insert_with(BTreeMap::new)
         .insert(key.to_string(), value.to_string());
-    spec.template
+    template
         .metadata
         .get_or_insert_with(ObjectMeta::default)
         .labels
@@ -289,7 +369,7 @@ fn relabel(spec: &mut DeploymentSpec, key: &str, value: &str) {
 /// The three Services of a rollout: the apex `NAME` and `NAME-primary` select the primary's
 /// pods, `NAME-canary` the target's. `NAME` is `spec.target.service.name`, else the target's.
 pub fn services(
-    target: &Deployment,
+    target: &impl Workload,
     service: &KubernetesService,
     owner: &OwnerReference,
 ) -> Result<[Service; 3], WorkloadError> {
@@ -299,7 +379,7 @@ pub fn services(
     let ports = ports(target, service)?;
     let primary_pods = BTreeMap::from([(key.clone(), format!("{value}{PRIMARY_SUFFIX}"))]);
     let canary_pods = BTreeMap::from([(key, value)]);
-    let namespace = target.metadata.namespace.as_deref();
+    let namespace = target.metadata().namespace.as_deref();
     let make =
         |name: String, selector: BTreeMap<String, String>, extra: Option<&ObjectMetadata>| {
             service_object(name, namespace, selector, ports.clone(), extra, owner)
@@ -355,7 +435,7 @@ pub fn service_object(
 /// The port the Services expose, which the traffic providers' routes must name:
 /// `spec.target.service.port`, else the target's first container port.
 pub fn service_port(
-    target: &Deployment,
+    target: &impl Workload,
     service: &KubernetesService,
 ) -> Result<i32, WorkloadError> {
     Ok(ports(target, service)?[0].port)
@@ -363,13 +443,12 @@ pub fn service_port(
 
 /// The Services' ports: `port` (named `portName`, default `http`) to `targetPort` (default: the
 /// same port), and with `portDiscovery` every other named or numbered container port too.
-pub fn ports(
-    target: &Deployment,
+pub fn ports<W: Workload>(
+    target: &W,
     service: &KubernetesService,
 ) -> Result<Vec<ServicePort>, WorkloadError> {
     let containers = target
-        .spec
-        .template
+        .template()
         .spec
         .as_ref()
         .map(|pod| pod.containers.clone())
@@ -385,6 +464,7 @@ pub fn ports(
             Some((_, port)) => *port,
             None => {
                 return Err(WorkloadError::NoPort {
+                    kind: W::KIND,
                     name: name_of(target)?,
                 });
             }
@@ -547,10 +627,10 @@ impl TrackedConfig {
     }
 }
 
-/// Whether config tracking is on for `target`: it is unless the Deployment is annotated
+/// Whether config tracking is on for `target`: it is unless the workload is annotated
 /// `flagger.app/config-tracking: disabled` or `weir.dev/config-tracking: disabled`.
-pub fn config_tracking_enabled(target: &Deployment) -> bool {
-    !tracking_disabled(&target.metadata)
+pub fn config_tracking_enabled(target: &impl Workload) -> bool {
+    !tracking_disabled(target.metadata())
 }
 
 fn tracking_disabled(metadata: &ObjectMeta) -> bool {
@@ -708,8 +788,12 @@ pub fn primary_config(config: &TrackedConfig, owner: &OwnerReference) -> Tracked
     }
 }
 
-fn name_of(target: &Deployment) -> Result<String, WorkloadError> {
-    target.metadata.name.clone().ok_or(WorkloadError::Unnamed)
+fn name_of<W: Workload>(target: &W) -> Result<String, WorkloadError> {
+    target
+        .metadata()
+        .name
+        .clone()
+        .ok_or(WorkloadError::Unnamed { kind: W::KIND })
 }
 
 #[cfg(test)]

@@ -21,6 +21,17 @@
 //! A change made while an earlier one is still pending starts the delay again. Changing the
 //! readiness ([`DeploymentController::set_readiness`]) applies to changes still pending, counted
 //! from when they happened.
+//!
+//! It plays the DaemonSet controller too, on a cluster of [`NODES`] nodes labelled
+//! `kubernetes.io/hostname: node-N`, `kubernetes.io/os: linux` and `kubernetes.io/arch: amd64`:
+//! a DaemonSet wants a pod on every node its pod template's `nodeSelector` matches (all 3
+//! without one; 0 with Flagger's `flagger.app/scale-to-zero`, which no node has), and its pods
+//! become available as a Deployment's do, with the same readiness (by name too). Reported:
+//! `observedGeneration`, `desiredNumberScheduled` and `currentNumberScheduled` (the matching
+//! nodes), `numberReady` and `numberAvailable` (the serving pods), `updatedNumberScheduled`
+//! (those of the current template), `numberMisscheduled` 0 and `numberUnavailable`; the four
+//! counts the API requires are always written, the others left out at 0 as the real server
+//! does.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -53,7 +64,39 @@ impl Readiness {
     }
 }
 
-/// What the controller knows of one Deployment's pods between two passes.
+/// The nodes of the cluster the controller plays, by `kubernetes.io/hostname`: `node-1` ...
+pub const NODES: usize = 3;
+
+/// The labels of node `index` (from 1).
+fn node_labels(index: usize) -> Map<String, Value> {
+    let mut labels = Map::new();
+    labels.insert(
+        "kubernetes.io/hostname".into(),
+        json!(format!("node-{index}")),
+    );
+    labels.insert("kubernetes.io/os".into(), json!("linux"));
+    labels.insert("kubernetes.io/arch".into(), json!("amd64"));
+    labels
+}
+
+/// How many nodes a pod template's `spec.nodeSelector` matches (every pair among the node's
+/// labels).
+pub fn matching_nodes(template: &Value) -> usize {
+    let selector = template
+        .pointer("/spec/nodeSelector")
+        .and_then(Value::as_object);
+    (1..=NODES)
+        .filter(|index| {
+            let labels = node_labels(*index);
+            selector
+                .into_iter()
+                .flatten()
+                .all(|(key, value)| labels.get(key) == Some(value))
+        })
+        .count()
+}
+
+/// What the controller knows of one Deployment's (or DaemonSet's) pods between two passes.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Pods {
     /// The pod template last seen.
@@ -78,23 +121,27 @@ const OWNED: [&str; 6] = [
     "unavailableReplicas",
 ];
 
-/// One pass over `deployment`: its pods updated from what the controller knew (`None`: a
-/// Deployment it has not seen yet) at `now`, and the status to report.
-pub(crate) fn observe(
+/// The fields of a DaemonSet's `status` the controller owns.
+const OWNED_BY_DAEMON_SETS: [&str; 8] = [
+    "observedGeneration",
+    "desiredNumberScheduled",
+    "currentNumberScheduled",
+    "numberReady",
+    "numberAvailable",
+    "updatedNumberScheduled",
+    "numberMisscheduled",
+    "numberUnavailable",
+];
+
+/// `replicas` pods of `template`, updated from what the controller knew (`None`: a workload
+/// it has not seen yet) at `now`.
+fn track(
     known: Option<Pods>,
-    deployment: &Value,
+    template: Value,
+    replicas: i64,
     readiness: Readiness,
     now: Instant,
-) -> (Pods, Map<String, Value>) {
-    let template = deployment
-        .pointer("/spec/template")
-        .cloned()
-        .unwrap_or(Value::Null);
-    let replicas = deployment
-        .pointer("/spec/replicas")
-        .and_then(Value::as_i64)
-        .unwrap_or(1)
-        .max(0);
+) -> Pods {
     let mut pods = match known {
         None => Pods {
             template: template.clone(),
@@ -123,6 +170,27 @@ pub(crate) fn observe(
         pods.available = replicas;
         pods.updated = replicas;
     }
+    pods
+}
+
+/// One pass over `deployment`: its pods updated from what the controller knew (`None`: a
+/// Deployment it has not seen yet) at `now`, and the status to report.
+pub(crate) fn observe(
+    known: Option<Pods>,
+    deployment: &Value,
+    readiness: Readiness,
+    now: Instant,
+) -> (Pods, Map<String, Value>) {
+    let template = deployment
+        .pointer("/spec/template")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let replicas = deployment
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+        .max(0);
+    let pods = track(known, template, replicas, readiness, now);
     let generation = deployment
         .pointer("/metadata/generation")
         .and_then(Value::as_i64)
@@ -141,10 +209,41 @@ pub(crate) fn observe(
     (pods, status)
 }
 
-/// Whether `deployment`'s status already says what `status` says (a null: absent).
-fn reported(deployment: &Value, status: &Map<String, Value>) -> bool {
-    OWNED.iter().all(|field| {
-        let current = deployment
+/// One pass over `daemon_set`: a pod on each node its template matches, updated from what the
+/// controller knew (`None`: a DaemonSet it has not seen yet) at `now`, and the status to report.
+pub(crate) fn observe_daemon_set(
+    known: Option<Pods>,
+    daemon_set: &Value,
+    readiness: Readiness,
+    now: Instant,
+) -> (Pods, Map<String, Value>) {
+    let template = daemon_set
+        .pointer("/spec/template")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let desired = i64::try_from(matching_nodes(&template)).unwrap_or(0);
+    let pods = track(known, template, desired, readiness, now);
+    let generation = daemon_set
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let count = |n: i64| if n == 0 { Value::Null } else { json!(n) };
+    let mut status = Map::new();
+    status.insert("observedGeneration".into(), json!(generation));
+    status.insert("desiredNumberScheduled".into(), json!(desired));
+    status.insert("currentNumberScheduled".into(), json!(desired));
+    status.insert("numberReady".into(), json!(pods.available));
+    status.insert("numberMisscheduled".into(), json!(0));
+    status.insert("numberAvailable".into(), count(pods.available));
+    status.insert("updatedNumberScheduled".into(), count(pods.updated));
+    status.insert("numberUnavailable".into(), count(desired - pods.available));
+    (pods, status)
+}
+
+/// Whether `object`'s status already says what `status` says of `fields` (a null: absent).
+fn reported_fields(object: &Value, status: &Map<String, Value>, fields: &[&str]) -> bool {
+    fields.iter().all(|field| {
+        let current = object
             .pointer(&format!("/status/{field}"))
             .unwrap_or(&Value::Null);
         current == status.get(*field).unwrap_or(&Value::Null)
@@ -164,8 +263,8 @@ impl Settings {
     }
 }
 
-/// The controller running in the background of a test, over the Deployments of one namespace
-/// (or all); stopped when dropped.
+/// The controller running in the background of a test, over the Deployments and DaemonSets of
+/// one namespace (or all); stopped when dropped.
 pub struct DeploymentController {
     settings: Arc<Mutex<Settings>>,
     task: tokio::task::JoinHandle<()>,
@@ -178,8 +277,8 @@ impl Drop for DeploymentController {
 }
 
 impl DeploymentController {
-    /// Starts the controller on the current tokio runtime for the Deployments of `namespace`
-    /// (`""`: every namespace), new pods taking `readiness` to become available.
+    /// Starts the controller on the current tokio runtime for the Deployments and DaemonSets of
+    /// `namespace` (`""`: every namespace), new pods taking `readiness` to become available.
     pub fn spawn(
         server: Arc<KubeServer>,
         namespace: &str,
@@ -199,65 +298,89 @@ impl DeploymentController {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// From now on, new pods of every Deployment without a readiness of its own take
-    /// `readiness` (changes still pending included, counted from when they happened).
+    /// From now on, new pods of every Deployment or DaemonSet without a readiness of its own
+    /// take `readiness` (changes still pending included, counted from when they happened).
     pub fn set_readiness(&self, readiness: Readiness) {
         self.settings().default = readiness;
     }
 
-    /// From now on, new pods of Deployment `name` take `readiness` (e.g. a canary that never
-    /// becomes available while the primary does).
+    /// From now on, new pods of Deployment (or DaemonSet) `name` take `readiness` (e.g. a canary
+    /// that never becomes available while the primary does).
     pub fn set_readiness_of(&self, name: &str, readiness: Readiness) {
         self.settings().by_name.insert(name.to_owned(), readiness);
     }
 
-    /// The readiness Deployment `name` gets.
+    /// The readiness Deployment (or DaemonSet) `name` gets.
     pub fn readiness_of(&self, name: &str) -> Readiness {
         self.settings().of(name)
     }
 }
 
+/// One pass over an object: its pods from what the controller knew, and the status to report.
+type Observe = fn(Option<Pods>, &Value, Readiness, Instant) -> (Pods, Map<String, Value>);
+
+/// A kind the controller plays: its status from what it knew, and the status fields it owns.
+struct Played {
+    kind: &'static str,
+    observe: Observe,
+    owned: &'static [&'static str],
+}
+
+const PLAYED: [Played; 2] = [
+    Played {
+        kind: "Deployment",
+        observe,
+        owned: &OWNED,
+    },
+    Played {
+        kind: "DaemonSet",
+        observe: observe_daemon_set,
+        owned: &OWNED_BY_DAEMON_SETS,
+    },
+];
+
 async fn run(server: Arc<KubeServer>, namespace: String, settings: Arc<Mutex<Settings>>) {
     let mut known: BTreeMap<String, Pods> = BTreeMap::new();
     loop {
         let now = Instant::now();
-        let deployments = server.list("apps/v1", "Deployment", &namespace);
         let mut seen = BTreeMap::new();
-        for deployment in deployments {
-            let Some(uid) = deployment
-                .pointer("/metadata/uid")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-            else {
-                continue;
-            };
-            let name = deployment
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let readiness = settings
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .of(name);
-            let (pods, status) = observe(known.remove(&uid), &deployment, readiness, now);
-            if !reported(&deployment, &status) {
-                let namespace = deployment
-                    .pointer("/metadata/namespace")
+        for played in &PLAYED {
+            for object in server.list("apps/v1", played.kind, &namespace) {
+                let Some(uid) = object
+                    .pointer("/metadata/uid")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                else {
+                    continue;
+                };
+                let name = object
+                    .pointer("/metadata/name")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                // A Deployment deleted meanwhile has nothing to report.
-                let _ = server.merge_patch(
-                    "apps/v1",
-                    "Deployment",
-                    namespace,
-                    name,
-                    &json!({"status": status}),
-                    true,
-                );
+                let readiness = settings
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .of(name);
+                let (pods, status) = (played.observe)(known.remove(&uid), &object, readiness, now);
+                if !reported_fields(&object, &status, played.owned) {
+                    let namespace = object
+                        .pointer("/metadata/namespace")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    // An object deleted meanwhile has nothing to report.
+                    let _ = server.merge_patch(
+                        "apps/v1",
+                        played.kind,
+                        namespace,
+                        name,
+                        &json!({"status": status}),
+                        true,
+                    );
+                }
+                seen.insert(uid, pods);
             }
-            seen.insert(uid, pods);
         }
-        // Deployments gone are forgotten (a new one with the same name has another uid).
+        // Objects gone are forgotten (a new one with the same name has another uid).
         known = seen;
         // A controller's resync period, not a synchronisation: tests wait on conditions.
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -380,5 +503,115 @@ mod tests {
             start + Duration::from_secs(3600),
         );
         assert_eq!(counts(&status), (2, 0, 2));
+    }
+
+    fn daemon_set(generation: i64, node_selector: Value, image: &str) -> Value {
+        json!({
+            "metadata": {"name": "ds", "generation": generation},
+            "spec": {"template": {"spec": {"nodeSelector": node_selector,
+                "containers": [{"image": image}]}}},
+        })
+    }
+
+    fn ds_counts(status: &Map<String, Value>) -> (i64, i64, i64) {
+        let n = |field: &str| status.get(field).and_then(Value::as_i64).unwrap_or(0);
+        (
+            n("desiredNumberScheduled"),
+            n("updatedNumberScheduled"),
+            n("numberAvailable"),
+        )
+    }
+
+    #[test]
+    fn a_daemon_set_runs_on_the_nodes_its_selector_matches() {
+        let now = Instant::now();
+        for (selector, desired) in [
+            (Value::Null, 3),
+            (json!({"kubernetes.io/os": "linux"}), 3),
+            (json!({"kubernetes.io/hostname": "node-2"}), 1),
+            (json!({"flagger.app/scale-to-zero": "true"}), 0),
+            (
+                json!({"kubernetes.io/os": "linux", "flagger.app/scale-to-zero": "true"}),
+                0,
+            ),
+        ] {
+            let (_, status) = observe_daemon_set(
+                None,
+                &daemon_set(1, selector.clone(), "a"),
+                Readiness::Instant,
+                now,
+            );
+            assert_eq!(
+                ds_counts(&status),
+                (desired, desired, desired),
+                "{selector}"
+            );
+            // The counts the API requires are there even at 0.
+            for field in [
+                "desiredNumberScheduled",
+                "currentNumberScheduled",
+                "numberReady",
+                "numberMisscheduled",
+            ] {
+                assert!(status[field].is_number(), "{field}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_daemon_set_scaled_to_zero_and_back_waits_for_its_pods() {
+        let start = Instant::now();
+        let delay = Readiness::After(Duration::from_secs(3));
+        let (pods, status) =
+            observe_daemon_set(None, &daemon_set(1, Value::Null, "a"), delay, start);
+        assert_eq!(ds_counts(&status), (3, 0, 0));
+        assert_eq!(status["numberUnavailable"], 3);
+        let later = start + Duration::from_secs(3);
+        let (pods, status) =
+            observe_daemon_set(Some(pods), &daemon_set(1, Value::Null, "a"), delay, later);
+        assert_eq!(ds_counts(&status), (3, 3, 3));
+        assert_eq!(status["numberUnavailable"], Value::Null);
+        // To zero: at once.
+        let zero = json!({"flagger.app/scale-to-zero": "true"});
+        let (pods, status) =
+            observe_daemon_set(Some(pods), &daemon_set(2, zero, "b"), delay, later);
+        assert_eq!(ds_counts(&status), (0, 0, 0));
+        assert_eq!(status["observedGeneration"], 2);
+        // Back up: after the delay.
+        let (pods, status) =
+            observe_daemon_set(Some(pods), &daemon_set(3, Value::Null, "b"), delay, later);
+        assert_eq!(ds_counts(&status), (3, 0, 0));
+        let (_, status) = observe_daemon_set(
+            Some(pods),
+            &daemon_set(3, Value::Null, "b"),
+            delay,
+            later + Duration::from_secs(3),
+        );
+        assert_eq!(ds_counts(&status), (3, 3, 3));
+    }
+
+    #[test]
+    fn a_daemon_sets_rolling_update_keeps_the_old_pods_serving() {
+        let start = Instant::now();
+        let (pods, _) = observe_daemon_set(
+            None,
+            &daemon_set(1, Value::Null, "a"),
+            Readiness::Instant,
+            start,
+        );
+        let (pods, status) = observe_daemon_set(
+            Some(pods),
+            &daemon_set(2, Value::Null, "b"),
+            Readiness::Never,
+            start,
+        );
+        assert_eq!(ds_counts(&status), (3, 0, 3));
+        let (_, status) = observe_daemon_set(
+            Some(pods),
+            &daemon_set(2, Value::Null, "b"),
+            Readiness::Never,
+            start + Duration::from_secs(3600),
+        );
+        assert_eq!(ds_counts(&status), (3, 0, 3));
     }
 }

@@ -6,7 +6,9 @@
 //! # What it implements
 //! - **Kinds.** Built in: core `v1` `namespaces` (cluster-scoped; `default`, `kube-system`,
 //!   `kube-public`, `kube-node-lease` exist from the start), `services`, `configmaps`, `secrets`,
-//!   `events`, `pods` (storage only: nothing runs); `apps/v1` `deployments`; `autoscaling/v2`
+//!   `events`, `pods` (storage only: nothing runs); `apps/v1` `deployments` and `daemonsets`
+//!   (status subresource; nothing runs pods: tests play their controllers, see
+//!   [`crate::deployment_controller`]); `autoscaling/v2`
 //!   `horizontalpodautoscalers`; `coordination.k8s.io/v1` `leases`; `apiextensions.k8s.io/v1`
 //!   `customresourcedefinitions`. Creating a CRD serves its custom resources at once (group,
 //!   served versions, names, shortNames, categories, scope, `subresources.status`,
@@ -15,9 +17,9 @@
 //! - **Routes.** `/api/v1/...`, `/apis/G/V/...`: namespaced collections, objects and `/status`;
 //!   cluster-scoped ones; lists and watches across all namespaces (`/apis/G/V/PLURAL`).
 //! - **Objects.** `uid`, `resourceVersion` (one global counter, as text), `creationTimestamp`,
-//!   `generation` (kept for deployments, HPAs, CRDs and custom resources; bumped by changes
-//!   outside metadata and status, and when a deletion starts), `managedFields`. A write that
-//!   changes nothing is a no-op (same resourceVersion, no event). Defaults filled in: a
+//!   `generation` (kept for deployments, daemonsets, HPAs, CRDs and custom resources; bumped
+//!   by changes outside metadata and status, and when a deletion starts), `managedFields`. A
+//!   write that changes nothing is a no-op (same resourceVersion, no event). Defaults filled in: a
 //!   namespace's `status.phase: Active`, a service's `spec.type: ClusterIP` and a `clusterIP`.
 //!   Names must be lowercase RFC 1123 subdomains; `generateName` works; a namespaced object needs
 //!   its namespace to exist.
@@ -71,7 +73,8 @@
 //!   definitions in the first event only); columns `Name`, the CRD's
 //!   `additionalPrinterColumns` (simple `.a.b` / `.a[0].b` paths; `date` columns as ages), `Age`
 //!   computed by the server; built-in kinds have the real server's main columns (deployments
-//!   READY/UP-TO-DATE/AVAILABLE, services TYPE/CLUSTER-IP/EXTERNAL-IP/PORT(S), events LAST
+//!   READY/UP-TO-DATE/AVAILABLE, daemonsets DESIRED/CURRENT/READY/UP-TO-DATE/AVAILABLE/NODE
+//!   SELECTOR, services TYPE/CLUSTER-IP/EXTERNAL-IP/PORT(S), events LAST
 //!   SEEN/TYPE/REASON/OBJECT/MESSAGE, leases HOLDER, ...); `row.object` is
 //!   PartialObjectMetadata (`includeObject=None|Object` honoured). `as=PartialObjectMetadata`
 //!   (kube-rs metadata watches) is served too.

@@ -21,10 +21,10 @@
 //! - [`fixtures`]: sample apps on port 0, an address that refuses connections, temporary
 //!   databases, documents loaded into a catalog.
 //! - [`kube_server`]: a strict in-memory Kubernetes API server on port 0 for kubectl and kube-rs.
-//! - [`deployment_controller`]: the Deployment controller played on it, new pods available at
-//!   once, after a delay or never.
+//! - [`deployment_controller`]: the Deployment and DaemonSet controllers played on it (3 nodes
+//!   for DaemonSets), new pods available at once, after a delay or never.
 //! - [`traffic_audit`]: every state the server went through, checked for a Service or route
-//!   sending traffic to Deployments with no available replica.
+//!   sending traffic to Deployments or DaemonSets with no available pod.
 //! - [`kube_cluster`]: the operator tests' cluster on it.
 //! - [`prometheus`]: the real `prometheus` binary, on a port it picks, scraping given targets.
 //! - [`istio`]: Istio's request counters for the kube_cluster's `podinfo`, split as its

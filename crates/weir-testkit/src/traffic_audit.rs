@@ -1,7 +1,7 @@
 //! A traffic audit over the in-memory API server: every state the server went through (after
 //! every write, in resourceVersion order, from its change feed, never by polling snapshots) is
-//! checked for a Service that carries traffic while no Deployment behind it has an available
-//! replica - the moments a real cluster would answer 503.
+//! checked for a Service that carries traffic while no Deployment or DaemonSet behind it has an
+//! available pod - the moments a real cluster would answer 503.
 //!
 //! A Service **carries traffic** when
 //! - clients call it directly: it is one of the apex Services the audit is told about
@@ -22,15 +22,16 @@
 //!   - SMI `TrafficSplit` (`split.smi-spec.io`): `spec.backends[].service` with `weight` (a
 //!     number or a quantity such as `500m`), and `spec.service` as its root.
 //!
-//! A traffic-carrying Service's **backends** are the Deployments of the namespace whose
-//! `spec.template.metadata.labels` match its `spec.selector`. A moment is a **violation** for
-//! it when the sum of their `status.availableReplicas` is 0 - which includes a selector that
-//! matches no Deployment, and a destination with a weight that names no Service at all. A
-//! Service without a selector (ExternalName, endpoints managed by hand) is not judged.
+//! A traffic-carrying Service's **backends** are the Deployments and DaemonSets of the namespace
+//! whose `spec.template.metadata.labels` match its `spec.selector`. A moment is a **violation**
+//! for it when the sum of their available pods (a Deployment's `status.availableReplicas`, a
+//! DaemonSet's `status.numberAvailable`) is 0 - which includes a selector that matches no
+//! workload, and a destination with a weight that names no Service at all. A Service without a
+//! selector (ExternalName, endpoints managed by hand) is not judged.
 //!
-//! The audit reads the Services, Deployments and route objects of one namespace. Each write to
-//! one of them is one moment (writes to anything else cannot change the verdict); the state
-//! when the audit starts is the first.
+//! The audit reads the Services, Deployments, DaemonSets and route objects of one namespace.
+//! Each write to one of them is one moment (writes to anything else cannot change the verdict);
+//! the state when the audit starts is the first.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -52,7 +53,7 @@ pub struct Violation {
     /// Why it carries traffic: `apex Service`, `host of VirtualService podinfo`,
     /// `destination of VirtualService podinfo (http[0], weight 10)`, ...
     pub why: Vec<String>,
-    /// The Deployments its selector matches, with their available replicas (all 0).
+    /// The Deployments and DaemonSets its selector matches, with their available pods (all 0).
     pub backends: Vec<(String, i64)>,
     /// The Service does not exist (a route sends traffic to a name nothing answers).
     pub missing: bool,
@@ -81,7 +82,7 @@ impl fmt::Display for Violation {
             return write!(f, " but does not exist");
         }
         if self.backends.is_empty() {
-            return write!(f, " but its selector matches no Deployment");
+            return write!(f, " but its selector matches no Deployment or DaemonSet");
         }
         let backends: Vec<String> = self
             .backends
@@ -90,7 +91,7 @@ impl fmt::Display for Violation {
             .collect();
         write!(
             f,
-            " but no Deployment behind it has an available replica: {}",
+            " but no Deployment or DaemonSet behind it has an available pod: {}",
             backends.join(", ")
         )
     }
@@ -347,7 +348,7 @@ type Objects = BTreeMap<(String, String), BTreeMap<String, Value>>;
 fn audited(group: &str, resource: &str) -> bool {
     matches!(
         (group, resource),
-        ("", "services") | ("apps", "deployments")
+        ("", "services") | ("apps", "deployments") | ("apps", "daemonsets")
     ) || ROUTE_KINDS
         .iter()
         .any(|kind| kind.group == group && kind.resource == resource)
@@ -420,21 +421,25 @@ fn evaluate(
         else {
             continue;
         };
-        let backends: Vec<(String, i64)> = of_kind(objects, "apps", "deployments")
-            .filter(|deployment| {
-                matches(
-                    selector,
-                    deployment.pointer("/spec/template/metadata/labels"),
-                )
-            })
-            .map(|deployment| {
-                let available = deployment
-                    .pointer("/status/availableReplicas")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0);
-                (name_of(deployment).to_owned(), available)
-            })
-            .collect();
+        let backends: Vec<(String, i64)> = [
+            ("deployments", "/status/availableReplicas"),
+            ("daemonsets", "/status/numberAvailable"),
+        ]
+        .into_iter()
+        .flat_map(|(resource, available)| {
+            of_kind(objects, "apps", resource)
+                .filter(|workload| {
+                    matches(selector, workload.pointer("/spec/template/metadata/labels"))
+                })
+                .map(move |workload| {
+                    let available = workload
+                        .pointer(available)
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0);
+                    (name_of(workload).to_owned(), available)
+                })
+        })
+        .collect();
         if backends.iter().map(|(_, available)| available).sum::<i64>() <= 0 {
             violations.push(Violation {
                 resource_version: rv,
@@ -526,7 +531,7 @@ impl TrafficAudit {
     }
 
     /// How many states were evaluated so far (the starting one and one per write to a
-    /// Service, Deployment or route object of the namespace).
+    /// Service, Deployment, DaemonSet or route object of the namespace).
     pub fn moments(&self) -> u64 {
         self.caught_up().moments
     }

@@ -296,7 +296,7 @@ async fn the_audit_flags_a_service_whose_deployment_has_no_available_replica() {
     assert!(summary.contains("7 moments evaluated"), "{summary}");
     assert!(
         summary.contains(&format!(
-            "resourceVersion {dropped}: Service podinfo carries traffic (apex Service) but no Deployment behind it has an available replica: podinfo (0 available)"
+            "resourceVersion {dropped}: Service podinfo carries traffic (apex Service) but no Deployment or DaemonSet behind it has an available pod: podinfo (0 available)"
         )),
         "{summary}"
     );

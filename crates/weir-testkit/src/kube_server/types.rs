@@ -130,7 +130,7 @@ fn builtin(
     columns.push(Column::new("Age", "date", Cell::Age));
     let categories = if matches!(
         plural,
-        "services" | "deployments" | "pods" | "horizontalpodautoscalers"
+        "services" | "deployments" | "daemonsets" | "pods" | "horizontalpodautoscalers"
     ) {
         vec!["all".to_owned()]
     } else {
@@ -149,7 +149,7 @@ fn builtin(
         status,
         generation: matches!(
             plural,
-            "deployments" | "horizontalpodautoscalers" | "customresourcedefinitions"
+            "deployments" | "daemonsets" | "horizontalpodautoscalers" | "customresourcedefinitions"
         ),
         columns,
         fields: Fields::TopLevel(fields),
@@ -362,6 +362,49 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
                 }),
                 computed("Available", "integer", |deploy| {
                     json!(int_at(deploy, "/status/availableReplicas"))
+                }),
+            ],
+        ),
+        builtin(
+            "apps",
+            "v1",
+            "daemonsets",
+            "DaemonSet",
+            true,
+            &["ds"],
+            true,
+            SPEC_STATUS,
+            vec![
+                computed("Desired", "integer", |ds| {
+                    json!(int_at(ds, "/status/desiredNumberScheduled"))
+                }),
+                computed("Current", "integer", |ds| {
+                    json!(int_at(ds, "/status/currentNumberScheduled"))
+                }),
+                computed("Ready", "integer", |ds| {
+                    json!(int_at(ds, "/status/numberReady"))
+                }),
+                computed("Up-to-date", "integer", |ds| {
+                    json!(int_at(ds, "/status/updatedNumberScheduled"))
+                }),
+                computed("Available", "integer", |ds| {
+                    json!(int_at(ds, "/status/numberAvailable"))
+                }),
+                computed("Node Selector", "string", |ds| {
+                    let selector = ds
+                        .pointer("/spec/template/spec/nodeSelector")
+                        .and_then(Value::as_object)
+                        .filter(|selector| !selector.is_empty())
+                        .map(|selector| {
+                            selector
+                                .iter()
+                                .map(|(key, value)| {
+                                    format!("{key}={}", value.as_str().unwrap_or_default())
+                                })
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        });
+                    json!(selector.unwrap_or_else(|| "<none>".to_owned()))
                 }),
             ],
         ),
