@@ -11,7 +11,10 @@
 //!   `StoredEvent`): responses with the serialize contract, request bodies with the deserialize
 //!   one (a type whose two schemas differ gets a second component named `...Input`). What serde
 //!   cannot know - names' patterns and lengths (weir-core's validation), `apiVersion` and
-//!   `kind`, the fields the server ignores on apply - is added here, once, in [`patches`].
+//!   `kind`, the fields the server ignores on apply - is added here, once, in [`patches`]; the
+//!   bounds validation enforces on single fields (iterations from 1 to 10,000, at least two
+//!   variations, exactly one of `url` and `command`, the router's socket address, ...) in
+//!   [`bound_table`], so that a request the document calls valid is not refused for them.
 //!   Bodies that no type describes (OFREP's, which follow the OpenFeature protocol, and the
 //!   outcome report, which the handler reads field by field) are written here as schemas.
 //!
@@ -115,6 +118,7 @@ fn build() -> Value {
     let input = schemas.input.take_definitions(true);
     let mut components = merge(out, input, &mut paths);
     patches(&mut components);
+    bounds(&mut components);
     for (name, schema) in hand_written() {
         components.insert(name.to_string(), schema);
     }
@@ -306,6 +310,138 @@ fn patches(components: &mut Map<String, Value>) {
     }
 }
 
+/// The bounds weir-core's validation puts on fields whose types do not carry them (a `u32` of
+/// iterations is from 1 to 10,000, a flag has at least two variations, ...), so that a request
+/// the document calls valid is not refused for breaking one (the fuzzer's positive-data check).
+/// Each entry: the component (its `...Input` twin gets the same when there is one), the
+/// property's path, and the keywords to add. Rules across fields (the sum of weights,
+/// references between fields) are beyond JSON Schema; those stay 400s naming the field.
+pub(crate) fn bound_table() -> Vec<(&'static str, &'static [&'static str], Value)> {
+    // Exactly one of `fields` is given and not null.
+    let exactly_one = |fields: &[&str]| {
+        let branches: Vec<Value> = fields
+            .iter()
+            .map(|field| json!({"required": [field], "properties": {*field: {"not": {"type": "null"}}}}))
+            .collect();
+        json!({"oneOf": branches})
+    };
+    let steps = weir_core::validate::MAX_STEPS;
+    let iterations = json!({"minimum": 1, "maximum": steps});
+    vec![
+        ("AbTestPlan", &["iterations"], iterations.clone()),
+        ("AbTestPlan", &["match"], json!({"minItems": 1})),
+        ("IterationsPlan", &["iterations"], iterations.clone()),
+        ("MirrorPlan", &["iterations"], iterations),
+        (
+            "CanaryPlan",
+            &["stepWeights"],
+            json!({"minItems": 1, "maxItems": steps}),
+        ),
+        (
+            "CanaryPlan",
+            &["steps"],
+            json!({"minItems": 1, "maxItems": steps}),
+        ),
+        ("FlagSpec", &["variations"], json!({"minItems": 2})),
+        (
+            "CanaryPlan",
+            &[],
+            exactly_one(&["stepWeight", "stepWeights", "steps"]),
+        ),
+        (
+            "StringMatch",
+            &[],
+            exactly_one(&["exact", "prefix", "suffix", "regex"]),
+        ),
+        // A local version is a running service or a program weir starts, never both.
+        ("VersionSpec", &[], exactly_one(&["url", "command"])),
+        (
+            "VersionSpec",
+            &["command"],
+            json!({"minItems": 1, "prefixItems": [{"type": "string", "pattern": "\\S"}]}),
+        ),
+        ("Variation", &["name"], json!({"minLength": 1})),
+        ("Variation", &["value"], json!({"not": {"type": "null"}})),
+        // A rule needs at least one condition (an empty map or a null is none).
+        (
+            "MatchRule",
+            &[],
+            json!({"anyOf": [
+                {"required": ["headers"], "properties": {"headers": {"minProperties": 1}}},
+                {"required": ["cookies"], "properties": {"cookies": {"minProperties": 1}}},
+                {"required": ["queryParams"], "properties": {"queryParams": {"minProperties": 1}}},
+                {"required": ["uri"], "properties": {"uri": {"not": {"type": "null"}}}},
+                {"required": ["method"], "properties": {"method": {"not": {"type": "null"}}}}
+            ]}),
+        ),
+    ]
+}
+
+/// A socket address as Rust's `SocketAddr` parses it (the router's `listen`): an IPv4 address
+/// (no leading zeros) or an IPv6 address in brackets (RFC 3986's grammar, with an optional
+/// numeric scope), a colon and a port from 0 to 65535 (leading zeros allowed).
+pub(crate) fn socket_address_pattern() -> String {
+    let octet = "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
+    let ipv4 = format!("{octet}(\\.{octet}){{3}}");
+    let h16 = "[0-9A-Fa-f]{1,4}";
+    let ls32 = format!("({h16}:{h16}|{ipv4})");
+    // `[ *n( h16 ":" ) h16 ]`: up to n + 1 groups before "::".
+    let before = |n: usize| format!("(({h16}:){{0,{n}}}{h16})?");
+    let ipv6 = [
+        format!("({h16}:){{6}}{ls32}"),
+        format!("::({h16}:){{5}}{ls32}"),
+        format!("({h16})?::({h16}:){{4}}{ls32}"),
+        format!("{}::({h16}:){{3}}{ls32}", before(1)),
+        format!("{}::({h16}:){{2}}{ls32}", before(2)),
+        format!("{}::{h16}:{ls32}", before(3)),
+        format!("{}::{ls32}", before(4)),
+        format!("{}::{h16}", before(5)),
+        format!("{}::", before(6)),
+    ]
+    .join("|");
+    let port =
+        "0*([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])";
+    format!("^({ipv4}|\\[({ipv6})(%[0-9]{{1,9}})?\\]):{port}$")
+}
+
+/// Adds [`bound_table`]'s keywords; an entry whose property is not there is left out (a test
+/// checks that every entry is in the document). And the router's `listen` of a local target
+/// (inside `Target`'s `oneOf`), a socket address.
+fn bounds(components: &mut Map<String, Value>) {
+    for name in ["Target", "TargetInput"] {
+        let Some(Value::Array(kinds)) = components
+            .get_mut(name)
+            .and_then(|target| target.get_mut("oneOf"))
+        else {
+            continue;
+        };
+        for kind in kinds {
+            if kind["properties"]["kind"]["const"] == "local"
+                && let Some(Value::Object(listen)) = kind
+                    .get_mut("properties")
+                    .and_then(|properties| properties.get_mut("listen"))
+            {
+                listen.insert("pattern".into(), socket_address_pattern().into());
+            }
+        }
+    }
+    for (component, path, keywords) in bound_table() {
+        for name in [component.to_string(), format!("{component}Input")] {
+            let mut node = components.get_mut(&name);
+            for field in path {
+                node = node
+                    .and_then(|node| node.get_mut("properties"))
+                    .and_then(|properties| properties.get_mut(*field));
+            }
+            if let (Some(Value::Object(node)), Value::Object(keywords)) = (node, &keywords) {
+                for (keyword, value) in keywords {
+                    node.insert(keyword.clone(), value.clone());
+                }
+            }
+        }
+    }
+}
+
 /// Drops the components nothing refers to any more (`ObjectMeta`, replaced by the metadata
 /// with the names' rules).
 fn prune(components: &mut Map<String, Value>, roots: &[&Value]) {
@@ -410,7 +546,7 @@ fn hand_written() -> Vec<(&'static str, Value)> {
                 "type": "object",
                 "required": ["token"],
                 "additionalProperties": false,
-                "properties": {"token": {"type": "string", "description": "A token's secret"}}
+                "properties": {"token": {"type": "string", "minLength": 1, "pattern": "\\S", "description": "A token's secret (blank is none)"}}
             }),
         ),
         (

@@ -278,3 +278,87 @@ fn regex_lite(pattern: &str) -> impl Fn(&str) -> bool {
     let compiled = regex::Regex::new(pattern).expect("the pattern compiles");
     move |text| compiled.is_match(text)
 }
+
+/// Every bound of `bound_table` is in the document, on the component and on its `...Input`
+/// twin where there is one: an entry whose property was renamed would otherwise drop out
+/// silently.
+#[test]
+fn the_validation_bounds_are_in_the_document() {
+    let doc = super::document();
+    let schemas = &doc["components"]["schemas"];
+    for (component, path, keywords) in super::bound_table() {
+        let twin = format!("{component}Input");
+        let names: Vec<&str> = std::iter::once(component)
+            .chain(schemas.get(&twin).map(|_| twin.as_str()))
+            .collect();
+        for name in names {
+            let mut node = &schemas[name];
+            for field in path {
+                node = &node["properties"][*field];
+            }
+            for (keyword, value) in keywords.as_object().unwrap() {
+                assert_eq!(&node[keyword], value, "{name}.{} {keyword}", path.join("."));
+            }
+        }
+    }
+    assert_eq!(
+        schemas["LoginRequest"]["properties"]["token"]["minLength"],
+        1
+    );
+    assert_eq!(
+        schemas["TokenRequest"]["properties"]["namespaces"]["minItems"],
+        1
+    );
+}
+
+/// The pattern of a local target's `listen` agrees with Rust's `SocketAddr` (what the router
+/// parses), on addresses either side of every rule.
+#[test]
+fn the_listen_pattern_is_what_socket_addr_parses() {
+    let text = super::socket_address_pattern();
+    let pattern = regex_lite(&text);
+    for address in [
+        "127.0.0.1:0",
+        "0.0.0.0:8080",
+        "255.255.255.255:65535",
+        "1.2.3.4:080",
+        "1.2.3.4:00",
+        "01.2.3.4:80",
+        "256.1.1.1:80",
+        "1.2.3:80",
+        "1.2.3.4:65536",
+        "1.2.3.4:+80",
+        "1.2.3.4",
+        "localhost:80",
+        "",
+        "[::]:0",
+        "[::1]:65535",
+        "[fe80::1%2]:80",
+        "[::ffff:0:1.2.3.4]:1",
+        "[1:2:3:4:5:6:1.2.3.4]:1",
+        "[::1.2.3.4]:1",
+        "[1:2:3:4:5:6:7::]:1",
+        "[::2:3:4:5:6:7:8]:1",
+        "[1:2:3:4:5:6:7:8]:1",
+        "[FFFF::]:1",
+        "[1::2::3]:1",
+        "[1:2:3:4:5:6:7:8:9]:1",
+        "[12345::]:1",
+        "[::1]",
+        "::1:80",
+    ] {
+        assert_eq!(
+            pattern(address),
+            address.parse::<std::net::SocketAddr>().is_ok(),
+            "{address:?}"
+        );
+    }
+    let doc = super::document();
+    let local = doc["components"]["schemas"]["Target"]["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|kind| kind["properties"]["kind"]["const"] == "local")
+        .unwrap();
+    assert_eq!(local["properties"]["listen"]["pattern"], text);
+}
