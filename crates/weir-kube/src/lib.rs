@@ -8,11 +8,14 @@
 //! Flagger's status shape), `leader` (leader election through a Lease, with fencing),
 //! `status_to` (a rollout's status written onto an object the user names, e.g. an OAM
 //! Application), `basic_canary` (the canary without a mesh: replica counts that split traffic
-//! by pod ratio, as Argo Rollouts' basic canary does; pure).
+//! by pod ratio, as Argo Rollouts' basic canary does; pure), `controller` (the operator's loop:
+//! watch -> reconcile -> error policy over rollouts, Flagger's Canaries and its catalog objects,
+//! and status changes published as Kubernetes Events).
 
 #![forbid(unsafe_code)]
 
 pub mod basic_canary;
+pub mod controller;
 pub mod crd;
 pub mod flagger;
 pub mod leader;
