@@ -1265,6 +1265,8 @@ const USED: &[(&str, &str, &[&str])] = &[
         "deployments",
         &["get", "list", "create", "patch", "delete"],
     ),
+    // A DaemonSet target (its node selector scales it), its NAME-primary copy.
+    ("apps", "daemonsets", &["get", "create", "patch", "delete"]),
     (
         "",
         "services",

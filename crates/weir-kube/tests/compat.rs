@@ -7,15 +7,16 @@
 //! healthy run (first canary step, A/B match, mirror, or the blue/green switch) - is compared
 //! with `tests/snapshots/<manifest stem>.snap` (weir's own output; update with
 //! `INSTA_UPDATE=always cargo test -p weir-kube --test compat` and review the diff), and checked
-//! per provider without the snapshots too. Canaries the target refuses (a provider weir does not
-//! drive, a DaemonSet, a ScaledObject) snapshot only the refusal.
+//! per provider without the snapshots too. A DaemonSet target gets the primary DaemonSet instead
+//! of a Deployment. Canaries the target refuses (a provider weir does not drive, a ScaledObject)
+//! snapshot only the refusal.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::{Value, json};
@@ -58,6 +59,29 @@ fn target_for(name: &str, namespace: &str) -> Deployment {
     .unwrap()
 }
 
+/// A DaemonSet as a Flagger user would have it for the Canary's targetRef.
+fn daemon_set_for(name: &str, namespace: &str) -> DaemonSet {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "app:1", "ports": [{"name": "http", "containerPort": 9898}]}]}
+            }
+        }
+    }))
+    .unwrap()
+}
+
+/// Whether the Canary's targetRef is a DaemonSet.
+fn targets_a_daemon_set(kubernetes: &KubernetesTarget) -> bool {
+    kubernetes
+        .target_ref
+        .as_ref()
+        .is_some_and(|reference| reference.kind.as_deref() == Some("DaemonSet"))
+}
+
 #[test]
 fn every_corpus_canary_gets_flaggers_primary_and_services() {
     let Some(dir) = corpus() else { return };
@@ -89,16 +113,27 @@ fn every_corpus_canary_gets_flaggers_primary_and_services() {
                 controller: Some(true),
                 block_owner_deletion: Some(true),
             };
-            let primary =
-                workload::primary_deployment(&target, &workload::TrackedConfigs::new(), &owner)
-                    .unwrap_or_else(|error| panic!("{}: {error}", file.display()));
-            assert_eq!(
-                primary.metadata.name,
-                Some(format!("{target_name}-primary"))
-            );
             let service = kubernetes.service.clone().unwrap_or_default();
-            let [apex, primary_service, canary] = workload::services(&target, &service, &owner)
-                .unwrap_or_else(|error| panic!("{}: {error}", file.display()));
+            let configs = workload::TrackedConfigs::new();
+            let (primary_name, services) = if targets_a_daemon_set(kubernetes) {
+                let target = daemon_set_for(&target_name, &namespace);
+                let primary = workload::daemon_set::primary(&target, &configs, &owner)
+                    .unwrap_or_else(|error| panic!("{}: {error}", file.display()));
+                (
+                    primary.metadata.name,
+                    workload::services(&target, &service, &owner),
+                )
+            } else {
+                let primary = workload::primary_deployment(&target, &configs, &owner)
+                    .unwrap_or_else(|error| panic!("{}: {error}", file.display()));
+                (
+                    primary.metadata.name,
+                    workload::services(&target, &service, &owner),
+                )
+            };
+            assert_eq!(primary_name, Some(format!("{target_name}-primary")));
+            let [apex, primary_service, canary] =
+                services.unwrap_or_else(|error| panic!("{}: {error}", file.display()));
             let apex_name = service.name.clone().unwrap_or(target_name.clone());
             assert_eq!(apex.metadata.name.as_deref(), Some(apex_name.as_str()));
             assert_eq!(
@@ -119,7 +154,9 @@ fn every_corpus_canary_gets_flaggers_primary_and_services() {
         }
     }
     assert_eq!(checked, 65, "canaries checked");
-    println!("{checked} corpus canaries: primary Deployment and three Services each");
+    println!(
+        "{checked} corpus canaries: primary Deployment (or DaemonSet) and three Services each"
+    );
 }
 
 // === snapshots of everything the kubernetes target writes ===
@@ -137,18 +174,25 @@ fn owner_of(rollout: &weir_core::model::Rollout) -> OwnerReference {
 }
 
 /// What the kubernetes target refuses before writing anything (its `settings`): a target that is
-/// not a Deployment, an autoscaler that is not an HPA, a provider weir does not drive, what the
-/// provider cannot express of the rollout (its router's validation).
+/// neither a Deployment nor a DaemonSet, a DaemonSet with a plan other than blue/green, an
+/// autoscaler that is not an HPA, a provider weir does not drive, what the provider cannot
+/// express of the rollout (its router's validation).
 fn refusals(spec: &RolloutSpec, kubernetes: &KubernetesTarget) -> (Vec<String>, Option<Provider>) {
     let mut refused = Vec::new();
     if let Some(kind) = kubernetes
         .target_ref
         .as_ref()
         .and_then(|reference| reference.kind.as_deref())
-        .filter(|kind| *kind != "Deployment")
+        .filter(|kind| *kind != "Deployment" && *kind != "DaemonSet")
     {
         refused.push(format!(
             "spec.target.targetRef.kind: {kind} is not rolled out yet"
+        ));
+    }
+    if targets_a_daemon_set(kubernetes) && spec.plan.strategy_name() != "blueGreen" {
+        refused.push(format!(
+            "spec.plan.{}: a DaemonSet is rolled out blue/green only",
+            spec.plan.strategy_name()
         ));
     }
     if let Some(kind) = kubernetes
@@ -221,7 +265,7 @@ fn user_objects(kubernetes: &KubernetesTarget, names: &Names) -> routes::Inputs 
 /// with the Services' own port).
 fn names_of(
     kubernetes: &KubernetesTarget,
-    target: &Deployment,
+    target: &impl workload::Workload,
     namespace: &str,
     target_name: &str,
 ) -> Names {
@@ -667,19 +711,47 @@ fn every_corpus_canary_gets_its_objects_as_in_the_snapshots() {
                 .entry(provider_label(provider).into())
                 .or_default() += 1;
 
-            let mut primary =
-                workload::primary_deployment(&target, &workload::TrackedConfigs::new(), &owner)
-                    .unwrap();
-            primary
-                .metadata
-                .annotations
-                .get_or_insert_with(Default::default)
-                .insert(
-                    REVISION_ANNOTATION.into(),
-                    workload::revision(&target, &workload::TrackedConfigs::new()),
-                );
-            let mut workload_objects = vec![serde_json::to_value(&primary).unwrap()];
-            for service in workload::services(&target, &service, &owner).unwrap() {
+            let configs = workload::TrackedConfigs::new();
+            let daemon_set =
+                targets_a_daemon_set(kubernetes).then(|| daemon_set_for(&target_name, &namespace));
+            let (primary, services, names) = match &daemon_set {
+                Some(daemon_set) => {
+                    let mut primary =
+                        workload::daemon_set::primary(daemon_set, &configs, &owner).unwrap();
+                    primary
+                        .metadata
+                        .annotations
+                        .get_or_insert_with(Default::default)
+                        .insert(
+                            REVISION_ANNOTATION.into(),
+                            workload::daemon_set::revision(daemon_set, &configs),
+                        );
+                    (
+                        serde_json::to_value(&primary).unwrap(),
+                        workload::services(daemon_set, &service, &owner).unwrap(),
+                        names_of(kubernetes, daemon_set, &namespace, &target_name),
+                    )
+                }
+                None => {
+                    let mut primary =
+                        workload::primary_deployment(&target, &configs, &owner).unwrap();
+                    primary
+                        .metadata
+                        .annotations
+                        .get_or_insert_with(Default::default)
+                        .insert(
+                            REVISION_ANNOTATION.into(),
+                            workload::revision(&target, &configs),
+                        );
+                    (
+                        serde_json::to_value(&primary).unwrap(),
+                        workload::services(&target, &service, &owner).unwrap(),
+                        names_of(kubernetes, &target, &namespace, &target_name),
+                    )
+                }
+            };
+            let mut workload_objects = vec![primary];
+            for service in services {
                 workload_objects.push(serde_json::to_value(&service).unwrap());
             }
             if let Some(reference) = &kubernetes.autoscaler_ref
@@ -703,7 +775,6 @@ fn every_corpus_canary_gets_its_objects_as_in_the_snapshots() {
             }
 
             canary["workload"] = json!(workload_objects);
-            let names = names_of(kubernetes, &target, &namespace, &target_name);
             assert_eq!(
                 workload_objects[1]["spec"]["ports"][0]["port"],
                 json!(names.port),
