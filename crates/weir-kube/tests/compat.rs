@@ -175,7 +175,7 @@ fn owner_of(rollout: &weir_core::model::Rollout) -> OwnerReference {
 
 /// What the kubernetes target refuses before writing anything (its `settings`): a target that is
 /// neither a Deployment nor a DaemonSet, a DaemonSet with a plan other than blue/green, an
-/// autoscaler that is not an HPA, a provider weir does not drive, what the provider cannot
+/// autoscaler that is neither an HPA nor a KEDA ScaledObject, a provider weir does not drive, what the provider cannot
 /// express of the rollout (its router's validation).
 fn refusals(spec: &RolloutSpec, kubernetes: &KubernetesTarget) -> (Vec<String>, Option<Provider>) {
     let mut refused = Vec::new();
@@ -199,7 +199,7 @@ fn refusals(spec: &RolloutSpec, kubernetes: &KubernetesTarget) -> (Vec<String>, 
         .autoscaler_ref
         .as_ref()
         .and_then(|reference| reference.kind.as_deref())
-        .filter(|kind| *kind != "HorizontalPodAutoscaler")
+        .filter(|kind| *kind != "HorizontalPodAutoscaler" && *kind != "ScaledObject")
     {
         refused.push(format!(
             "spec.target.autoscalerRef.kind: {kind} is not copied yet"
@@ -295,6 +295,26 @@ fn autoscaler_for(name: &str, namespace: &str, target_name: &str) -> HorizontalP
         }
     }))
     .unwrap()
+}
+
+/// The target's KEDA ScaledObject as the corpus's KEDA tutorial has it (a Prometheus trigger on
+/// the target's requests).
+fn scaled_object_for(name: &str, namespace: &str, target_name: &str) -> Value {
+    json!({
+        "apiVersion": "keda.sh/v1alpha1",
+        "kind": "ScaledObject",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "scaleTargetRef": {"name": target_name},
+            "minReplicaCount": 1,
+            "maxReplicaCount": 3,
+            "triggers": [{"type": "prometheus", "metadata": {
+                "serverAddress": "http://prometheus.monitoring:9090",
+                "query": format!("sum(rate(http_requests_total{{app=\"{target_name}\"}}[30s]))"),
+                "threshold": "10"
+            }}]
+        }
+    })
 }
 
 /// Every route the machine sets in a healthy run of a new revision, from set-up to the end.
@@ -772,6 +792,24 @@ fn every_corpus_canary_gets_its_objects_as_in_the_snapshots() {
                     "{context}"
                 );
                 workload_objects.push(serde_json::to_value(&copy).unwrap());
+            }
+            if let Some(reference) = &kubernetes.autoscaler_ref
+                && reference.kind.as_deref() == Some("ScaledObject")
+            {
+                let scaled_object = scaled_object_for(&reference.name, &namespace, &target_name);
+                let copy = workload::primary_scaled_object(
+                    &scaled_object,
+                    &target_name,
+                    &owner,
+                    reference.primary_scaler_queries.as_ref(),
+                    reference.primary_scaler_replicas.as_ref(),
+                );
+                assert_eq!(
+                    copy["spec"]["scaleTargetRef"]["name"],
+                    json!(format!("{target_name}-primary")),
+                    "{context}"
+                );
+                workload_objects.push(copy);
             }
 
             canary["workload"] = json!(workload_objects);
