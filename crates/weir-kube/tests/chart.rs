@@ -1239,7 +1239,7 @@ fn the_manifests_pass_only_flags_the_operator_declares() {
 }
 
 /// What the operator does in a cluster, (group, resource, verb), from its code: the watch and
-/// status writes in crates/weir/src/cmd_operator.rs, the workload calls in
+/// status writes in crates/weir-kube/src/controller/, the workload calls in
 /// crates/weir-kube/src/target.rs. Server-side apply that may create an object needs `create`
 /// besides `patch`. The traffic providers' objects are added from `routes::objects`.
 const USED: &[(&str, &str, &[&str])] = &[

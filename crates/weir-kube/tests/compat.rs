@@ -8,7 +8,7 @@
 //! with `tests/snapshots/<manifest stem>.snap` (weir's own output; update with
 //! `INSTA_UPDATE=always cargo test -p weir-kube --test compat` and review the diff), and checked
 //! per provider without the snapshots too. A DaemonSet target gets the primary DaemonSet instead
-//! of a Deployment. Canaries the target refuses (a provider weir does not drive, a ScaledObject)
+//! of a Deployment. Canaries the target refuses (Knative, which weir does not drive yet)
 //! snapshot only the refusal.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
