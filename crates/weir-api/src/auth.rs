@@ -3,9 +3,11 @@
 //! A server with tokens in its store ([`TokenStore`]) answers only requests that carry one, in
 //! `Authorization: Bearer <secret>`, `X-API-Key: <secret>` (OFREP clients) or the signed
 //! `weir_session` cookie that `POST /api/v1/session` sets (the dashboard). [`ROUTES`] says what
-//! each route needs; a token is looked up on every request, so revoking it ends its sessions at
-//! once. A server whose store holds no token at all (never created one) is open, as weir was
-//! before tokens; `weir serve` then listens only on loopback.
+//! each route needs. The tokens are kept in memory and read again whenever they may have
+//! changed (`auth/cache.rs`: told by the database's change notices, or a cheap stamp read per
+//! request, [`TokenChanges`]), so a request's credentials need no database read, and revoking
+//! a token ends its sessions at once. A server whose store holds no token at all (never created
+//! one) is open, as weir was before tokens; `weir serve` then listens only on loopback.
 //!
 //! - Missing, unknown, expired or revoked credentials: 401 (code `unauthorized`,
 //!   `WWW-Authenticate: Bearer`). A valid token without the scope: 403 (code `forbidden`) naming
@@ -57,6 +59,11 @@ use weir_store::{NewToken, StoredToken, TokenScope, TokenStore, TokenStoreError}
 
 use crate::error::ApiError;
 
+mod cache;
+
+pub use cache::TokenChanges;
+use cache::{TokenCache, TokenSet};
+
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "weir_session";
 
@@ -71,9 +78,6 @@ pub const SECRET_PREFIX: &str = "weir_";
 
 /// The name of the session-signing key in the store.
 const SESSION_KEY: &str = "session-hmac-sha256";
-
-/// A token's last use is written at most this often (not on every request).
-const TOUCH_EVERY: SignedDuration = SignedDuration::from_secs(60);
 
 // === what each route needs ===
 
@@ -249,6 +253,9 @@ pub struct AuthConfig {
     pub bad_credentials_window: Duration,
     /// How many client addresses are remembered at most (a bound on memory).
     pub max_tracked_clients: usize,
+    /// How the tokens kept in memory learn of changes: read the store's stamp per request
+    /// (the default), or be told ([`Auth::tokens_changed`]) and read nothing per request.
+    pub token_changes: TokenChanges,
 }
 
 impl Default for AuthConfig {
@@ -259,6 +266,7 @@ impl Default for AuthConfig {
             bad_credentials_per_window: 10,
             bad_credentials_window: Duration::from_secs(60),
             max_tracked_clients: 10_000,
+            token_changes: TokenChanges::default(),
         }
     }
 }
@@ -571,6 +579,7 @@ impl From<TokenStoreError> for ApiError {
             TokenStoreError::AlreadyExists(_) => ApiError::Conflict(error.to_string()),
             TokenStoreError::NotFound(_) => ApiError::NotFound(error.to_string()),
             TokenStoreError::Database(message) => ApiError::Internal(message),
+            TokenStoreError::Unavailable(message) => ApiError::DatabaseUnavailable(message),
         }
     }
 }
@@ -593,6 +602,9 @@ impl<T: TokenStore> Clone for Auth<T> {
 
 struct Inner<T> {
     store: T,
+    /// Every token, in memory (`auth/cache.rs`): a request's credentials are checked without a
+    /// database read.
+    tokens: TokenCache<T>,
     /// The session cookie's HMAC key.
     key: Vec<u8>,
     config: AuthConfig,
@@ -608,16 +620,25 @@ impl<T: TokenStore> Auth<T> {
         getrandom::fill(&mut candidate)
             .map_err(|error| TokenStoreError::Database(format!("no random numbers: {error}")))?;
         let key = store.server_key(SESSION_KEY, &candidate).await?;
-        let enabled = store.has_tokens().await?;
+        let tokens = TokenCache::new(store.clone(), config.token_changes);
+        let enabled = tokens.tokens().await?.any();
         Ok(Auth {
             inner: Arc::new(Inner {
                 limiter: Mutex::new(Limiter::new(&config)),
                 store,
+                tokens,
                 key,
                 config,
                 enabled: AtomicBool::new(enabled),
             }),
         })
+    }
+
+    /// Tokens may have changed (a change notice from the database, or notices may have been
+    /// missed): the next request reads them again. What a server with
+    /// [`TokenChanges::Announced`] calls; harmless otherwise.
+    pub fn tokens_changed(&self) {
+        self.inner.tokens.changed();
     }
 
     /// `router` with the session and token routes added and the checks in front of every
@@ -646,16 +667,16 @@ impl<T: TokenStore> Auth<T> {
 
 impl<T: TokenStore> Inner<T> {
     /// Whether tokens are required: once any token exists (created by this server or by `weir
-    /// token create` on the same file).
-    async fn enabled(&self) -> Result<bool, ApiError> {
+    /// token create` on the same database), as `tokens` say.
+    fn enabled(&self, tokens: &TokenSet) -> bool {
         if self.enabled.load(Ordering::Acquire) {
-            return Ok(true);
+            return true;
         }
-        let found = self.store.has_tokens().await?;
+        let found = tokens.any();
         if found {
             self.enabled.store(true, Ordering::Release);
         }
-        Ok(found)
+        found
     }
 
     fn mac(&self, purpose: &str, payload: &str) -> Hmac<Sha256> {
@@ -731,17 +752,18 @@ impl<T: TokenStore> Inner<T> {
     }
 
     /// The token `secret` names, if it works now; a bad one counts against `client`.
-    async fn by_secret(
+    fn by_secret(
         &self,
+        tokens: &TokenSet,
         secret: &str,
         client: IpAddr,
         now: Timestamp,
     ) -> Result<StoredToken, ApiError> {
-        let found = self.store.token_by_hash(&secret_hash(secret)).await?;
+        let found = tokens.by_hash(&secret_hash(secret));
         let refusal = match found {
             None => "the token is not known to this server".to_string(),
             Some(token) => match token.usable(now) {
-                Ok(()) => return Ok(token),
+                Ok(()) => return Ok(token.clone()),
                 Err(why) => why,
             },
         };
@@ -750,8 +772,9 @@ impl<T: TokenStore> Inner<T> {
     }
 
     /// The principal of a request, from its credentials: `Ok(None)` when it carries none.
-    async fn principal(
+    fn principal(
         &self,
+        tokens: &TokenSet,
         headers: &HeaderMap,
         client: IpAddr,
         now: Timestamp,
@@ -759,7 +782,7 @@ impl<T: TokenStore> Inner<T> {
         match credential(headers)? {
             None => Ok(None),
             Some(Credential::Secret(secret)) => {
-                Ok(Some((self.by_secret(&secret, client, now).await?, None)))
+                Ok(Some((self.by_secret(tokens, &secret, client, now)?, None)))
             }
             Some(Credential::Cookie(value)) => {
                 let Some((id, session)) = self.read_cookie(&value) else {
@@ -773,10 +796,10 @@ impl<T: TokenStore> Inner<T> {
                         "the session has expired: log in again".into(),
                     ));
                 }
-                let token =
-                    self.store.token_by_id(id).await?.ok_or_else(|| {
-                        ApiError::Unauthorized("the session's token is gone".into())
-                    })?;
+                let token = tokens
+                    .by_id(id)
+                    .cloned()
+                    .ok_or_else(|| ApiError::Unauthorized("the session's token is gone".into()))?;
                 token.usable(now).map_err(ApiError::Unauthorized)?;
                 Ok(Some((token, Some(session))))
             }
@@ -810,18 +833,6 @@ fn limited(blocked: Option<u64>, refused: ApiError) -> ApiError {
             ApiError::TooManyRequests(seconds)
         }
         _ => refused,
-    }
-}
-
-impl<T: TokenStore> Inner<T> {
-    /// Records a token's use, at most once a [`TOUCH_EVERY`].
-    async fn touch(&self, token: &StoredToken, now: Timestamp) {
-        let stale = token
-            .last_used_at
-            .is_none_or(|last| now.duration_since(last) >= TOUCH_EVERY);
-        if stale && let Err(error) = self.store.touch_token(token.id, now).await {
-            tracing::warn!("cannot record the use of token {:?}: {error}", token.name);
-        }
     }
 }
 
@@ -918,17 +929,20 @@ async fn check<T: TokenStore>(
     if access == Access::Public {
         return next.run(request).await;
     }
-    match auth.enabled().await {
-        Ok(true) => {}
-        Ok(false) => return next.run(request).await,
-        Err(error) => return error.into_response(),
+    // From memory (`auth/cache.rs`): no database read unless tokens changed.
+    let tokens = match auth.tokens.tokens().await {
+        Ok(tokens) => tokens,
+        Err(error) => return ApiError::from(error).into_response(),
+    };
+    if !auth.enabled(&tokens) {
+        return next.run(request).await;
     }
     let client = client_of(&request);
     let blocked = auth.blocked(client);
     let now = Timestamp::now();
     // Valid credentials are honoured even from an address over its limit of bad ones: the limit
     // stops the failures (429 instead of 401), never the callers whose token works.
-    let (token, session) = match auth.principal(request.headers(), client, now).await {
+    let (token, session) = match auth.principal(&tokens, request.headers(), client, now) {
         Ok(Some(found)) => found,
         Ok(None) => {
             return limited(
@@ -1016,7 +1030,7 @@ async fn check<T: TokenStore>(
         ))
         .into_response();
     }
-    auth.touch(&token, now).await;
+    auth.tokens.touch(&token, now);
     if changes(&method) {
         tracing::info!(token = %token.name, %method, path = %path, "change made with a token");
     }
@@ -1174,11 +1188,12 @@ async fn session_post<T: TokenStore>(
     let now = Timestamp::now();
     // A good token logs in even from an address that sent bad ones: only failures are limited.
     let blocked = auth.blocked(client);
-    let token = match auth.by_secret(&secret, client, now).await {
+    let tokens = auth.tokens.tokens().await?;
+    let token = match auth.by_secret(&tokens, &secret, client, now) {
         Ok(token) => token,
         Err(refused) => return Err(limited(blocked, refused)),
     };
-    auth.touch(&token, now).await;
+    auth.tokens.touch(&token, now);
     let (cookie, session) = auth.new_session(&token, now);
     let max_age = u64::try_from(session.expires.as_second() - now.as_second()).unwrap_or(0);
     let principal = Principal::of(&token, Some(session));
@@ -1229,6 +1244,7 @@ async fn tokens_create<T: TokenStore>(
     let bytes = crate::input::body_within(body, TOKEN_BODY_LIMIT)?;
     let request = token_request(&bytes)?;
     let issued = issue_token(&auth.store, &request, Timestamp::now()).await?;
+    auth.tokens.changed();
     auth.enabled.store(true, Ordering::Release);
     tracing::info!(token = %issued.token.name, scope = %issued.token.scope, "token created");
     Ok((StatusCode::CREATED, Json(issued)).into_response())
@@ -1309,6 +1325,9 @@ async fn tokens_revoke<T: TokenStore>(
     Path(name): Path<String>,
 ) -> Result<Response, ApiError> {
     let token = auth.store.revoke_token(&name, Timestamp::now()).await?;
+    // Refused from this server's next request on (other instances: when the change notice
+    // arrives, or their next poll).
+    auth.tokens.changed();
     tracing::info!(token = %token.name, "token revoked");
     Ok(Json(TokenView::from(&token)).into_response())
 }

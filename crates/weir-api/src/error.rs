@@ -35,7 +35,8 @@ pub enum ErrorCode {
     UnsupportedMediaType,
     /// 500: the server failed.
     Internal,
-    /// 503: the engine is shutting down.
+    /// 503: the engine is shutting down, the rollout is between owners, or the database cannot
+    /// be reached (then with `Retry-After`).
     Unavailable,
     /// 421: the request's `Host` is not a name this server answers to (DNS rebinding defence;
     /// docs/SECURITY.md).
@@ -115,7 +116,17 @@ pub enum ApiError {
     /// Too many bad credentials from this client address; retry after this many seconds.
     #[error("too many bad credentials from this address; try again in {0} s")]
     TooManyRequests(u64),
+    /// The database cannot be reached now (the store's message names it, never its
+    /// credentials); answered 503 with `Retry-After`.
+    #[error(
+        "{0}; nothing was done, try again in {DATABASE_RETRY_AFTER_SECS} s (the server answers \
+         again once the database is back)"
+    )]
+    DatabaseUnavailable(String),
 }
+
+/// The `Retry-After` of an answer while the database cannot be reached, in seconds.
+pub const DATABASE_RETRY_AFTER_SECS: u64 = 5;
 
 /// A size limit in bytes, with its KiB or MiB when whole: `65536 bytes (64 KiB)`.
 pub(crate) fn bytes_in_words(bytes: usize) -> String {
@@ -157,7 +168,9 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             ApiError::Internal(_) => ErrorCode::Internal,
-            ApiError::Unavailable | ApiError::Moving(_) => ErrorCode::Unavailable,
+            ApiError::Unavailable | ApiError::Moving(_) | ApiError::DatabaseUnavailable(_) => {
+                ErrorCode::Unavailable
+            }
             ApiError::RejectedByOwner(_) => ErrorCode::Rejected,
             ApiError::Misdirected(_) => ErrorCode::Misdirected,
             ApiError::Forbidden(_) => ErrorCode::Forbidden,
@@ -219,6 +232,13 @@ impl IntoResponse for ApiError {
                     axum::http::HeaderValue::from(*seconds),
                 );
             }
+            ApiError::DatabaseUnavailable(detail) => {
+                tracing::warn!("API request failed: {detail}");
+                response.headers_mut().insert(
+                    axum::http::header::RETRY_AFTER,
+                    axum::http::HeaderValue::from(DATABASE_RETRY_AFTER_SECS),
+                );
+            }
             _ => {}
         }
         response
@@ -240,6 +260,7 @@ impl From<StoreError> for ApiError {
             StoreError::Corrupt { .. } | StoreError::Database(_) => {
                 ApiError::Internal(error.to_string())
             }
+            StoreError::Unavailable(message) => ApiError::DatabaseUnavailable(message),
             StoreError::Fenced { .. } | StoreError::AlreadyExecuted(_) => ApiError::Moving(
                 format!("{error}; the rollout is changing owner, try again in a few seconds"),
             ),

@@ -232,6 +232,9 @@ impl From<FlagError> for ApiError {
                 ApiError::Conflict(error.to_string())
             }
             FlagError::Store(FlagStoreError::Database(message)) => ApiError::Internal(message),
+            FlagError::Store(FlagStoreError::Unavailable(message)) => {
+                ApiError::DatabaseUnavailable(message)
+            }
             FlagError::RolledOut(message) => ApiError::Conflict(message),
         }
     }

@@ -7,7 +7,7 @@
 //! | route | what |
 //! |---|---|
 //! | `GET /healthz` | liveness |
-//! | `GET /readyz` | readiness (an operator replica that is not the leader answers 503) |
+//! | `GET /readyz` | readiness (an operator replica that is not the leader answers 503; `weir serve` on PostgreSQL: 503 while the database cannot be reached or this instance's leases are not live, [`Readiness`]) |
 //! | `GET /metrics` | weir's own metrics, OpenMetrics text (docs/METRICS.md) |
 //! | `GET /api/v1/openapi.json` | the OpenAPI 3.1 document, generated from the route table and the types (`openapi.rs`) |
 //! | `GET /api/v1/rollouts?namespace=&phase=&limit=&cursor=` | a page of rollouts |
@@ -43,6 +43,7 @@ mod metrics;
 mod ofrep;
 mod openapi;
 mod outcomes;
+mod readiness;
 mod rollouts;
 pub mod types;
 mod watch;
@@ -63,6 +64,7 @@ pub use host::HostPolicy;
 pub use metrics::{OPENMETRICS_CONTENT_TYPE, metrics_router};
 pub use ofrep::DEFAULT_NAMESPACE as OFREP_DEFAULT_NAMESPACE;
 pub use openapi::{document as openapi_document, openapi_json};
+pub use readiness::Readiness;
 
 /// The largest request body accepted (the size limit of a document); larger bodies get 413.
 pub const MAX_BODY_BYTES: usize = weir_core::document::MAX_DOCUMENT_BYTES;

@@ -575,7 +575,18 @@ fn hand_written() -> Vec<(&'static str, Value)> {
             json!({
                 "type": "object",
                 "required": ["status"],
-                "properties": {"status": {"type": "string", "const": "ok"}}
+                "properties": {
+                    "status": {"type": "string", "const": "ok"},
+                    "checks": {
+                        "type": "object",
+                        "description": "/readyz of weir serve on PostgreSQL: each check (database, leases) and, when it fails, why",
+                        "additionalProperties": {
+                            "type": "object",
+                            "required": ["ok"],
+                            "properties": {"ok": {"type": "boolean"}, "message": {"type": "string"}}
+                        }
+                    }
+                }
             }),
         ),
         (

@@ -98,6 +98,50 @@ pub struct ClusterMember<S: Cluster> {
     shared: Arc<Shared>,
     metrics: ClusterMetrics,
     mirrors: Vec<Arc<dyn Mirror>>,
+    liveness: Liveness,
+}
+
+/// Whether this instance's leases are live: when its heartbeat and renewal last succeeded
+/// ([`ClusterMember::liveness`]; what `weir serve`'s `/readyz` asks). Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Liveness {
+    /// When the last heartbeat and renewal both succeeded (`None`: not joined yet).
+    renewed: Arc<Mutex<Option<std::time::Instant>>>,
+    lease_time: Duration,
+}
+
+impl Liveness {
+    fn new(lease_time: Duration) -> Liveness {
+        Liveness {
+            renewed: Arc::default(),
+            lease_time,
+        }
+    }
+
+    /// Records a heartbeat and renewal that succeeded, started at `at` (the leases run from
+    /// their statement's time, not from when it answered).
+    fn renewed(&self, at: std::time::Instant) {
+        *self.renewed.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
+    }
+
+    /// `Ok` while the last successful heartbeat and renewal is within the lease time: every
+    /// lease this instance holds is live, and the other instances count it. `Err` says why
+    /// not (not joined yet, or nothing renewed for longer than the lease time, so its
+    /// rollouts may be taken over and its writes are refused).
+    pub fn check(&self) -> Result<(), String> {
+        let renewed = *self.renewed.lock().unwrap_or_else(PoisonError::into_inner);
+        match renewed {
+            None => Err("this instance has not joined the other instances yet".to_owned()),
+            Some(at) if at.elapsed() > self.lease_time => Err(format!(
+                "this instance's leases are not live: its last heartbeat and renewal succeeded \
+                 {:.1} s ago, more than the lease time ({:.1} s); other instances may take its \
+                 rollouts over",
+                at.elapsed().as_secs_f64(),
+                self.lease_time.as_secs_f64()
+            )),
+            Some(_) => Ok(()),
+        }
+    }
 }
 
 /// Hands requests to owners through the store (see [`Forwarder`]).
@@ -184,13 +228,20 @@ impl<S: Cluster> ClusterMember<S> {
     /// A member over `store` (opened with this instance's host label), counting into `metrics`
     /// (the engine's telemetry: `Telemetry::cluster`).
     pub fn new(store: S, options: ClusterOptions, metrics: ClusterMetrics) -> ClusterMember<S> {
+        let liveness = Liveness::new(options.lease_time);
         ClusterMember {
             store,
             options,
             shared: Arc::default(),
             metrics,
             mirrors: Vec::new(),
+            liveness,
         }
+    }
+
+    /// Whether this instance's leases are live (see [`Liveness`]), for a readiness probe.
+    pub fn liveness(&self) -> Liveness {
+        self.liveness.clone()
     }
 
     /// Keeps `mirror` in step with other instances' changes.
@@ -215,9 +266,12 @@ impl<S: Cluster> ClusterMember<S> {
     /// leased to this instance at once.
     pub async fn join(&self) -> Result<mpsc::Receiver<Notice>, StoreError> {
         let notices = self.store.notices().await?;
+        let started = std::time::Instant::now();
         self.store
             .heartbeat(self.options.api.as_deref(), self.options.lease_time)
             .await?;
+        // It holds no lease yet: the heartbeat is all there is to renew.
+        self.liveness.renewed(started);
         self.metrics
             .set_instance(self.store.instance_id(), self.store.host_label());
         Ok(notices)
@@ -289,6 +343,7 @@ impl<S: Cluster> ClusterMember<S> {
     /// Heartbeat, renewal, and balancing.
     async fn keep_leases(&self, handle: &EngineHandle) -> Result<(), StoreError> {
         let lease_time = self.options.lease_time;
+        let started = std::time::Instant::now();
         self.store
             .heartbeat(self.options.api.as_deref(), lease_time)
             .await?;
@@ -299,6 +354,7 @@ impl<S: Cluster> ClusterMember<S> {
             let handle = handle.clone();
             tokio::spawn(async move { handle.release(key).await });
         }
+        self.liveness.renewed(started);
         self.balance(handle).await
     }
 
@@ -489,6 +545,8 @@ async fn follow<S: Cluster>(
                     }
                 }
             }
+            // The server's access control follows these on a listener of its own.
+            Notice::TokensChanged { .. } => {}
         }
     }
     // The listener gave up; rounds still renew, claim and serve requests by polling.

@@ -109,6 +109,12 @@ pub enum Notice {
     },
     /// Leases were released or a rollout was created: claimable work may be waiting.
     LeasesFreed,
+    /// A token was created or revoked (by instance `by`, or by `weir token`): a server that
+    /// keeps the tokens in memory reads them again.
+    TokensChanged {
+        /// The instance that wrote it.
+        by: String,
+    },
     /// The listening connection was lost and re-established: notifications may have been
     /// missed, so a listener should re-read what it caches.
     Reconnected,

@@ -29,9 +29,11 @@ mod tokens;
 
 pub use cluster::{Cluster, Lease, LeaseSummary, Notice, PendingRequest};
 
-pub use postgres::PostgresStore;
+pub use postgres::{DEFAULT_ACQUIRE_TIMEOUT, PostgresOptions, PostgresStore};
 pub use sqlite::SqliteStore;
-pub use tokens::{NewToken, StoredToken, TokenScope, TokenStore, TokenStoreError};
+pub use tokens::{
+    HashedToken, NewToken, StoredToken, TokenScope, TokenStamp, TokenStore, TokenStoreError,
+};
 
 /// Namespace and name: a rollout's identity.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -196,6 +198,12 @@ pub enum StoreError {
     /// The database failed.
     #[error("database error: {0}")]
     Database(String),
+    /// The database cannot be reached now (no connection within the acquire timeout, a
+    /// connection cut, a server shutting down or starting): nothing was done, and the same
+    /// request may succeed once it is back. The message names the database (never its
+    /// credentials) and what failed.
+    #[error("{0}")]
+    Unavailable(String),
     /// This instance no longer holds the rollout's lease (another instance took it over, or it
     /// was released): the write was refused and changed nothing (fencing, docs/SCALE-OUT.md).
     #[error(
@@ -392,6 +400,9 @@ pub enum FlagStoreError {
     /// The database failed (or holds what cannot be read back).
     #[error("database error: {0}")]
     Database(String),
+    /// The database cannot be reached now (see [`StoreError::Unavailable`]).
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// Where flags live. Implemented by [`SqliteStore`] and [`PostgresStore`] (the operator keeps no

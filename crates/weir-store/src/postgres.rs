@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use jiff::Timestamp;
 use serde::de::DeserializeOwned;
@@ -102,9 +103,9 @@ fn migrator() -> Migrator {
 ///   executed before.
 /// - **Notifications.** Every transaction that writes sends, on COMMIT, a `NOTIFY weir` with a
 ///   JSON payload: `{"t":"rollout","ns","name","version","seq","by"}` when a rollout was written
-///   (version 0: deleted), also `{"t":"freed"}` when one was created (claimable work), and
-///   `{"t":"flag","ns","key","version","by"}` when a flag was written (version 0: deleted).
-///   `by` is this instance's id.
+///   (version 0: deleted), also `{"t":"freed"}` when one was created (claimable work),
+///   `{"t":"flag","ns","key","version","by"}` when a flag was written (version 0: deleted), and
+///   `{"t":"tokens","by"}` when a token was created or revoked. `by` is this instance's id.
 ///
 /// # Durability
 ///
@@ -121,6 +122,9 @@ pub struct PostgresStore {
 pub(crate) struct Node {
     /// Unique per process start: "{host_label}-{pid}-{8 hex chars random}".
     pub(crate) id: String,
+    /// The database in messages, without credentials: `PostgreSQL database "weir" at
+    /// HOST:PORT` ([`database_label`]).
+    pub(crate) database: String,
     pub(crate) host_label: String,
     /// Set by Cluster::heartbeat (B); from then on writes to existing rollouts are fenced (A).
     pub(crate) joined: std::sync::atomic::AtomicBool,
@@ -133,7 +137,7 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    fn new(host_label: &str) -> Result<Node, StoreError> {
+    fn new(host_label: &str, database: String) -> Result<Node, StoreError> {
         let mut random = [0u8; 4];
         getrandom::fill(&mut random).map_err(|error| {
             StoreError::Database(format!("drawing a random instance id: {error}"))
@@ -141,11 +145,36 @@ impl Node {
         let random: String = random.iter().map(|byte| format!("{byte:02x}")).collect();
         Ok(Node {
             id: format!("{host_label}-{}-{random}", std::process::id()),
+            database,
             host_label: host_label.to_string(),
             joined: AtomicBool::new(false),
             lease_time_ms: AtomicU64::new(0),
             held: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// `error`, met while doing `what`, as a [`StoreError`]: [`StoreError::Unavailable`]
+    /// naming the database when it cannot be reached ([`unreachable`]), else
+    /// [`StoreError::Database`].
+    pub(crate) fn store_error(
+        &self,
+        what: impl std::fmt::Display,
+        error: sqlx::Error,
+    ) -> StoreError {
+        if unreachable(&error) {
+            StoreError::Unavailable(self.unreachable_message(what, &error))
+        } else {
+            StoreError::Database(format!("{what}: {error}"))
+        }
+    }
+
+    /// What a caller is told when the database cannot be reached.
+    pub(crate) fn unreachable_message(
+        &self,
+        what: impl std::fmt::Display,
+        error: &sqlx::Error,
+    ) -> String {
+        format!("{} cannot be reached ({what}: {error})", self.database)
     }
 
     /// The epoch this instance holds `key`'s lease at, if it does.
@@ -160,37 +189,101 @@ impl Node {
     }
 }
 
+/// Settings of a [`PostgresStore`].
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// How long an operation waits for a connection (an idle one, or a new one while the
+    /// database does not answer) before it fails with [`StoreError::Unavailable`]. Short, so
+    /// that a database outage is answered in seconds rather than hanging every request
+    /// (`weir serve --db-timeout`).
+    pub acquire_timeout: Duration,
+}
+
+/// [`PostgresOptions::acquire_timeout`] by default.
+pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            acquire_timeout: DEFAULT_ACQUIRE_TIMEOUT,
+        }
+    }
+}
+
+/// The database of `options` in words, without credentials: `PostgreSQL database "weir" at
+/// 10.0.0.5:5432` (or `at /run/postgresql`, a socket directory).
+fn database_label(options: &PgConnectOptions) -> String {
+    let database = options.get_database().map_or_else(
+        || "(the user's default)".to_string(),
+        |name| format!("{name:?}"),
+    );
+    if let Some(socket) = options.get_socket() {
+        return format!("PostgreSQL database {database} at {}", socket.display());
+    }
+    let host = options.get_host();
+    if host.starts_with('/') {
+        format!("PostgreSQL database {database} at {host}")
+    } else {
+        format!(
+            "PostgreSQL database {database} at {host}:{}",
+            options.get_port()
+        )
+    }
+}
+
 impl PostgresStore {
     /// `url`: postgres://... (sqlx's syntax, incl. `?host=/path/to/socket`). `host_label`:
     /// this machine's label (weir serve passes --host-label, default the hostname).
     ///
-    /// Connects and brings the schema up to date.
+    /// Connects and brings the schema up to date. [`PostgresOptions::default`]'s settings.
     pub async fn open(url: &str, host_label: &str) -> Result<PostgresStore, StoreError> {
+        PostgresStore::open_with(url, host_label, &PostgresOptions::default()).await
+    }
+
+    /// [`PostgresStore::open`] with `settings`.
+    pub async fn open_with(
+        url: &str,
+        host_label: &str,
+        settings: &PostgresOptions,
+    ) -> Result<PostgresStore, StoreError> {
+        if settings.acquire_timeout.is_zero() {
+            return Err(StoreError::Database(
+                "the acquire timeout must be above zero".into(),
+            ));
+        }
         // The URL may carry a password: errors name the database, never the URL.
         let options = PgConnectOptions::from_str(url)
             .map_err(|error| StoreError::Database(format!("invalid PostgreSQL URL: {error}")))?;
-        let database = options
-            .get_database()
-            .unwrap_or("(the user's default database)")
-            .to_string();
+        let label = database_label(&options);
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(settings.acquire_timeout)
             .connect_with(options)
             .await
-            .map_err(|error| {
-                StoreError::Database(format!(
-                    "connecting to PostgreSQL database {database}: {error}"
-                ))
-            })?;
+            .map_err(|error| StoreError::Database(format!("connecting to {label}: {error}")))?;
         migrator().run(&pool).await.map_err(|error| {
-            StoreError::Database(format!(
-                "migrating the schema of PostgreSQL database {database}: {error}"
-            ))
+            StoreError::Database(format!("migrating the schema of {label}: {error}"))
         })?;
         Ok(PostgresStore {
             pool,
-            node: Arc::new(Node::new(host_label)?),
+            node: Arc::new(Node::new(host_label, label)?),
         })
+    }
+
+    /// The database in words, without credentials (`PostgreSQL database "weir" at
+    /// 10.0.0.5:5432`).
+    pub fn database(&self) -> &str {
+        &self.node.database
+    }
+
+    /// Whether the database answers now: `SELECT 1` on a connection of the pool (within the
+    /// acquire timeout). `Err` is [`StoreError::Unavailable`] when it cannot be reached.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+            .map_err(|error| self.node.store_error("checking the connection", error))
     }
 
     /// Closes every connection, waiting for operations in flight. Later operations fail with
@@ -204,7 +297,10 @@ impl PostgresStore {
         what: &str,
         key: &RolloutKey,
     ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, StoreError> {
-        self.pool.begin().await.map_err(database(what, key))
+        self.pool
+            .begin()
+            .await
+            .map_err(database(&self.node, what, key))
     }
 
     /// The fencing check (see the type's documentation), inside the write's transaction.
@@ -220,15 +316,19 @@ impl PostgresStore {
         .bind(&key.name)
         .fetch_optional(&mut *tx)
         .await
-        .map_err(database("checking the lease of", key))?;
+        .map_err(database(&self.node, "checking the lease of", key))?;
         let current = match &row {
             Some(row) => {
-                let owner: Option<String> = row
-                    .try_get("owner")
-                    .map_err(database("checking the lease of", key))?;
-                let epoch: i64 = row
-                    .try_get("epoch")
-                    .map_err(database("checking the lease of", key))?;
+                let owner: Option<String> = row.try_get("owner").map_err(database(
+                    &self.node,
+                    "checking the lease of",
+                    key,
+                ))?;
+                let epoch: i64 = row.try_get("epoch").map_err(database(
+                    &self.node,
+                    "checking the lease of",
+                    key,
+                ))?;
                 Some((owner, epoch))
             }
             None => None,
@@ -264,7 +364,7 @@ impl PostgresStore {
         });
         notify(tx, &payload)
             .await
-            .map_err(database("notifying about", key))
+            .map_err(database(&self.node, "notifying about", key))
     }
 
     /// Creates a rollout and its lease row; `None` when a concurrent apply created it first.
@@ -303,7 +403,7 @@ impl PostgresStore {
         .bind(now.to_string())
         .execute(&mut *tx)
         .await
-        .map_err(database("creating", key))?
+        .map_err(database(&self.node, "creating", key))?
         .rows_affected();
         if inserted == 0 {
             return Ok(None);
@@ -335,7 +435,7 @@ impl PostgresStore {
             .bind(to_sql(lease_ms))
             .execute(&mut *tx)
             .await
-            .map_err(database("leasing", key))?;
+            .map_err(database(&self.node, "leasing", key))?;
         } else {
             sqlx::query(
                 "INSERT INTO leases (namespace, name, owner, epoch, host) \
@@ -346,12 +446,12 @@ impl PostgresStore {
             .bind(host)
             .execute(&mut *tx)
             .await
-            .map_err(database("leasing", key))?;
+            .map_err(database(&self.node, "leasing", key))?;
         }
         self.notify_rollout(tx, key, 1, 0).await?;
         notify(tx, &serde_json::json!({"t": "freed"}))
             .await
-            .map_err(database("notifying about", key))?;
+            .map_err(database(&self.node, "notifying about", key))?;
         Ok(Some(stored))
     }
 
@@ -366,7 +466,7 @@ impl PostgresStore {
         expected_version: Option<u64>,
         now: Timestamp,
     ) -> Result<Option<(StoredRollout, ApplyOutcome)>, StoreError> {
-        let Some(current) = fetch_rollout(&mut *tx, key, true).await? else {
+        let Some(current) = fetch_rollout(&self.node, &mut *tx, key, true).await? else {
             if let Some(expected) = expected_version
                 && expected != 0
             {
@@ -402,7 +502,7 @@ impl PostgresStore {
         .bind(&key.name)
         .execute(&mut *tx)
         .await
-        .map_err(database("updating", key))?;
+        .map_err(database(&self.node, "updating", key))?;
         self.notify_rollout(tx, key, version, current.last_event_seq)
             .await?;
         let stored = StoredRollout {
@@ -430,7 +530,7 @@ impl PostgresStore {
         .bind(&key.name)
         .fetch_optional(&mut *tx)
         .await
-        .map_err(database("reading pending effects of", key))?
+        .map_err(database(&self.node, "reading pending effects of", key))?
         .ok_or_else(|| StoreError::NotFound(key.clone()))?;
         let mut pending: Vec<Effect> = decode_column(&row, "pending_effects", key)?;
         let before = pending.len();
@@ -449,7 +549,7 @@ impl PostgresStore {
             .bind(&key.name)
             .execute(&mut *tx)
             .await
-            .map_err(database("clearing pending effects of", key))?;
+            .map_err(database(&self.node, "clearing pending effects of", key))?;
         let version = decode_u64(&row, "version", key)?;
         let seq = decode_u64(&row, "last_event_seq", key)?;
         self.notify_rollout(tx, key, version, seq).await?;
@@ -470,7 +570,7 @@ impl PostgresStore {
         .bind(&key.name)
         .fetch_optional(&mut *tx)
         .await
-        .map_err(database("deleting", key))?
+        .map_err(database(&self.node, "deleting", key))?
         .ok_or_else(|| StoreError::NotFound(key.clone()))?;
         let version = decode_u64(&row, "version", key)?;
         self.fence(&mut *tx, key).await?;
@@ -481,7 +581,7 @@ impl PostgresStore {
             .bind(&key.name)
             .execute(&mut *tx)
             .await
-            .map_err(database("deleting", key))?;
+            .map_err(database(&self.node, "deleting", key))?;
         self.notify_rollout(tx, key, 0, 0).await
     }
 
@@ -495,7 +595,7 @@ impl PostgresStore {
     ) -> Result<StoredRollout, StoreError> {
         let key = &item.key;
         let status_json = encode(&item.status, "status", key)?;
-        let current = fetch_rollout(&mut *tx, key, true)
+        let current = fetch_rollout(&self.node, &mut *tx, key, true)
             .await?
             .ok_or_else(|| StoreError::NotFound(key.clone()))?;
         self.fence(&mut *tx, key).await?;
@@ -508,7 +608,11 @@ impl PostgresStore {
             .bind(id)
             .execute(&mut *tx)
             .await
-            .map_err(database("marking the request executed for", key))?
+            .map_err(database(
+                &self.node,
+                "marking the request executed for",
+                key,
+            ))?
             .rows_affected();
             if marked == 0 {
                 return Err(StoreError::AlreadyExecuted(id));
@@ -552,7 +656,7 @@ impl PostgresStore {
             .bind(bodies)
             .execute(&mut *tx)
             .await
-            .map_err(database("committing events of", key))?;
+            .map_err(database(&self.node, "committing events of", key))?;
         }
         let version = current.version + 1;
         sqlx::query(
@@ -571,7 +675,7 @@ impl PostgresStore {
         .bind(&key.name)
         .execute(&mut *tx)
         .await
-        .map_err(database("committing status of", key))?;
+        .map_err(database(&self.node, "committing status of", key))?;
         Ok(StoredRollout {
             status: item.status.clone(),
             version,
@@ -596,9 +700,31 @@ pub(crate) async fn notify(
         .map(|_| ())
 }
 
-/// Maps a database error to [`StoreError::Database`] with what was being done to which rollout.
-pub(crate) fn database(what: &str, key: &RolloutKey) -> impl FnOnce(sqlx::Error) -> StoreError {
-    move |error| StoreError::Database(format!("{what} {key}: {error}"))
+/// Maps a database error to [`StoreError::Unavailable`] when the database cannot be reached
+/// ([`unreachable`]), else to [`StoreError::Database`], with what was being done to which
+/// rollout.
+pub(crate) fn database<'a>(
+    node: &'a Node,
+    what: &'a str,
+    key: &'a RolloutKey,
+) -> impl FnOnce(sqlx::Error) -> StoreError + 'a {
+    move |error| node.store_error(format_args!("{what} {key}"), error)
+}
+
+/// Whether `error` means that the database cannot be reached now (not that it refused or failed
+/// a statement): no connection within the acquire timeout, a connection that failed or was
+/// cut, or a server shutting down, starting up or out of connections. A request meeting one
+/// may succeed once the database is back.
+pub(crate) fn unreachable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(error) => error.code().is_some_and(|code| {
+            // Class 08: connection exception; 57P01-57P03: admin shutdown, crash shutdown,
+            // cannot connect now (starting up, recovering); 53300: too many connections.
+            code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03" | "53300")
+        }),
+        _ => false,
+    }
 }
 
 /// Ends a write's transaction: commits when `result` says something was written
@@ -606,6 +732,7 @@ pub(crate) fn database(what: &str, key: &RolloutKey) -> impl FnOnce(sqlx::Error)
 /// transaction's ROLLBACK waits for the connection's next use, and until then its row locks
 /// would stall every other writer of the rollout.
 async fn finish<T>(
+    node: &Node,
     tx: sqlx::Transaction<'static, sqlx::Postgres>,
     result: Result<(T, bool), StoreError>,
     what: &str,
@@ -613,11 +740,11 @@ async fn finish<T>(
 ) -> Result<T, StoreError> {
     match result {
         Ok((value, true)) => {
-            tx.commit().await.map_err(database(what, key))?;
+            tx.commit().await.map_err(database(node, what, key))?;
             Ok(value)
         }
         Ok((value, false)) => {
-            tx.rollback().await.map_err(database(what, key))?;
+            tx.rollback().await.map_err(database(node, what, key))?;
             Ok(value)
         }
         Err(error) => {
@@ -657,6 +784,7 @@ impl Store for PostgresStore {
                 Ok(Some((_, ApplyOutcome::Created | ApplyOutcome::Updated)))
             );
             let Some((stored, outcome)) = finish(
+                &self.node,
                 tx,
                 result.map(|outcome| (outcome, written)),
                 "applying",
@@ -686,8 +814,8 @@ impl Store for PostgresStore {
             .pool
             .acquire()
             .await
-            .map_err(database("reading", key))?;
-        fetch_rollout(&mut connection, key, false).await
+            .map_err(database(&self.node, "reading", key))?;
+        fetch_rollout(&self.node, &mut connection, key, false).await
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Page<StoredRollout>, StoreError> {
@@ -731,7 +859,7 @@ impl Store for PostgresStore {
         let rows = statement
             .fetch_all(&self.pool)
             .await
-            .map_err(|error| StoreError::Database(format!("listing rollouts: {error}")))?;
+            .map_err(|error| self.node.store_error("listing rollouts", error))?;
         let more = rows.len() > limit;
         let items = rows
             .iter()
@@ -752,7 +880,7 @@ impl Store for PostgresStore {
         let rows = sqlx::query(sql)
             .fetch_all(&self.pool)
             .await
-            .map_err(|error| StoreError::Database(format!("loading rollouts: {error}")))?;
+            .map_err(|error| self.node.store_error("loading rollouts", error))?;
         rows.iter().map(decode_rollout).collect()
     }
 
@@ -785,15 +913,24 @@ impl Store for PostgresStore {
             return Vec::new();
         };
         let batch_key = first.key.clone();
-        let all_fail = |message: String| {
+        // Every item fails as the batch did: unavailable (the database cannot be reached) or
+        // failed.
+        let all_fail = |error: StoreError| {
             items
                 .iter()
-                .map(|_| Err(StoreError::Database(message.clone())))
+                .map(|_| {
+                    Err(match &error {
+                        StoreError::Unavailable(message) => {
+                            StoreError::Unavailable(message.clone())
+                        }
+                        other => StoreError::Database(other.to_string()),
+                    })
+                })
                 .collect::<Vec<_>>()
         };
         let mut tx = match self.begin("committing a batch with", &batch_key).await {
             Ok(tx) => tx,
-            Err(error) => return all_fail(error.to_string()),
+            Err(error) => return all_fail(error),
         };
         if let [item] = items.as_slice() {
             // One item: the transaction itself is its unit (no savepoint round trips).
@@ -804,7 +941,7 @@ impl Store for PostgresStore {
                     .map(|()| (stored, true)),
                 Err(error) => Err(error),
             };
-            return vec![finish(tx, result, "committing", &item.key).await];
+            return vec![finish(&self.node, tx, result, "committing", &item.key).await];
         }
         // Items run in key order (stable: two items of one rollout keep theirs), so the lease
         // rows' FOR SHARE locks of the fencing check are taken in the order `renew` takes its
@@ -819,18 +956,18 @@ impl Store for PostgresStore {
             // A savepoint per item: a conflicting or failing item is undone alone.
             let outcome = match sqlx::Connection::begin(&mut *tx).await {
                 Ok(mut savepoint) => match self.commit_in(&mut savepoint, item).await {
-                    Ok(stored) => savepoint
-                        .commit()
-                        .await
-                        .map(|()| stored)
-                        .map_err(database("committing", &item.key)),
+                    Ok(stored) => savepoint.commit().await.map(|()| stored).map_err(database(
+                        &self.node,
+                        "committing",
+                        &item.key,
+                    )),
                     Err(error) => {
                         // Should this fail, the batch's COMMIT fails too and says so.
                         let _ = savepoint.rollback().await;
                         Err(error)
                     }
                 },
-                Err(error) => Err(database("committing", &item.key)(error)),
+                Err(error) => Err(database(&self.node, "committing", &item.key)(error)),
             };
             // Queued outside the item's savepoint, so only committed items announce themselves.
             let outcome = match outcome {
@@ -843,7 +980,10 @@ impl Store for PostgresStore {
             results[index] = Some(outcome);
         }
         if let Err(error) = tx.commit().await {
-            return all_fail(format!("committing a batch with {batch_key}: {error}"));
+            return all_fail(
+                self.node
+                    .store_error(format_args!("committing a batch with {batch_key}"), error),
+            );
         }
         results
             .into_iter()
@@ -866,6 +1006,7 @@ impl Store for PostgresStore {
         let mut tx = self.begin("clearing pending effects of", key).await?;
         let result = self.clear_pending_in(&mut tx, key, delivery_ids).await;
         finish(
+            &self.node,
             tx,
             result.map(|written| ((), written)),
             "clearing pending effects of",
@@ -881,7 +1022,7 @@ impl Store for PostgresStore {
     ) -> Result<(), StoreError> {
         let mut tx = self.begin("deleting", key).await?;
         let result = self.delete_in(&mut tx, key, expected_version).await;
-        finish(tx, result.map(|()| ((), true)), "deleting", key).await?;
+        finish(&self.node, tx, result.map(|()| ((), true)), "deleting", key).await?;
         self.node
             .held
             .lock()
@@ -909,14 +1050,14 @@ impl Store for PostgresStore {
         .bind(to_sql(limit as u64))
         .fetch_all(&self.pool)
         .await
-        .map_err(database("reading events of", key))?;
+        .map_err(database(&self.node, "reading events of", key))?;
         if rows.is_empty() {
             let exists = sqlx::query("SELECT 1 FROM rollouts WHERE namespace = $1 AND name = $2")
                 .bind(&key.namespace)
                 .bind(&key.name)
                 .fetch_optional(&self.pool)
                 .await
-                .map_err(database("reading", key))?;
+                .map_err(database(&self.node, "reading", key))?;
             if exists.is_none() {
                 return Err(StoreError::NotFound(key.clone()));
             }
@@ -945,6 +1086,7 @@ impl Store for PostgresStore {
 
 /// One rollout; `lock`: `FOR UPDATE`, inside a write's transaction.
 async fn fetch_rollout(
+    node: &Node,
     connection: &mut PgConnection,
     key: &RolloutKey,
     lock: bool,
@@ -958,7 +1100,7 @@ async fn fetch_rollout(
         .bind(&key.name)
         .fetch_optional(&mut *connection)
         .await
-        .map_err(database("reading", key))?;
+        .map_err(database(node, "reading", key))?;
     row.as_ref().map(decode_rollout).transpose()
 }
 

@@ -113,6 +113,37 @@ impl StoredToken {
     }
 }
 
+/// A token with the hash of its secret: what a server keeps in memory to check credentials
+/// without reading the database per request ([`TokenStore::tokens_with_hashes`]). Never shown
+/// to anyone.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HashedToken {
+    /// The token.
+    pub token: StoredToken,
+    /// SHA-256 of its secret, lower-case hex.
+    pub secret_hash: String,
+}
+
+impl fmt::Debug for HashedToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The hash stays out of logs and panics.
+        f.debug_struct("HashedToken")
+            .field("token", &self.token)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What changes whenever a token is created or revoked ([`TokenStore::token_stamp`]): tokens
+/// are never deleted and a revocation is never undone, so the two counts only grow, and one of
+/// them grows with every such change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TokenStamp {
+    /// Tokens ever created.
+    pub created: u64,
+    /// Of those, tokens revoked.
+    pub revoked: u64,
+}
+
 /// A token to create.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewToken {
@@ -140,6 +171,9 @@ pub enum TokenStoreError {
     /// The database failed (or holds what cannot be read back).
     #[error("database error: {0}")]
     Database(String),
+    /// The database cannot be reached now (see [`crate::StoreError::Unavailable`]).
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// Where tokens live. Implemented by [`crate::SqliteStore`] (table `tokens`, migration 3) and
@@ -185,6 +219,15 @@ pub trait TokenStore: Clone + Send + Sync + 'static {
     /// Whether any token was ever created (revoked and expired ones count: revoking the last
     /// token must not open the server to everyone).
     fn has_tokens(&self) -> impl Future<Output = Result<bool, TokenStoreError>> + Send;
+
+    /// Every token with the hash of its secret, revoked and expired ones included, by name.
+    fn tokens_with_hashes(
+        &self,
+    ) -> impl Future<Output = Result<Vec<HashedToken>, TokenStoreError>> + Send;
+
+    /// The [`TokenStamp`] now: it differs from an earlier one once a token was created or
+    /// revoked since, by this process or another on the same database.
+    fn token_stamp(&self) -> impl Future<Output = Result<TokenStamp, TokenStoreError>> + Send;
 
     /// The server key named `name`: the one stored, or else `candidate`, stored now (so two
     /// servers starting on one file at once agree on one key).

@@ -16,8 +16,8 @@ use weir_core::document::{Document, load};
 use weir_core::model::{Event, EventReason, Evidence, Flag, Phase, Rollout, RolloutStatus};
 use weir_core::units::Weight;
 use weir_store::{
-    Cluster, CommitItem, FlagStore, Lease, Notice, PendingRequest, PostgresStore, RolloutKey,
-    Store, StoreError,
+    Cluster, CommitItem, FlagStore, Lease, NewToken, Notice, PendingRequest, PostgresStore,
+    RolloutKey, Store, StoreError, TokenScope, TokenStore,
 };
 use weir_testkit::postgres::PgCluster;
 use weir_testkit::wait::{DEADLINE, wait_for};
@@ -714,6 +714,24 @@ async fn notices_arrive_for_every_instances_writes() {
             version: 1,
             by: by.clone(),
         }
+    );
+    // Tokens: created and revoked (what keeps every instance's tokens in memory current).
+    let token = NewToken {
+        name: "ci".into(),
+        scope: TokenScope::Read,
+        namespaces: None,
+        expires_at: None,
+        secret_hash: "aa11".into(),
+    };
+    a.create_token(&token, now()).await.unwrap();
+    assert_eq!(
+        next(&mut notices).await,
+        Notice::TokensChanged { by: by.clone() }
+    );
+    a.revoke_token("ci", now()).await.unwrap();
+    assert_eq!(
+        next(&mut notices).await,
+        Notice::TokensChanged { by: by.clone() }
     );
     let id = a.submit_request(&checkout, &json!({})).await.unwrap();
     assert_eq!(

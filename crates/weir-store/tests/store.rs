@@ -26,7 +26,7 @@ use weir_core::units::Weight;
 use weir_store::{
     ApplyOutcome, CommitItem, FlagKey, FlagStore, FlagStoreError, ListQuery, MAX_PAGE, NewToken,
     PostgresStore, RolloutKey, SqliteStore, Store, StoreError, StoredRollout, TokenScope,
-    TokenStore, TokenStoreError,
+    TokenStamp, TokenStore, TokenStoreError,
 };
 use weir_testkit::postgres::PgCluster;
 use weir_testkit::process::Guard;
@@ -1633,6 +1633,62 @@ async fn tokens_round_trip_and_names_are_unique<B: Backend>() {
     assert_eq!(reopened.list_tokens().await.unwrap(), vec![again]);
 }
 
+async fn token_stamps_change_with_every_creation_and_revocation<B: Backend>() {
+    let db = B::fresh().await;
+    let store = db.open().await;
+    let now = Timestamp::from_second(1_800_000_000).unwrap();
+    let empty = store.token_stamp().await.unwrap();
+    assert_eq!(empty, TokenStamp::default());
+    assert!(store.tokens_with_hashes().await.unwrap().is_empty());
+    let ci = store
+        .create_token(&new_token("ci", "aa11"), now)
+        .await
+        .unwrap();
+    let bot = store
+        .create_token(&new_token("bot", "bb22"), now)
+        .await
+        .unwrap();
+    let two = store.token_stamp().await.unwrap();
+    assert_eq!(
+        two,
+        TokenStamp {
+            created: 2,
+            revoked: 0
+        }
+    );
+    // A touch is no change of the set.
+    store.touch_token(ci.id, now).await.unwrap();
+    assert_eq!(store.token_stamp().await.unwrap(), two);
+    let revoked = store.revoke_token("ci", now).await.unwrap();
+    let after = store.token_stamp().await.unwrap();
+    assert_eq!(
+        after,
+        TokenStamp {
+            created: 2,
+            revoked: 1
+        }
+    );
+    // Revoking again changes nothing.
+    store.revoke_token("ci", now).await.unwrap();
+    assert_eq!(store.token_stamp().await.unwrap(), after);
+    let hashed = store.tokens_with_hashes().await.unwrap();
+    let pairs: Vec<(String, String)> = hashed
+        .iter()
+        .map(|entry| (entry.token.name.clone(), entry.secret_hash.clone()))
+        .collect();
+    assert_eq!(
+        pairs,
+        vec![
+            ("bot".to_string(), "bb22".to_string()),
+            ("ci".to_string(), "aa11".to_string())
+        ]
+    );
+    assert_eq!(hashed[0].token, bot);
+    assert_eq!(hashed[1].token, revoked);
+    // The hash stays out of debug output.
+    assert!(!format!("{hashed:?}").contains("aa11"));
+}
+
 // === on both backends ===
 
 macro_rules! suite {
@@ -1674,4 +1730,5 @@ suite!(
     a_batch_commits_every_item_that_is_current_and_only_those,
     flags_are_versioned_like_rollouts,
     tokens_round_trip_and_names_are_unique,
+    token_stamps_change_with_every_creation_and_revocation,
 );

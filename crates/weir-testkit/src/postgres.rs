@@ -74,6 +74,8 @@ impl PgCluster {
     fn watchdog(&self) {
         let script = r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done
 if [ -d "$2/data" ]; then
+  pm=$(head -n 1 "$2/data/postmaster.pid" 2>/dev/null)
+  if [ -n "$pm" ]; then kill -CONT "$pm" 2>/dev/null; pkill -CONT -P "$pm" 2>/dev/null; fi
   if [ "$4" = root ]; then runuser -u postgres -- "$3/pg_ctl" -D "$2/data" -m immediate stop
   else "$3/pg_ctl" -D "$2/data" -m immediate stop; fi
 fi
@@ -161,6 +163,29 @@ rm -rf "$2""#;
         }
     }
 
+    /// Freezes the server (SIGSTOP to the postmaster and every process it started): it keeps
+    /// its sockets, so connections are accepted by the kernel and then never answered, and
+    /// statements in progress hang - a database that stopped answering (a partition, a stalled
+    /// machine) rather than one that is down. [`PgCluster::thaw`] (or drop) resumes it.
+    pub fn freeze(&self) {
+        let postmaster = self
+            .postmaster_pid()
+            .expect("freezing PostgreSQL: it is not running (no postmaster.pid)");
+        // Children first, so the postmaster sees none of them stop.
+        let mut pids = children_of(postmaster);
+        pids.push(postmaster);
+        signal_all("STOP", &pids);
+    }
+
+    /// Resumes a server [`PgCluster::freeze`] froze (harmless when it is not frozen).
+    pub fn thaw(&self) {
+        if let Some(postmaster) = self.postmaster_pid() {
+            let mut pids = vec![postmaster];
+            pids.extend(children_of(postmaster));
+            signal_all("CONT", &pids);
+        }
+    }
+
     /// The postmaster's process id (the first line of `postmaster.pid`), while it runs; for
     /// tests that kill it.
     pub fn postmaster_pid(&self) -> Option<u32> {
@@ -226,6 +251,8 @@ rm -rf "$2""#;
 
 impl Drop for PgCluster {
     fn drop(&mut self) {
+        // A frozen server would not stop: resume it first.
+        self.thaw();
         // Best effort: the directory goes either way (the TempDir's own drop).
         let _ = self
             .program("pg_ctl")
@@ -234,6 +261,35 @@ impl Drop for PgCluster {
             .args(["-m", "immediate", "-w", "stop"])
             .output();
     }
+}
+
+/// The processes whose parent is `parent` (from `/proc`).
+fn children_of(parent: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // `pid (comm) state ppid ...`: comm may hold spaces and parentheses, so read after
+            // the last ')'.
+            let after = &stat[stat.rfind(')')? + 1..];
+            let ppid: u32 = after.split_whitespace().nth(1)?.parse().ok()?;
+            (ppid == parent).then_some(pid)
+        })
+        .collect()
+}
+
+/// Sends SIG`signal` to `pids` with kill(1) (best effort: a process may have ended).
+fn signal_all(signal: &str, pids: &[u32]) {
+    if pids.is_empty() {
+        return;
+    }
+    let _ = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .args(pids.iter().map(u32::to_string))
+        .output();
 }
 
 /// The newest `/usr/lib/postgresql/*/bin` holding `initdb`, `pg_ctl`, `postgres` and `psql`.

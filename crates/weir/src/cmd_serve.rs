@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -10,7 +11,7 @@ use weir_api::HostPolicy;
 use weir_engine::cluster::{ClusterMember, ClusterOptions};
 use weir_engine::{Engine, EngineHandle, EngineOptions};
 use weir_http::policy::{Cidr, ListenPolicy};
-use weir_store::{Cluster, PostgresStore, SqliteStore};
+use weir_store::{Cluster, Notice, PostgresOptions, PostgresStore, SqliteStore};
 
 /// The address `weir serve` listens on, and client verbs talk to, by default.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7979";
@@ -43,6 +44,12 @@ pub struct ServeArgs {
     /// others after at most this long. E.g. `10s`, `1m`.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::cmd_router::parse_duration, env = "WEIR_LEASE_TIME")]
     lease_time: std::time::Duration,
+    /// With PostgreSQL: how long an operation waits for a database connection before it gives
+    /// up. While the database cannot be reached, an API request that needs it is answered 503
+    /// with Retry-After within about this long, and /readyz answers 503 (docs/SCALE-OUT.md).
+    /// E.g. `3s`, `10s`.
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = crate::cmd_router::parse_duration, env = "WEIR_DB_TIMEOUT")]
+    db_timeout: std::time::Duration,
     /// Address of the HTTP API (REST under /api/v1, Server-Sent Events at /api/v1/watch, the
     /// OpenAPI document at /api/v1/openapi.json).
     /// Port 0 picks a free port; the bound address is printed on start.
@@ -128,9 +135,23 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
                     Some(label) => label.clone(),
                     None => hostname(),
                 };
-                let store = PostgresStore::open(url, &host)
+                if args.db_timeout.is_zero() {
+                    anyhow::bail!(
+                        "--db-timeout 0s is too short: give a duration above zero (3s is the default)"
+                    );
+                }
+                let settings = PostgresOptions {
+                    acquire_timeout: args.db_timeout,
+                };
+                let store = PostgresStore::open_with(url, &host, &settings)
                     .await
                     .with_context(|| format!("cannot open {}", redacted(url)))?;
+                // Listening before the tokens are first read, so that no change between that
+                // read and the first notice is missed.
+                let token_notices = store
+                    .notices()
+                    .await
+                    .context("cannot listen for the database's notifications")?;
                 let telemetry = weir_engine::Telemetry::new();
                 let options = ClusterOptions {
                     lease_time: args.lease_time,
@@ -138,6 +159,7 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
                 };
                 let member =
                     ClusterMember::new(store.clone(), options, telemetry.cluster().clone());
+                let ready = postgres_readiness(&store, member.liveness(), args.db_timeout);
                 let notices = member
                     .join()
                     .await
@@ -151,7 +173,11 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
                 let start: StartMember = Box::new(move |handle, mirror, stopped| {
                     tokio::spawn(member.with_mirror(mirror).run(handle, notices, stopped))
                 });
-                serve_with(store, args, label, tls, engine_options, Some(start)).await
+                let database = Database {
+                    ready: Some(ready),
+                    token_notices: Some(token_notices),
+                };
+                serve_with(store, args, label, tls, engine_options, Some(start), database).await
             }
             None => {
                 let creation = match (&args.db, args.create_db) {
@@ -163,7 +189,9 @@ pub fn serve(args: &ServeArgs) -> Result<ExitCode> {
                 };
                 let store = open_sqlite(&db, creation, "weir serve").await?;
                 let label = db.display().to_string();
-                serve_with(store, args, label, tls, EngineOptions::default(), None).await
+                let database = Database::default();
+                serve_with(store, args, label, tls, EngineOptions::default(), None, database)
+                    .await
             }
         }
     })
@@ -292,6 +320,54 @@ pub(crate) type RunMember = Box<
         + Send,
 >;
 
+/// What `weir serve` adds on a database several instances share (PostgreSQL).
+#[derive(Default)]
+struct Database {
+    /// `/readyz`'s checks: the database answers, this instance's leases are live.
+    ready: Option<weir_api::Readiness>,
+    /// The database's change notices, which keep the tokens in memory current (without them,
+    /// access control reads the tokens' stamp per request: SQLite).
+    token_notices: Option<tokio::sync::mpsc::Receiver<Notice>>,
+}
+
+/// `/readyz` of an instance on PostgreSQL: the database answers (`SELECT 1`, probed every
+/// second, each probe bounded by the acquire timeout) and this instance's leases are live.
+fn postgres_readiness(
+    store: &PostgresStore,
+    leases: weir_engine::cluster::Liveness,
+    db_timeout: Duration,
+) -> weir_api::Readiness {
+    let store = store.clone();
+    weir_api::Readiness::new()
+        .probe(
+            "database",
+            Duration::from_secs(1),
+            db_timeout + Duration::from_secs(1),
+            move || {
+                let store = store.clone();
+                async move { store.ping().await.map_err(|error| error.to_string()) }
+            },
+        )
+        .check("leases", move || leases.check())
+}
+
+/// Tells access control of every token change (another instance's, `weir token`'s, or any
+/// after a lost listening connection, when changes may have been missed).
+async fn follow_tokens<S: weir_store::TokenStore>(
+    auth: weir_api::Auth<S>,
+    mut notices: tokio::sync::mpsc::Receiver<Notice>,
+) {
+    while let Some(notice) = notices.recv().await {
+        if matches!(notice, Notice::TokensChanged { .. } | Notice::Reconnected) {
+            auth.tokens_changed();
+        }
+    }
+    // The listener re-connects until its receiver is dropped, so this is not expected.
+    tracing::error!(
+        "the database's notifications stopped: tokens created or revoked elsewhere are no longer seen"
+    );
+}
+
 /// `weir serve` over an opened store. `label` names the database in messages.
 async fn serve_with<S>(
     store: S,
@@ -300,12 +376,20 @@ async fn serve_with<S>(
     tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     engine_options: EngineOptions,
     member: Option<StartMember>,
+    database: Database,
 ) -> Result<ExitCode>
 where
     S: weir_store::Store + weir_store::FlagStore + weir_store::TokenStore,
 {
     let integrations = args.integrations.integrations(Vec::new())?;
-    let auth = access_control(&store, args, tls.is_some()).await?;
+    let token_changes = match database.token_notices {
+        Some(_) => weir_api::auth::TokenChanges::Announced,
+        None => weir_api::auth::TokenChanges::Polled,
+    };
+    let auth = access_control(&store, args, tls.is_some(), token_changes).await?;
+    if let Some(notices) = database.token_notices {
+        tokio::spawn(follow_tokens(auth.clone(), notices));
+    }
     let flags = weir_flags::Flags::open(store.clone())
         .await
         .with_context(|| format!("cannot read the flags of {label}"))?;
@@ -348,6 +432,7 @@ where
         more: Some(flags),
         hosts: Some(hosts),
         guard: Some(auth),
+        ready: database.ready,
         member,
         limits: args.limits.limits(),
     };
@@ -371,11 +456,13 @@ fn log_to_stderr() {
 
 /// Access control over the tokens of `store`; refuses a non-loopback `--listen` while there is
 /// no token (unless `--insecure-no-auth`), saying why and what to do. `https`: the API is
-/// served over TLS (the session cookie is then `Secure`).
+/// served over TLS (the session cookie is then `Secure`). `token_changes`: how the tokens kept
+/// in memory learn of changes.
 async fn access_control<S: weir_store::TokenStore>(
     store: &S,
     args: &ServeArgs,
     https: bool,
+    token_changes: weir_api::auth::TokenChanges,
 ) -> Result<weir_api::Auth<S>> {
     let has_tokens = store
         .has_tokens()
@@ -399,6 +486,7 @@ async fn access_control<S: weir_store::TokenStore>(
         // a cookie it would never send back over plain HTTP.
         secure_cookies: https,
         bad_credentials_per_window: args.bad_token_limit,
+        token_changes,
         ..weir_api::AuthConfig::default()
     };
     weir_api::Auth::open(store.clone(), config)
@@ -441,6 +529,8 @@ pub(crate) struct Around {
     pub hosts: Option<HostPolicy>,
     /// Access control around every route.
     pub guard: Option<Guard>,
+    /// `/readyz`'s checks (default: always ready).
+    pub ready: Option<weir_api::Readiness>,
     /// The cluster member (several instances on PostgreSQL).
     pub member: Option<RunMember>,
     /// The listener's timeouts, connection bound and shutdown grace.
@@ -461,6 +551,7 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
         more,
         hosts,
         guard,
+        ready,
         member,
         limits,
     } = around;
@@ -478,6 +569,9 @@ pub(crate) async fn run_until_stopped<S: weir_store::Store>(
     }
     if let Some(guard) = guard {
         app = guard(app);
+    }
+    if let Some(ready) = ready {
+        app = ready.apply(app);
     }
     if let Some(hosts) = hosts {
         app = hosts.apply(app);

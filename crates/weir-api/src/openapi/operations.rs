@@ -92,9 +92,14 @@ impl Operation {
         self
     }
 
-    /// The JSON errors a handler answers, by status (`components.responses`).
+    /// The JSON errors a handler answers, by status (`components.responses`). A route that
+    /// can fail on the store (500) can also meet a database that cannot be reached (503).
     fn errors(mut self, statuses: &[u16]) -> Operation {
-        for status in statuses {
+        let mut statuses = statuses.to_vec();
+        if statuses.contains(&500) && !statuses.contains(&503) {
+            statuses.push(503);
+        }
+        for status in &statuses {
             let name = match status {
                 400 => "Invalid",
                 404 => "NotFound",
@@ -304,9 +309,9 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
     vec![
         op("get", "/healthz", "health", META, "Liveness")
             .answer(200, json_answer("The server is up", reference("schemas", "Health"))),
-        op("get", "/readyz", "ready", META, "Readiness: a weir operator replica that is not the leader answers 503")
+        op("get", "/readyz", "ready", META, "Readiness: a weir operator replica that is not the leader answers 503; weir serve on PostgreSQL answers 503 while the database cannot be reached or this instance's leases are not live")
             .answer(200, json_answer("Ready", reference("schemas", "Health")))
-            .answer(503, json!({"description": "Not the leader (operator only)"})),
+            .answer(503, json!({"description": "Not ready: not the leader (operator); the database cannot be reached or the leases are not live (weir serve on PostgreSQL: status unavailable, checks says which and why)"})),
         op("get", "/api/v1/openapi.json", "openapi", META, "This document")
             .answer(200, json_answer("The OpenAPI document", json!({"type": "object"}))),
         op("get", "/metrics", "metrics", META, "weir's own metrics for Prometheus: each rollout's phase, canary weight, failed checks, run durations, promotions, rollbacks and judges' e-values; the engine's tick lateness and store commit time; the embedded routers' traffic per local rollout (also served by weir run --metrics-listen ADDR)")
@@ -576,7 +581,7 @@ pub(crate) fn responses() -> Value {
         "TokenPayloadTooLarge": error(&format!("The body is larger than {} (code payload_too_large)", crate::error::bytes_in_words(crate::auth::TOKEN_BODY_LIMIT))),
         "UnsupportedMediaType": error("The body is neither JSON nor (where accepted) YAML (code unsupported_media_type)"),
         "Internal": error("The server failed (code internal)"),
-        "Unavailable": error("The engine is shutting down (code unavailable)"),
+        "Unavailable": error("The engine is shutting down, the rollout is between owners, or the database cannot be reached (code unavailable; with Retry-After when the database cannot be reached; nothing was done)"),
         "Misdirected": error("The Host is not a name this server answers to (code misdirected; docs/SECURITY.md)"),
         "Unauthorized": error("No token, or one that is unknown, expired or revoked (code unauthorized); WWW-Authenticate: Bearer"),
         "Forbidden": error("The token's scope does not allow this (code forbidden; the message names the scope needed), or a change sent from another site's page"),

@@ -17,8 +17,8 @@
 //!
 //! # Notifications
 //!
-//! Channel `weir`, JSON payloads (see [`Payload`]); the write paths send `rollout`, `flag` and
-//! `freed`, this module sends `request`, `answer` and `freed`. `NOTIFY` is transactional, so a
+//! Channel `weir`, JSON payloads (see [`Payload`]); the write paths send `rollout`, `flag`,
+//! `tokens` and `freed`, this module sends `request`, `answer` and `freed`. `NOTIFY` is transactional, so a
 //! notification is delivered only when (and once) its transaction commits.
 
 use std::collections::HashMap;
@@ -104,6 +104,11 @@ pub(crate) enum Payload {
     },
     /// Leases were released or a rollout was created.
     Freed,
+    /// A token was created or revoked.
+    Tokens {
+        /// Writing instance (or `weir token`'s own store).
+        by: String,
+    },
 }
 
 impl Payload {
@@ -139,6 +144,7 @@ impl Payload {
             },
             Payload::Answer { id } => Notice::RequestAnswered { id },
             Payload::Freed => Notice::LeasesFreed,
+            Payload::Tokens { by } => Notice::TokensChanged { by },
         }
     }
 
@@ -169,7 +175,15 @@ async fn notify(conn: &mut PgConnection, payload: &Payload) -> Result<(), sqlx::
 }
 
 /// Maps a database error to [`StoreError::Database`] saying what was being done.
-fn database(what: impl std::fmt::Display) -> impl FnOnce(sqlx::Error) -> StoreError {
+fn database<'a>(
+    node: &'a Node,
+    what: impl std::fmt::Display + 'a,
+) -> impl FnOnce(sqlx::Error) -> StoreError + 'a {
+    move |error| node.store_error(what, error)
+}
+
+/// Maps an error reading a row already fetched to [`StoreError::Database`].
+fn unreadable(what: &'static str) -> impl FnOnce(sqlx::Error) -> StoreError {
     move |error| StoreError::Database(format!("{what}: {error}"))
 }
 
@@ -224,8 +238,8 @@ fn corrupt(key: &RolloutKey) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
 fn decode_lease(row: &PgRow, with_previous: bool) -> Result<Lease, StoreError> {
     let namespace: String = row
         .try_get("namespace")
-        .map_err(database("reading a lease"))?;
-    let name: String = row.try_get("name").map_err(database("reading a lease"))?;
+        .map_err(unreadable("reading a lease"))?;
+    let name: String = row.try_get("name").map_err(unreadable("reading a lease"))?;
     let key = RolloutKey::new(namespace, name);
     let epoch: i64 = row.try_get("epoch").map_err(corrupt(&key))?;
     let epoch = u64::try_from(epoch).map_err(|_| StoreError::Corrupt {
@@ -253,7 +267,7 @@ fn decode_lease(row: &PgRow, with_previous: bool) -> Result<Lease, StoreError> {
 fn count(row: &PgRow, column: &str) -> Result<u64, StoreError> {
     let n: i64 = row
         .try_get(column)
-        .map_err(database("reading the lease summary"))?;
+        .map_err(unreadable("reading the lease summary"))?;
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
@@ -328,7 +342,7 @@ impl Cluster for PostgresStore {
         .bind(api)
         .execute(&self.pool)
         .await
-        .map_err(database("recording this instance's heartbeat"))?;
+        .map_err(database(&self.node, "recording this instance's heartbeat"))?;
         // The lease time first: a rollout created once `joined` is seen is leased for it.
         let ms = u64::try_from(millis(lease_time)).unwrap_or(0);
         self.node.lease_time_ms.store(ms, Ordering::SeqCst);
@@ -367,7 +381,7 @@ impl Cluster for PostgresStore {
         .bind(millis(lease_time))
         .fetch_all(&self.pool)
         .await
-        .map_err(database("claiming leases"))?;
+        .map_err(database(&self.node, "claiming leases"))?;
         let mut leases = rows
             .iter()
             .map(|row| decode_lease(row, true))
@@ -408,13 +422,15 @@ impl Cluster for PostgresStore {
         .bind(millis(lease_time))
         .fetch_all(&self.pool)
         .await
-        .map_err(database("renewing leases"))?;
+        .map_err(database(&self.node, "renewing leases"))?;
         let mut renewed = std::collections::HashSet::with_capacity(rows.len());
         for row in &rows {
             let namespace: String = row
                 .try_get("namespace")
-                .map_err(database("renewing leases"))?;
-            let name: String = row.try_get("name").map_err(database("renewing leases"))?;
+                .map_err(database(&self.node, "renewing leases"))?;
+            let name: String = row
+                .try_get("name")
+                .map_err(database(&self.node, "renewing leases"))?;
             renewed.insert(RolloutKey::new(namespace, name));
         }
         // Lost: held at the snapshot's epoch and not renewed. A key released meanwhile, or
@@ -450,37 +466,43 @@ impl Cluster for PostgresStore {
             .pool
             .begin()
             .await
-            .map_err(database("releasing leases"))?;
+            .map_err(database(&self.node, "releasing leases"))?;
         let released = unown(&mut tx, &self.node.id, Some((namespaces, names)))
             .await
-            .map_err(database("releasing leases"))?;
+            .map_err(database(&self.node, "releasing leases"))?;
         if released > 0 {
             notify(&mut tx, &Payload::Freed)
                 .await
-                .map_err(database("releasing leases"))?;
+                .map_err(database(&self.node, "releasing leases"))?;
         }
-        tx.commit().await.map_err(database("releasing leases"))
+        tx.commit()
+            .await
+            .map_err(database(&self.node, "releasing leases"))
     }
 
     async fn leave(&self) -> Result<(), StoreError> {
         // `joined` stays set: with `held` empty every later write to an existing rollout is
         // fenced, which is what a leaving instance wants.
         held(&self.node).clear();
-        let mut tx = self.pool.begin().await.map_err(database("leaving"))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(database(&self.node, "leaving"))?;
         let released = unown(&mut tx, &self.node.id, None)
             .await
-            .map_err(database("leaving"))?;
+            .map_err(database(&self.node, "leaving"))?;
         sqlx::query("DELETE FROM instances WHERE id = $1")
             .bind(&self.node.id)
             .execute(&mut *tx)
             .await
-            .map_err(database("leaving"))?;
+            .map_err(database(&self.node, "leaving"))?;
         if released > 0 {
             notify(&mut tx, &Payload::Freed)
                 .await
-                .map_err(database("leaving"))?;
+                .map_err(database(&self.node, "leaving"))?;
         }
-        tx.commit().await.map_err(database("leaving"))
+        tx.commit().await.map_err(database(&self.node, "leaving"))
     }
 
     async fn lease(&self, key: &RolloutKey) -> Result<Option<Lease>, StoreError> {
@@ -493,7 +515,10 @@ impl Cluster for PostgresStore {
         .bind(&key.name)
         .fetch_optional(&self.pool)
         .await
-        .map_err(database(format_args!("reading the lease of {key}")))?;
+        .map_err(database(
+            &self.node,
+            format_args!("reading the lease of {key}"),
+        ))?;
         row.map(|row| decode_lease(&row, false)).transpose()
     }
 
@@ -517,13 +542,13 @@ impl Cluster for PostgresStore {
         .bind(millis(lease_time))
         .fetch_one(&self.pool)
         .await
-        .map_err(database("reading the lease summary"))?;
+        .map_err(database(&self.node, "reading the lease summary"))?;
         let owners: Vec<String> = row
             .try_get("owners")
-            .map_err(database("reading the lease summary"))?;
+            .map_err(database(&self.node, "reading the lease summary"))?;
         let counts: Vec<i64> = row
             .try_get("counts")
-            .map_err(database("reading the lease summary"))?;
+            .map_err(database(&self.node, "reading the lease summary"))?;
         Ok(LeaseSummary {
             claimable_total: count(&row, "claimable")?,
             free: count(&row, "free")?,
@@ -534,7 +559,7 @@ impl Cluster for PostgresStore {
                 .collect(),
             live_instances: row
                 .try_get("live")
-                .map_err(database("reading the lease summary"))?,
+                .map_err(database(&self.node, "reading the lease summary"))?,
         })
     }
 
@@ -544,7 +569,11 @@ impl Cluster for PostgresStore {
         body: &serde_json::Value,
     ) -> Result<i64, StoreError> {
         let what = format_args!("submitting a request for {key}").to_string();
-        let mut tx = self.pool.begin().await.map_err(database(&what))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(database(&self.node, &what))?;
         let id: i64 = sqlx::query_scalar(
             "INSERT INTO requests (namespace, name, body, submitted_by, submitted_at) \
              VALUES ($1, $2, $3, $4, clock_timestamp()) RETURNING id",
@@ -555,14 +584,16 @@ impl Cluster for PostgresStore {
         .bind(&self.node.id)
         .fetch_one(&mut *tx)
         .await
-        .map_err(database(&what))?;
+        .map_err(database(&self.node, &what))?;
         let payload = Payload::Request {
             id,
             ns: key.namespace.clone(),
             name: key.name.clone(),
         };
-        notify(&mut tx, &payload).await.map_err(database(&what))?;
-        tx.commit().await.map_err(database(&what))?;
+        notify(&mut tx, &payload)
+            .await
+            .map_err(database(&self.node, &what))?;
+        tx.commit().await.map_err(database(&self.node, &what))?;
         Ok(id)
     }
 
@@ -587,15 +618,15 @@ impl Cluster for PostgresStore {
         .bind(epochs)
         .fetch_all(&self.pool)
         .await
-        .map_err(database("reading pending requests"))?;
+        .map_err(database(&self.node, "reading pending requests"))?;
         rows.iter()
             .map(|row| {
                 let namespace: String = row
                     .try_get("namespace")
-                    .map_err(database("reading pending requests"))?;
+                    .map_err(database(&self.node, "reading pending requests"))?;
                 let name: String = row
                     .try_get("name")
-                    .map_err(database("reading pending requests"))?;
+                    .map_err(database(&self.node, "reading pending requests"))?;
                 let key = RolloutKey::new(namespace, name);
                 let id: i64 = row.try_get("id").map_err(corrupt(&key))?;
                 let body: String = row.try_get("body").map_err(corrupt(&key))?;
@@ -615,7 +646,11 @@ impl Cluster for PostgresStore {
 
     async fn answer_request(&self, id: i64, answer: &serde_json::Value) -> Result<(), StoreError> {
         let what = format!("answering request {id}");
-        let mut tx = self.pool.begin().await.map_err(database(&what))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(database(&self.node, &what))?;
         let answered = sqlx::query(
             "UPDATE requests \
              SET answer = $2, answered_at = clock_timestamp(), \
@@ -626,12 +661,12 @@ impl Cluster for PostgresStore {
         .bind(answer.to_string())
         .execute(&mut *tx)
         .await
-        .map_err(database(&what))?
+        .map_err(database(&self.node, &what))?
         .rows_affected();
         if answered > 0 {
             notify(&mut tx, &Payload::Answer { id })
                 .await
-                .map_err(database(&what))?;
+                .map_err(database(&self.node, &what))?;
         }
         // Answered requests are kept an hour (a submitter polling request_answer after a lost
         // notification still finds its answer), then deleted by a later answer, at most 1000 at a
@@ -643,8 +678,8 @@ impl Cluster for PostgresStore {
         )
         .execute(&mut *tx)
         .await
-        .map_err(database(&what))?;
-        tx.commit().await.map_err(database(&what))
+        .map_err(database(&self.node, &what))?;
+        tx.commit().await.map_err(database(&self.node, &what))
     }
 
     async fn request_answer(&self, id: i64) -> Result<Option<serde_json::Value>, StoreError> {
@@ -654,7 +689,7 @@ impl Cluster for PostgresStore {
                 .bind(id)
                 .fetch_optional(&self.pool)
                 .await
-                .map_err(database(&what))?;
+                .map_err(database(&self.node, &what))?;
         answer
             .flatten()
             .map(|text| {
@@ -678,7 +713,7 @@ impl Cluster for PostgresStore {
             .connect_lazy_with((*self.pool.connect_options()).clone());
         let listener = listen(&pool)
             .await
-            .map_err(database("listening for notifications"))?;
+            .map_err(database(&self.node, "listening for notifications"))?;
         let (sender, receiver) = mpsc::channel(NOTICE_CAPACITY);
         tokio::spawn(forward_notices(pool, listener, sender));
         Ok(receiver)
@@ -818,6 +853,12 @@ mod tests {
                 Notice::RequestAnswered { id: 12 },
             ),
             (r#"{"t":"freed"}"#, Notice::LeasesFreed),
+            (
+                r#"{"t":"tokens","by":"a-1-0f"}"#,
+                Notice::TokensChanged {
+                    by: "a-1-0f".into(),
+                },
+            ),
         ];
         for (payload, notice) in cases {
             assert_eq!(parse_notice(payload), Some(notice), "{payload}");

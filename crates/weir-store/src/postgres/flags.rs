@@ -7,30 +7,47 @@ use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgRow};
 use weir_core::model::Flag;
 
-use super::{CREATE_ATTEMPTS, PostgresStore, notify};
+use super::{CREATE_ATTEMPTS, Node, PostgresStore, notify};
 use crate::sqlite::to_sql;
 use crate::{ApplyOutcome, FlagKey, FlagStore, FlagStoreError, StoredFlag};
 
 const COLUMNS: &str = "namespace, key, document, version, created_at, updated_at";
 
-fn database(what: &str, key: &FlagKey) -> impl FnOnce(sqlx::Error) -> FlagStoreError {
-    move |error| FlagStoreError::Database(format!("{what} flag {key}: {error}"))
+fn database<'a>(
+    node: &'a Node,
+    what: &'a str,
+    key: &'a FlagKey,
+) -> impl FnOnce(sqlx::Error) -> FlagStoreError + 'a {
+    move |error| {
+        if super::unreachable(&error) {
+            FlagStoreError::Unavailable(
+                node.unreachable_message(format_args!("{what} flag {key}"), &error),
+            )
+        } else {
+            FlagStoreError::Database(format!("{what} flag {key}: {error}"))
+        }
+    }
 }
 
 /// Ends a flag write's transaction: commits when `result` says something was written, rolls back
 /// otherwise (explicitly: see `finish` in postgres.rs).
 async fn finish<T>(
+    node: &Node,
     tx: sqlx::Transaction<'static, sqlx::Postgres>,
     result: Result<(T, bool), FlagStoreError>,
     key: &FlagKey,
 ) -> Result<T, FlagStoreError> {
     match result {
         Ok((value, true)) => {
-            tx.commit().await.map_err(database("committing", key))?;
+            tx.commit()
+                .await
+                .map_err(database(node, "committing", key))?;
             Ok(value)
         }
         Ok((value, false)) => {
-            tx.rollback().await.map_err(database("writing", key))?;
+            tx.rollback()
+                .await
+                .map_err(database(node, "writing", key))?;
             Ok(value)
         }
         Err(error) => {
@@ -90,7 +107,7 @@ impl PostgresStore {
         .bind(&key.key)
         .fetch_optional(&mut *tx)
         .await
-        .map_err(database("reading", key))?
+        .map_err(database(&self.node, "reading", key))?
         .map(|row| decode(&row))
         .transpose()?;
         let stored = match current {
@@ -111,7 +128,7 @@ impl PostgresStore {
                 .bind(now.to_string())
                 .execute(&mut *tx)
                 .await
-                .map_err(database("creating", key))?
+                .map_err(database(&self.node, "creating", key))?
                 .rows_affected();
                 if inserted == 0 {
                     // Created concurrently since the read.
@@ -156,7 +173,7 @@ impl PostgresStore {
                 .bind(&key.key)
                 .execute(&mut *tx)
                 .await
-                .map_err(database("updating", key))?;
+                .map_err(database(&self.node, "updating", key))?;
                 (
                     StoredFlag {
                         key: key.clone(),
@@ -190,7 +207,7 @@ impl PostgresStore {
         });
         notify(tx, &payload)
             .await
-            .map_err(database("notifying about", key))
+            .map_err(database(&self.node, "notifying about", key))
     }
 }
 
@@ -205,7 +222,11 @@ impl FlagStore for PostgresStore {
         let document = serde_json::to_string(flag)
             .map_err(|error| FlagStoreError::Database(format!("encoding flag {key}: {error}")))?;
         for _ in 0..CREATE_ATTEMPTS {
-            let mut tx = self.pool.begin().await.map_err(database("writing", &key))?;
+            let mut tx = self
+                .pool
+                .begin()
+                .await
+                .map_err(database(&self.node, "writing", &key))?;
             let result = self
                 .put_flag_in(&mut tx, flag, &key, &document, expected_version, now)
                 .await;
@@ -214,7 +235,7 @@ impl FlagStore for PostgresStore {
                 Ok(None) => Ok((None, false)),
                 Err(error) => Err(error),
             };
-            if let Some(stored) = finish(tx, outcome, &key).await? {
+            if let Some(stored) = finish(&self.node, tx, outcome, &key).await? {
                 return Ok(stored);
             }
         }
@@ -231,7 +252,7 @@ impl FlagStore for PostgresStore {
         .bind(&key.key)
         .fetch_optional(&self.pool)
         .await
-        .map_err(database("reading", key))?
+        .map_err(database(&self.node, "reading", key))?
         .map(|row| decode(&row))
         .transpose()
     }
@@ -242,7 +263,13 @@ impl FlagStore for PostgresStore {
         )))
         .fetch_all(&self.pool)
         .await
-        .map_err(|error| FlagStoreError::Database(format!("listing flags: {error}")))?
+        .map_err(|error| {
+            if super::unreachable(&error) {
+                FlagStoreError::Unavailable(self.node.unreachable_message("listing flags", &error))
+            } else {
+                FlagStoreError::Database(format!("listing flags: {error}"))
+            }
+        })?
         .iter()
         .map(decode)
         .collect()
@@ -253,7 +280,11 @@ impl FlagStore for PostgresStore {
         key: &FlagKey,
         expected_version: Option<u64>,
     ) -> Result<(), FlagStoreError> {
-        let mut tx = self.pool.begin().await.map_err(database("deleting", key))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(database(&self.node, "deleting", key))?;
         let result = async {
             let version: Option<i64> = sqlx::query(
                 "SELECT version FROM flags WHERE namespace = $1 AND key = $2 FOR UPDATE",
@@ -262,7 +293,7 @@ impl FlagStore for PostgresStore {
             .bind(&key.key)
             .fetch_optional(&mut *tx)
             .await
-            .map_err(database("reading", key))?
+            .map_err(database(&self.node, "reading", key))?
             .and_then(|row| row.try_get("version").ok());
             let Some(version) = version.and_then(|version| u64::try_from(version).ok()) else {
                 return Err(FlagStoreError::NotFound(key.clone()));
@@ -281,11 +312,11 @@ impl FlagStore for PostgresStore {
                 .bind(&key.key)
                 .execute(&mut *tx)
                 .await
-                .map_err(database("deleting", key))?;
+                .map_err(database(&self.node, "deleting", key))?;
             self.notify_flag(&mut tx, key, 0).await?;
             Ok(((), true))
         }
         .await;
-        finish(tx, result, key).await
+        finish(&self.node, tx, result, key).await
     }
 }

@@ -6,14 +6,22 @@ use jiff::Timestamp;
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 
-use super::PostgresStore;
-use crate::{NewToken, StoredToken, TokenScope, TokenStore, TokenStoreError};
+use super::{Node, PostgresStore};
+use crate::{
+    HashedToken, NewToken, StoredToken, TokenScope, TokenStamp, TokenStore, TokenStoreError,
+};
 
 const COLUMNS: &str =
     "id, name, scope, namespaces, created_at, expires_at, revoked_at, last_used_at";
 
-fn database(what: &'static str) -> impl FnOnce(sqlx::Error) -> TokenStoreError {
-    move |error| TokenStoreError::Database(format!("{what}: {error}"))
+fn database(node: &Node, what: &'static str) -> impl FnOnce(sqlx::Error) -> TokenStoreError {
+    move |error| {
+        if super::unreachable(&error) {
+            TokenStoreError::Unavailable(node.unreachable_message(what, &error))
+        } else {
+            TokenStoreError::Database(format!("{what}: {error}"))
+        }
+    }
 }
 
 fn decode(row: &PgRow) -> Result<StoredToken, TokenStoreError> {
@@ -58,6 +66,15 @@ fn decode(row: &PgRow) -> Result<StoredToken, TokenStoreError> {
     })
 }
 
+impl PostgresStore {
+    /// Queues `{"t":"tokens","by"}` on the notification channel in the transaction: tokens
+    /// changed, and servers that keep them in memory read them again (sent on COMMIT).
+    async fn notify_tokens(&self, tx: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+        let payload = serde_json::json!({"t": "tokens", "by": self.node.id});
+        super::notify(tx, &payload).await
+    }
+}
+
 impl TokenStore for PostgresStore {
     async fn create_token(
         &self,
@@ -74,12 +91,12 @@ impl TokenStore for PostgresStore {
             .pool
             .begin()
             .await
-            .map_err(database("creating a token"))?;
+            .map_err(database(&self.node, "creating a token"))?;
         let taken = sqlx::query("SELECT 1 FROM tokens WHERE name = $1")
             .bind(&token.name)
             .fetch_optional(&mut *tx)
             .await
-            .map_err(database("creating a token"))?;
+            .map_err(database(&self.node, "creating a token"))?;
         if taken.is_some() {
             return Err(TokenStoreError::AlreadyExists(token.name.clone()));
         }
@@ -95,13 +112,18 @@ impl TokenStore for PostgresStore {
         .bind(token.expires_at.map(|at| at.to_string()))
         .fetch_optional(&mut *tx)
         .await
-        .map_err(database("creating a token"))?;
+        .map_err(database(&self.node, "creating a token"))?;
         // Created concurrently since the check above.
         let Some(row) = row else {
             return Err(TokenStoreError::AlreadyExists(token.name.clone()));
         };
         let stored = decode(&row)?;
-        tx.commit().await.map_err(database("creating a token"))?;
+        self.notify_tokens(&mut tx)
+            .await
+            .map_err(database(&self.node, "creating a token"))?;
+        tx.commit()
+            .await
+            .map_err(database(&self.node, "creating a token"))?;
         Ok(stored)
     }
 
@@ -111,7 +133,7 @@ impl TokenStore for PostgresStore {
         )))
         .fetch_all(&self.pool)
         .await
-        .map_err(database("listing tokens"))?
+        .map_err(database(&self.node, "listing tokens"))?
         .iter()
         .map(decode)
         .collect()
@@ -127,7 +149,7 @@ impl TokenStore for PostgresStore {
         .bind(secret_hash)
         .fetch_optional(&self.pool)
         .await
-        .map_err(database("reading a token"))?
+        .map_err(database(&self.node, "reading a token"))?
         .as_ref()
         .map(decode)
         .transpose()
@@ -140,7 +162,7 @@ impl TokenStore for PostgresStore {
         .bind(id)
         .fetch_optional(&self.pool)
         .await
-        .map_err(database("reading a token"))?
+        .map_err(database(&self.node, "reading a token"))?
         .as_ref()
         .map(decode)
         .transpose()
@@ -151,19 +173,32 @@ impl TokenStore for PostgresStore {
         name: &str,
         now: Timestamp,
     ) -> Result<StoredToken, TokenStoreError> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(database(&self.node, "revoking a token"))?;
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE tokens SET revoked_at = COALESCE(revoked_at, $1) WHERE name = $2 \
              RETURNING {COLUMNS}"
         )))
         .bind(now.to_string())
         .bind(name)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await
-        .map_err(database("revoking a token"))?;
-        match row {
-            Some(row) => decode(&row),
-            None => Err(TokenStoreError::NotFound(name.to_string())),
-        }
+        .map_err(database(&self.node, "revoking a token"))?;
+        let Some(row) = row else {
+            return Err(TokenStoreError::NotFound(name.to_string()));
+        };
+        let revoked = decode(&row)?;
+        // Every instance drops the token from its memory when this commits.
+        self.notify_tokens(&mut tx)
+            .await
+            .map_err(database(&self.node, "revoking a token"))?;
+        tx.commit()
+            .await
+            .map_err(database(&self.node, "revoking a token"))?;
+        Ok(revoked)
     }
 
     async fn touch_token(&self, id: i64, now: Timestamp) -> Result<(), TokenStoreError> {
@@ -172,7 +207,7 @@ impl TokenStore for PostgresStore {
             .bind(id)
             .execute(&self.pool)
             .await
-            .map_err(database("recording a token's use"))?;
+            .map_err(database(&self.node, "recording a token's use"))?;
         Ok(())
     }
 
@@ -180,9 +215,48 @@ impl TokenStore for PostgresStore {
         let row = sqlx::query("SELECT EXISTS (SELECT 1 FROM tokens) AS found")
             .fetch_one(&self.pool)
             .await
-            .map_err(database("counting tokens"))?;
+            .map_err(database(&self.node, "counting tokens"))?;
         row.try_get::<bool, _>("found")
-            .map_err(database("counting tokens"))
+            .map_err(database(&self.node, "counting tokens"))
+    }
+
+    async fn tokens_with_hashes(&self) -> Result<Vec<HashedToken>, TokenStoreError> {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS}, secret_hash FROM tokens ORDER BY name"
+        )))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(database(&self.node, "reading the tokens"))?
+        .iter()
+        .map(|row| {
+            Ok(HashedToken {
+                token: decode(row)?,
+                secret_hash: row.try_get::<String, _>("secret_hash").map_err(|error| {
+                    TokenStoreError::Database(format!(
+                        "stored token is corrupt (secret_hash): {error}"
+                    ))
+                })?,
+            })
+        })
+        .collect()
+    }
+
+    async fn token_stamp(&self) -> Result<TokenStamp, TokenStoreError> {
+        let row =
+            sqlx::query("SELECT COUNT(*) AS created, COUNT(revoked_at) AS revoked FROM tokens")
+                .fetch_one(&self.pool)
+                .await
+                .map_err(database(&self.node, "reading the tokens' stamp"))?;
+        let count = |column: &str| -> Result<u64, TokenStoreError> {
+            let count: i64 = row
+                .try_get(column)
+                .map_err(|error| TokenStoreError::Database(format!("counting tokens: {error}")))?;
+            Ok(u64::try_from(count).unwrap_or(0))
+        };
+        Ok(TokenStamp {
+            created: count("created")?,
+            revoked: count("revoked")?,
+        })
     }
 
     async fn server_key(&self, name: &str, candidate: &[u8]) -> Result<Vec<u8>, TokenStoreError> {
@@ -195,13 +269,13 @@ impl TokenStore for PostgresStore {
         .bind(candidate)
         .execute(&self.pool)
         .await
-        .map_err(database("storing the server's key"))?;
+        .map_err(database(&self.node, "storing the server's key"))?;
         let row = sqlx::query("SELECT value FROM server_keys WHERE name = $1")
             .bind(name)
             .fetch_one(&self.pool)
             .await
-            .map_err(database("reading the server's key"))?;
+            .map_err(database(&self.node, "reading the server's key"))?;
         row.try_get::<Vec<u8>, _>("value")
-            .map_err(database("reading the server's key"))
+            .map_err(database(&self.node, "reading the server's key"))
     }
 }

@@ -7,7 +7,9 @@ use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
 use super::SqliteStore;
-use crate::{NewToken, StoredToken, TokenScope, TokenStore, TokenStoreError};
+use crate::{
+    HashedToken, NewToken, StoredToken, TokenScope, TokenStamp, TokenStore, TokenStoreError,
+};
 
 const COLUMNS: &str =
     "id, name, scope, namespaces, created_at, expires_at, revoked_at, last_used_at";
@@ -179,6 +181,45 @@ impl TokenStore for SqliteStore {
             .map_err(database("counting tokens"))?;
         row.try_get::<bool, _>("found")
             .map_err(database("counting tokens"))
+    }
+
+    async fn tokens_with_hashes(&self) -> Result<Vec<HashedToken>, TokenStoreError> {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {COLUMNS}, secret_hash FROM tokens ORDER BY name"
+        )))
+        .fetch_all(&self.reader)
+        .await
+        .map_err(database("reading the tokens"))?
+        .iter()
+        .map(|row| {
+            Ok(HashedToken {
+                token: decode(row)?,
+                secret_hash: row.try_get::<String, _>("secret_hash").map_err(|error| {
+                    TokenStoreError::Database(format!(
+                        "stored token is corrupt (secret_hash): {error}"
+                    ))
+                })?,
+            })
+        })
+        .collect()
+    }
+
+    async fn token_stamp(&self) -> Result<TokenStamp, TokenStoreError> {
+        let row =
+            sqlx::query("SELECT COUNT(*) AS created, COUNT(revoked_at) AS revoked FROM tokens")
+                .fetch_one(&self.reader)
+                .await
+                .map_err(database("reading the tokens' stamp"))?;
+        let count = |column: &str| -> Result<u64, TokenStoreError> {
+            let count: i64 = row
+                .try_get(column)
+                .map_err(|error| TokenStoreError::Database(format!("counting tokens: {error}")))?;
+            Ok(u64::try_from(count).unwrap_or(0))
+        };
+        Ok(TokenStamp {
+            created: count("created")?,
+            revoked: count("revoked")?,
+        })
     }
 
     async fn server_key(&self, name: &str, candidate: &[u8]) -> Result<Vec<u8>, TokenStoreError> {
