@@ -171,10 +171,15 @@ rm -rf "$2""#;
         let postmaster = self
             .postmaster_pid()
             .expect("freezing PostgreSQL: it is not running (no postmaster.pid)");
-        // Children first, so the postmaster sees none of them stop.
-        let mut pids = children_of(postmaster);
-        pids.push(postmaster);
-        signal_all("STOP", &pids);
+        // The postmaster first, and stopped before its children are listed, so that it forks
+        // no backend afterwards (one left running could still answer its connection).
+        signal_all("STOP", &[postmaster]);
+        wait_stopped(postmaster);
+        let children = children_of(postmaster);
+        signal_all("STOP", &children);
+        for child in children {
+            wait_stopped(child);
+        }
     }
 
     /// Resumes a server [`PgCluster::freeze`] froze (harmless when it is not frozen).
@@ -279,6 +284,17 @@ fn children_of(parent: u32) -> Vec<u32> {
             (ppid == parent).then_some(pid)
         })
         .collect()
+}
+
+/// Waits until process `pid` is stopped (state `T`) or gone.
+fn wait_stopped(pid: u32) {
+    crate::wait::wait_until(&format!("process {pid} to stop"), || {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return Some(());
+        };
+        let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
+        matches!(state, "T" | "t" | "Z" | "X").then_some(())
+    });
 }
 
 /// Sends SIG`signal` to `pids` with kill(1) (best effort: a process may have ended).
