@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PodTemplateSpec, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
@@ -610,42 +610,11 @@ impl KubernetesTargets {
                     settings.target_name
                 )));
             }
-            let [mut apex, _, _] = workload::services(target, &service, &owner)
-                .map_err(|error| ProviderError::permanent(error.to_string()))?;
-            let (label, value) = workload::selector_label(target)
-                .map_err(|error| ProviderError::permanent(error.to_string()))?;
-            if let Some(spec) = apex.spec.as_mut() {
-                spec.selector = Some([(label, value)].into());
-            }
-            // Applied without the owner reference weir gave it: server-side apply drops it.
-            apex.metadata.owner_references = None;
-            self.services(namespace)
-                .patch(&names.apex, &apply_params(), &Patch::Apply(&apex))
-                .await
-                .map_err(|error| api_error("pointing the apex Service at the target", error))?;
+            self.give_apex_back(namespace, &names, target, &service, &owner)
+                .await?;
         }
-
-        // What the provider owns, by name (needing none of the user's objects).
-        let owner_value = serde_json::to_value(&owner).unwrap_or(Value::Null);
-        let ctx = routes::RouteContext {
-            target: settings.kubernetes,
-            annotations: settings.annotations,
-            ..routes::RouteContext::new(&names, &service, 0, &owner_value)
-        };
-        for owned in settings.provider.router().owned(&ctx) {
-            let object = owned.stub();
-            let (resource, name) = resource_of(&object)?;
-            let api = route_api(&self.client, namespace, &object, &resource);
-            delete_if_present(&api, &name, &format!("the {} {name}", resource.kind)).await?;
-        }
-        for name in [&names.primary, &names.canary] {
-            delete_if_present(
-                &self.services(namespace),
-                name,
-                &format!("the Service {name}"),
-            )
+        self.delete_routing(namespace, &settings, &names, &service, &owner)
             .await?;
-        }
         self.revert_scaled_object(key, &settings).await?;
         if let Some(reference) = settings
             .kubernetes
@@ -665,28 +634,101 @@ impl KubernetesTargets {
         )
         .await?;
 
-        // The copies: of what the target reads now, and of what the primary read (a promotion
-        // may have dropped a reference since). Only those this rollout owns: a ConfigMap that
-        // merely ends in `-primary` is the user's.
+        self.delete_config_copies(
+            namespace,
+            target.as_ref().map(|target| &target.spec.template),
+            primary.as_ref().map(|primary| &primary.spec.template),
+            &owner,
+        )
+        .await
+    }
+
+    /// Reverting, once the target serves: the apex Service selects the target's own pods and
+    /// loses the owner reference weir gave it (server-side apply drops it), so it outlives the
+    /// rollout.
+    async fn give_apex_back(
+        &self,
+        namespace: &str,
+        names: &Names,
+        target: &impl workload::Workload,
+        service: &weir_core::model::KubernetesService,
+        owner: &OwnerReference,
+    ) -> Result<(), ProviderError> {
+        let [mut apex, _, _] = workload::services(target, service, owner)
+            .map_err(|error| ProviderError::permanent(error.to_string()))?;
+        let (label, value) = workload::selector_label(target)
+            .map_err(|error| ProviderError::permanent(error.to_string()))?;
+        if let Some(spec) = apex.spec.as_mut() {
+            spec.selector = Some([(label, value)].into());
+        }
+        apex.metadata.owner_references = None;
+        self.services(namespace)
+            .patch(&names.apex, &apply_params(), &Patch::Apply(&apex))
+            .await
+            .map_err(|error| api_error("pointing the apex Service at the target", error))?;
+        Ok(())
+    }
+
+    /// Reverting: deletes what the provider owns, by name (needing none of the user's objects),
+    /// and the Services `NAME-primary` and `NAME-canary`.
+    async fn delete_routing(
+        &self,
+        namespace: &str,
+        settings: &Settings<'_>,
+        names: &Names,
+        service: &weir_core::model::KubernetesService,
+        owner: &OwnerReference,
+    ) -> Result<(), ProviderError> {
+        let owner_value = serde_json::to_value(owner).unwrap_or(Value::Null);
+        let ctx = routes::RouteContext {
+            target: settings.kubernetes,
+            annotations: settings.annotations,
+            ..routes::RouteContext::new(names, service, 0, &owner_value)
+        };
+        for owned in settings.provider.router().owned(&ctx) {
+            let object = owned.stub();
+            let (resource, name) = resource_of(&object)?;
+            let api = route_api(&self.client, namespace, &object, &resource);
+            delete_if_present(&api, &name, &format!("the {} {name}", resource.kind)).await?;
+        }
+        for name in [&names.primary, &names.canary] {
+            delete_if_present(
+                &self.services(namespace),
+                name,
+                &format!("the Service {name}"),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Reverting: deletes the `-primary` copies of the tracked configs - of what the target's
+    /// pods read now, and of what the primary's read (a promotion may have dropped a reference
+    /// since). Only those this rollout owns: a ConfigMap that merely ends in `-primary` is the
+    /// user's.
+    async fn delete_config_copies(
+        &self,
+        namespace: &str,
+        target: Option<&PodTemplateSpec>,
+        primary: Option<&PodTemplateSpec>,
+        owner: &OwnerReference,
+    ) -> Result<(), ProviderError> {
         let mut copies: BTreeSet<(ConfigKind, String)> = BTreeSet::new();
-        for reference in target
-            .iter()
-            .flat_map(|target| workload::config_references(&target.spec.template))
-        {
+        for reference in target.into_iter().flat_map(workload::config_references) {
             copies.insert((
                 reference.kind,
                 format!("{}{PRIMARY_SUFFIX}", reference.name),
             ));
         }
         for reference in primary
-            .iter()
-            .flat_map(|primary| workload::config_references(&primary.spec.template))
+            .into_iter()
+            .flat_map(workload::config_references)
             .filter(|reference| reference.name.ends_with(PRIMARY_SUFFIX))
         {
             copies.insert((reference.kind, reference.name));
         }
         for (kind, name) in copies {
-            self.delete_owned_copy(namespace, kind, &name, &owner)
+            self.delete_owned_copy(namespace, kind, &name, owner)
                 .await?;
         }
         Ok(())

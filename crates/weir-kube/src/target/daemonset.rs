@@ -413,42 +413,11 @@ impl KubernetesTargets {
                     daemon_set::progress(target)
                 )));
             }
-            let [mut apex, _, _] = workload::services(target, &service, &owner)
-                .map_err(|error| ProviderError::permanent(error.to_string()))?;
-            let (label, value) = workload::selector_label(target)
-                .map_err(|error| ProviderError::permanent(error.to_string()))?;
-            if let Some(spec) = apex.spec.as_mut() {
-                spec.selector = Some([(label, value)].into());
-            }
-            // Applied without the owner reference weir gave it: server-side apply drops it.
-            apex.metadata.owner_references = None;
-            self.services(namespace)
-                .patch(&names.apex, &apply_params(), &Patch::Apply(&apex))
-                .await
-                .map_err(|error| api_error("pointing the apex Service at the target", error))?;
+            self.give_apex_back(namespace, &names, target, &service, &owner)
+                .await?;
         }
-
-        // What the provider owns, by name, as `revert` deletes it for a Deployment.
-        let owner_value = serde_json::to_value(&owner).unwrap_or(Value::Null);
-        let ctx = routes::RouteContext {
-            target: settings.kubernetes,
-            annotations: settings.annotations,
-            ..routes::RouteContext::new(&names, &service, 0, &owner_value)
-        };
-        for owned in settings.provider.router().owned(&ctx) {
-            let object = owned.stub();
-            let (resource, name) = resource_of(&object)?;
-            let api = route_api(&self.client, namespace, &object, &resource);
-            delete_if_present(&api, &name, &format!("the {} {name}", resource.kind)).await?;
-        }
-        for name in [&names.primary, &names.canary] {
-            delete_if_present(
-                &self.services(namespace),
-                name,
-                &format!("the Service {name}"),
-            )
+        self.delete_routing(namespace, settings, &names, &service, &owner)
             .await?;
-        }
         let primary_name = format!("{}{PRIMARY_SUFFIX}", settings.target_name);
         delete_if_present(
             &self.daemon_sets(namespace),
@@ -457,28 +426,12 @@ impl KubernetesTargets {
         )
         .await?;
 
-        // The copies: of what the target reads now, and of what the primary read.
-        let mut copies: BTreeSet<(ConfigKind, String)> = BTreeSet::new();
-        for reference in target
-            .iter()
-            .flat_map(|target| workload::config_references(&target.spec.template))
-        {
-            copies.insert((
-                reference.kind,
-                format!("{}{PRIMARY_SUFFIX}", reference.name),
-            ));
-        }
-        for reference in primary
-            .iter()
-            .flat_map(|primary| workload::config_references(&primary.spec.template))
-            .filter(|reference| reference.name.ends_with(PRIMARY_SUFFIX))
-        {
-            copies.insert((reference.kind, reference.name));
-        }
-        for (kind, name) in copies {
-            self.delete_owned_copy(namespace, kind, &name, &owner)
-                .await?;
-        }
-        Ok(())
+        self.delete_config_copies(
+            namespace,
+            target.as_ref().map(|target| &target.spec.template),
+            primary.as_ref().map(|primary| &primary.spec.template),
+            &owner,
+        )
+        .await
     }
 }
