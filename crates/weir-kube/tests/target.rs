@@ -13,7 +13,7 @@ use weir_core::model::{Phase, Rollout, RolloutStatus};
 use weir_engine::TargetProvider;
 use weir_kube::target::{KubernetesTargets, REVISION_ANNOTATION};
 use weir_store::RolloutKey;
-use weir_testkit::kube_cluster::{CREATED_FOR_PODINFO, NAMESPACE, autoscaler, router_crd};
+use weir_testkit::kube_cluster::{self, CREATED_FOR_PODINFO, NAMESPACE, autoscaler, router_crd};
 use weir_testkit::kube_server::KubeServer;
 
 /// podinfo reading ConfigMap `podinfo-config` as a volume and an env var, Secret `db` through
@@ -45,27 +45,7 @@ fn deployment() -> Value {
 
 /// Plays the Deployment controller once: `name`'s spec is rolled out and available.
 fn roll_out(server: &KubeServer, name: &str) {
-    let deployment = server
-        .get("apps/v1", "Deployment", NAMESPACE, name)
-        .unwrap();
-    let replicas = deployment["spec"]["replicas"].as_i64().unwrap_or(1);
-    let status = json!({
-        "observedGeneration": deployment["metadata"]["generation"],
-        "replicas": replicas,
-        "updatedReplicas": replicas,
-        "readyReplicas": replicas,
-        "availableReplicas": replicas,
-    });
-    server
-        .merge_patch(
-            "apps/v1",
-            "Deployment",
-            NAMESPACE,
-            name,
-            &json!({"status": status}),
-            true,
-        )
-        .unwrap();
+    kube_cluster::roll_out(server, NAMESPACE, name);
 }
 
 struct Setup {

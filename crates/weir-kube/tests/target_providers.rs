@@ -16,7 +16,7 @@ use weir_core::model::{Phase, Rollout, RolloutStatus};
 use weir_engine::TargetProvider;
 use weir_kube::target::KubernetesTargets;
 use weir_store::RolloutKey;
-use weir_testkit::kube_cluster::NAMESPACE;
+use weir_testkit::kube_cluster::{self, NAMESPACE};
 use weir_testkit::kube_server::KubeServer;
 
 /// A CRD that takes any spec.
@@ -155,27 +155,7 @@ async fn set_up(target: Value, annotations: Value, user: &[Value]) -> Setup {
 
 /// Plays the Deployment controller once: `name`'s spec is rolled out and available.
 fn roll_out(server: &KubeServer, name: &str) {
-    let deployment = server
-        .get("apps/v1", "Deployment", NAMESPACE, name)
-        .unwrap();
-    let replicas = deployment["spec"]["replicas"].as_i64().unwrap_or(1);
-    let status = json!({
-        "observedGeneration": deployment["metadata"]["generation"],
-        "replicas": replicas,
-        "updatedReplicas": replicas,
-        "readyReplicas": replicas,
-        "availableReplicas": replicas,
-    });
-    server
-        .merge_patch(
-            "apps/v1",
-            "Deployment",
-            NAMESPACE,
-            name,
-            &json!({"status": status}),
-            true,
-        )
-        .unwrap();
+    kube_cluster::roll_out(server, NAMESPACE, name);
 }
 
 impl Setup {

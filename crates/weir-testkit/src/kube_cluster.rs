@@ -74,6 +74,15 @@ pub fn router_crd(group: &str, kind: &str, plural: &str) -> Value {
     })
 }
 
+/// Plays the Deployment controller once, for tests that drive the target without one running:
+/// Deployment `name` of `namespace` is rolled out and available ([`report_rolled_out`]).
+pub fn roll_out(server: &KubeServer, namespace: &str, name: &str) {
+    let deployment = server
+        .get("apps/v1", "Deployment", namespace, name)
+        .unwrap_or_else(|| panic!("no Deployment {namespace}/{name} to roll out"));
+    report_rolled_out(server, &deployment);
+}
+
 /// What the Deployment controller does for `deployment` when nothing runs pods: reports what
 /// its spec asks for as updated and available at once.
 pub fn report_rolled_out(server: &KubeServer, deployment: &Value) {
