@@ -385,7 +385,11 @@ mod tests {
             .arg(format!("1001.{}", marked.0))
             .spawn()
             .unwrap();
-        assert_eq!(marked.processes(), vec![sleeping.id()]);
+        // Between fork and exec the child still shows the test's own command line: wait for
+        // the exec.
+        crate::wait::wait_until("the marked sleep to show its command line", || {
+            (marked.processes() == vec![sleeping.id()]).then_some(())
+        });
         assert!(
             marked.describe().contains("sleep 1001."),
             "{}",
