@@ -59,6 +59,9 @@ pub struct KubernetesTargets {
     /// effect failed, e.g. a scale-down waiting for the primary - only apply what changed, which
     /// keeps a step at 3 writes or fewer.
     refreshed: Arc<Mutex<HashSet<RolloutKey>>>,
+    /// The canary weight (basis points) whose split by replicas was last noted in the history,
+    /// per rollout: each step's effective weight is noted once, when the step is taken.
+    split_noted: Arc<Mutex<HashMap<RolloutKey, u32>>>,
     /// Whether this process may still write (it holds the leader lease); `None`: always.
     fence: Option<Fence>,
 }
@@ -71,6 +74,7 @@ impl KubernetesTargets {
             notes: Arc::default(),
             applied: Arc::default(),
             refreshed: Arc::default(),
+            split_noted: Arc::default(),
             fence: None,
         }
     }
@@ -1292,6 +1296,10 @@ impl TargetProvider for KubernetesTargets {
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(key);
             self.refreshed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(key);
+            self.split_noted
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(key);

@@ -7,7 +7,8 @@
 //! target's rolling-update strategy, so the available pods never drop below the desired count
 //! minus `maxUnavailable`; until the split is reached and available the effect answers a
 //! transient error and the engine reconciles again at the next tick. The history notes the
-//! effective weight (the canary's share of available pods) once a step's split is reached.
+//! effective weight (the canary's share of the pods the step asks for) once, when the step is
+//! taken.
 //!
 //! The target's pod template gets [`APEX_LABEL`] while it is at zero replicas (before a run
 //! scales it up), under the field manager `weir`; the label is left out of the revision, so
@@ -132,6 +133,25 @@ impl KubernetesTargets {
             Weight::FULL.basis_points(),
             max_surge,
         );
+        // The effective weight is known when the step is taken (the targets, not the pods'
+        // progress), so the history says it then, once per step.
+        let first = self
+            .split_noted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), weight_points)
+            != Some(weight_points);
+        let effective =
+            basic_canary::effective_weight(want_stable, want_canary, Weight::FULL.basis_points());
+        if first && effective != weight_points {
+            self.note(
+                key,
+                format!(
+                    "canary weight {weight} by pods: {want_canary} canary and {want_stable} primary pods, an effective {}",
+                    Weight::from_basis_points(effective)
+                ),
+            );
+        }
         let reached = stable == want_stable
             && canary == want_canary
             && available(&primary) >= want_stable
@@ -144,17 +164,6 @@ impl KubernetesTargets {
                 available(&target).min(want_canary),
                 available(&primary).min(want_stable),
             )));
-        }
-        let effective =
-            basic_canary::effective_weight(want_stable, want_canary, Weight::FULL.basis_points());
-        if effective != weight_points {
-            self.note(
-                key,
-                format!(
-                    "canary weight {weight} by pods: {want_canary} canary and {want_stable} primary pods, an effective {}",
-                    Weight::from_basis_points(effective)
-                ),
-            );
         }
         Ok(())
     }
