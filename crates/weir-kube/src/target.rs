@@ -28,6 +28,7 @@ use weir_store::RolloutKey;
 
 mod daemonset;
 mod keda;
+mod knative;
 mod managed;
 mod replica_split;
 mod revisions;
@@ -567,10 +568,14 @@ impl KubernetesTargets {
     /// exists is not restored; the rest is still deleted.
     ///
     /// In mode `managed` nothing is undone (deleting the rollout collects what it owns); in mode
-    /// `revisions` see [`KubernetesTargets::revisions_revert`].
+    /// `revisions` see [`KubernetesTargets::revisions_revert`]; for a Knative Service,
+    /// [`KubernetesTargets::knative_revert`].
     pub async fn revert(&self, key: &RolloutKey, rollout: &Rollout) -> Result<(), ProviderError> {
         let settings = settings(rollout).map_err(ProviderError::unusable)?;
         match settings.mode {
+            KubernetesMode::Copy if settings.knative => {
+                return self.knative_revert(key, &settings).await;
+            }
             KubernetesMode::Copy if settings.daemon_set => {
                 return self.daemon_set_revert(key, rollout, &settings).await;
             }
@@ -810,6 +815,8 @@ struct Settings<'a> {
     inputs: routes::Inputs,
     /// `targetRef.kind: DaemonSet` in mode `copy` ([`daemonset`]).
     daemon_set: bool,
+    /// `provider: knative`: the target is a Knative Service ([`knative`]).
+    knative: bool,
 }
 
 impl Settings<'_> {
@@ -845,7 +852,12 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
     };
     let mut errors = Vec::new();
     let mode = kubernetes.mode();
+    let parsed = Provider::parse(kubernetes.provider.as_deref());
+    // A Knative Service: its router checks the targetRef, and `knative` what else it refuses.
+    let knative = matches!(parsed, Ok(Provider::Knative));
     let target_name = match (mode, &kubernetes.target_ref) {
+        (_, Some(reference)) if knative => reference.name.as_str(),
+        (_, None) if knative => "",
         (KubernetesMode::Revisions, _) => kubernetes
             .component
             .as_deref()
@@ -860,7 +872,8 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
                 errors.push(FieldError::with_value(
                     "spec.target.targetRef.kind",
                     reference.kind.clone().unwrap_or_default(),
-                    "Deployment or DaemonSet (blue/green only)",
+                    "Deployment or DaemonSet (blue/green only), or a Knative Service with \
+                     provider knative",
                 ));
             }
             reference.name.as_str()
@@ -874,6 +887,7 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
         }
     };
     let daemon_set = mode == KubernetesMode::Copy
+        && !knative
         && kubernetes
             .target_ref
             .as_ref()
@@ -881,10 +895,14 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
     if daemon_set {
         errors.extend(daemonset::refusals(rollout, kubernetes));
     }
-    if let Some(kind) = kubernetes
-        .autoscaler_ref
-        .as_ref()
-        .and_then(|reference| reference.kind.as_deref())
+    if knative {
+        errors.extend(knative::refusals(kubernetes));
+    }
+    if !knative
+        && let Some(kind) = kubernetes
+            .autoscaler_ref
+            .as_ref()
+            .and_then(|reference| reference.kind.as_deref())
         && kind != "HorizontalPodAutoscaler"
         && kind != keda::SCALED_OBJECT
     {
@@ -894,16 +912,7 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
             "HorizontalPodAutoscaler or ScaledObject (KEDA)",
         ));
     }
-    let provider = match Provider::parse(kubernetes.provider.as_deref()) {
-        Ok(Provider::Knative) => {
-            errors.push(FieldError::with_value(
-                "spec.target.provider",
-                "knative",
-                "the operator does not run Knative Services yet (their revisions are the \
-                 versions, with no primary copy); every other provider is driven",
-            ));
-            Provider::Knative
-        }
+    let provider = match parsed {
         Ok(provider) => {
             // What the provider cannot express of the rollout, refused before anything is
             // written.
@@ -933,6 +942,7 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
             annotations: &rollout.metadata.annotations,
             inputs: routes::Inputs::new(),
             daemon_set,
+            knative,
         })
     } else {
         Err(errors)
@@ -1098,6 +1108,12 @@ impl TargetProvider for KubernetesTargets {
                     .remove(key);
             }
             match settings.mode {
+                KubernetesMode::Copy if settings.knative => {
+                    self.knative_reconcile(key, rollout, &settings, status)
+                        .await?;
+                    self.mark_refreshed(key);
+                    return Ok(());
+                }
                 KubernetesMode::Copy if settings.daemon_set => {
                     self.daemon_set_reconcile(key, rollout, &settings, status, full)
                         .await?;
@@ -1161,6 +1177,9 @@ impl TargetProvider for KubernetesTargets {
         Box::pin(async move {
             let settings = settings(rollout).map_err(ProviderError::unusable)?;
             match settings.mode {
+                KubernetesMode::Copy if settings.knative => {
+                    return self.knative_observe(key, &settings, status).await;
+                }
                 KubernetesMode::Copy if settings.daemon_set => {
                     return self.daemon_set_observe(key, &settings).await;
                 }
@@ -1210,6 +1229,13 @@ impl TargetProvider for KubernetesTargets {
                 settings = self.read_inputs(key, settings).await?;
             }
             match settings.mode {
+                KubernetesMode::Copy if settings.knative => {
+                    self.knative_apply(key, &settings, status, effect).await?;
+                    if matches!(effect, Effect::SetRoute(_)) {
+                        self.mark_refreshed(key);
+                    }
+                    return Ok(());
+                }
                 KubernetesMode::Copy if settings.daemon_set => {
                     self.daemon_set_apply(key, rollout, &settings, status, effect)
                         .await?;

@@ -1,6 +1,7 @@
 //! Every Canary of the Flagger corpus (when it sits beside the project: `WEIR_COMPAT_DIR`, or
 //! `../shared/compat/flagger`) gets its primary Deployment and Services the way Flagger names and
-//! wires them. Without the corpus the test prints a note and passes.
+//! wires them (a Knative Service none: its revisions are the versions). Without the corpus the
+//! test prints a note and passes.
 //!
 //! Every object the kubernetes target would write for each Canary - the primary Deployment, the
 //! three Services, the primary's autoscaler, the provider's route objects at the moments of a
@@ -8,8 +9,11 @@
 //! with `tests/snapshots/<manifest stem>.snap` (weir's own output; update with
 //! `INSTA_UPDATE=always cargo test -p weir-kube --test compat` and review the diff), and checked
 //! per provider without the snapshots too. A DaemonSet target gets the primary DaemonSet instead
-//! of a Deployment. Canaries the target refuses (Knative, which weir does not drive yet)
-//! snapshot only the refusal.
+//! of a Deployment. A Knative Service target gets no object at all: its snapshot holds the edits
+//! of the user's Knative Service (the `flagger.app/primary-revision` annotation and
+//! `spec.traffic`) at set-up and at the moments of the run, with `podinfo-00001` as the primary
+//! revision. Canaries the target refuses would snapshot only the refusal (none in the corpus
+//! today).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
@@ -74,6 +78,11 @@ fn daemon_set_for(name: &str, namespace: &str) -> DaemonSet {
     .unwrap()
 }
 
+/// Whether the Canary runs a Knative Service (`provider: knative`): nothing is created for it.
+fn targets_a_knative_service(kubernetes: &KubernetesTarget) -> bool {
+    kubernetes.provider.as_deref() == Some("knative")
+}
+
 /// Whether the Canary's targetRef is a DaemonSet.
 fn targets_a_daemon_set(kubernetes: &KubernetesTarget) -> bool {
     kubernetes
@@ -91,6 +100,7 @@ fn every_corpus_canary_gets_flaggers_primary_and_services() {
         .collect();
     files.sort();
     let mut checked = 0;
+    let mut knative = 0;
     for file in &files {
         for loaded in document::load(&std::fs::read(file).unwrap()) {
             let loaded = loaded.unwrap_or_else(|refused| panic!("{}: {refused:?}", file.display()));
@@ -102,6 +112,11 @@ fn every_corpus_canary_gets_flaggers_primary_and_services() {
                 .target
                 .kubernetes()
                 .expect("a kubernetes target");
+            if targets_a_knative_service(kubernetes) {
+                // No primary copy and no Services: the snapshots show its traffic edits.
+                knative += 1;
+                continue;
+            }
             let target_name = kubernetes.target_ref.as_ref().unwrap().name.clone();
             let namespace = rollout.metadata.namespace_or_default().to_string();
             let target = target_for(&target_name, &namespace);
@@ -153,9 +168,11 @@ fn every_corpus_canary_gets_flaggers_primary_and_services() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 65, "canaries checked");
+    assert_eq!(checked, 62, "canaries checked");
+    assert_eq!(knative, 3, "Knative canaries (nothing created)");
     println!(
-        "{checked} corpus canaries: primary Deployment (or DaemonSet) and three Services each"
+        "{checked} corpus canaries: primary Deployment (or DaemonSet) and three Services each; \
+         {knative} Knative Services: none"
     );
 }
 
@@ -174,16 +191,22 @@ fn owner_of(rollout: &weir_core::model::Rollout) -> OwnerReference {
 }
 
 /// What the kubernetes target refuses before writing anything (its `settings`): a target that is
-/// neither a Deployment nor a DaemonSet, a DaemonSet with a plan other than blue/green, an
-/// autoscaler that is neither an HPA nor a KEDA ScaledObject, a provider weir does not drive, what the provider cannot
-/// express of the rollout (its router's validation).
+/// neither a Deployment nor a DaemonSet (nor, with `provider: knative`, a Knative Service, which
+/// the provider's router checks), a DaemonSet with a plan other than blue/green, an autoscaler
+/// that is neither an HPA nor a KEDA ScaledObject (any autoscaler for a Knative Service), a
+/// provider weir does not drive, what the provider cannot express of the rollout (its router's
+/// validation).
 fn refusals(spec: &RolloutSpec, kubernetes: &KubernetesTarget) -> (Vec<String>, Option<Provider>) {
     let mut refused = Vec::new();
+    let knative = targets_a_knative_service(kubernetes);
+    if knative && kubernetes.autoscaler_ref.is_some() {
+        refused.push("spec.target.autoscalerRef: Knative scales its revisions itself".into());
+    }
     if let Some(kind) = kubernetes
         .target_ref
         .as_ref()
         .and_then(|reference| reference.kind.as_deref())
-        .filter(|kind| *kind != "Deployment" && *kind != "DaemonSet")
+        .filter(|kind| !knative && *kind != "Deployment" && *kind != "DaemonSet")
     {
         refused.push(format!(
             "spec.target.targetRef.kind: {kind} is not rolled out yet"
@@ -199,7 +222,7 @@ fn refusals(spec: &RolloutSpec, kubernetes: &KubernetesTarget) -> (Vec<String>, 
         .autoscaler_ref
         .as_ref()
         .and_then(|reference| reference.kind.as_deref())
-        .filter(|kind| *kind != "HorizontalPodAutoscaler" && *kind != "ScaledObject")
+        .filter(|kind| !knative && *kind != "HorizontalPodAutoscaler" && *kind != "ScaledObject")
     {
         refused.push(format!(
             "spec.target.autoscalerRef.kind: {kind} is not copied yet"
@@ -674,6 +697,96 @@ fn rendered_routes(
         .collect()
 }
 
+/// The primary revision the Knative snapshots are rendered with.
+const KNATIVE_PRIMARY: &str = "podinfo-00001";
+
+/// What the target writes to a Knative Service, as snapshot entries: its set-up (all traffic on
+/// the first revision) and the route at each of the run's moments, all edits of the user's
+/// Service (no object of weir's), checked.
+fn knative_edits(
+    rollout: &weir_core::model::Rollout,
+    kubernetes: &KubernetesTarget,
+    context: &str,
+) -> Vec<Value> {
+    let namespace = rollout.metadata.namespace_or_default().to_string();
+    let name = kubernetes.target_ref.as_ref().unwrap().name.clone();
+    let names = Names {
+        namespace: namespace.clone(),
+        primary: format!("{name}-primary"),
+        canary: format!("{name}-canary"),
+        apex: name.clone(),
+        port: 80,
+    };
+    let service = KubernetesService::default();
+    // The user's Service gets no owner reference.
+    let owner = Value::Null;
+    let ctx = RouteContext {
+        target: kubernetes,
+        annotations: &rollout.metadata.annotations,
+        resolution: routes::resolution(&rollout.spec),
+        primary_revision: Some(KNATIVE_PRIMARY),
+        ..RouteContext::new(&names, &service, RUN, &owner)
+    };
+    let set_up = Route {
+        primary_weight: Weight::FULL,
+        canary_weight: Weight::ZERO,
+        mirror_weight: None,
+        match_rules: Vec::new(),
+        session_affinity: None,
+    };
+    let mut moments = vec![("set-up".to_string(), set_up)];
+    moments.extend(self::moments(&routes_of_a_healthy_run(&rollout.spec)));
+    moments
+        .iter()
+        .map(|(moment, route)| {
+            let context = format!("{context}, knative at {moment}");
+            let rendered = Provider::Knative
+                .router()
+                .objects(&ctx, route)
+                .unwrap_or_else(|refused| panic!("{context}: {refused}"));
+            assert!(
+                rendered.objects.is_empty(),
+                "{context}: no object of weir's"
+            );
+            assert_eq!(rendered.edits.len(), 1, "{context}");
+            let edit = &rendered.edits[0];
+            assert_eq!(edit["metadata"]["name"], json!(name), "{context}");
+            assert_eq!(edit["metadata"]["namespace"], json!(namespace), "{context}");
+            assert!(
+                edit["metadata"].get("ownerReferences").is_none(),
+                "{context}"
+            );
+            assert_eq!(
+                edit["metadata"]["annotations"]["flagger.app/primary-revision"],
+                json!(KNATIVE_PRIMARY),
+                "{context}"
+            );
+            let traffic = edit["spec"]["traffic"].as_array().unwrap();
+            assert_eq!(
+                weights(traffic, "percent").iter().sum::<i64>(),
+                100,
+                "{context}"
+            );
+            assert_eq!(traffic[0]["latestRevision"], json!(true), "{context}");
+            assert_eq!(
+                traffic[0]["percent"],
+                json!((route.canary_weight.basis_points() + 50) / 100),
+                "{context}"
+            );
+            assert_eq!(
+                traffic[1]["revisionName"],
+                json!(KNATIVE_PRIMARY),
+                "{context}"
+            );
+            let mut entry = json!({"at": moment, "edits": rendered.edits});
+            if let Some(adjusted) = rendered.adjusted {
+                entry["adjusted"] = json!(adjusted);
+            }
+            entry
+        })
+        .collect()
+}
+
 #[test]
 fn every_corpus_canary_gets_its_objects_as_in_the_snapshots() {
     let Some(dir) = corpus() else { return };
@@ -731,6 +844,11 @@ fn every_corpus_canary_gets_its_objects_as_in_the_snapshots() {
                 .entry(provider_label(provider).into())
                 .or_default() += 1;
 
+            if provider == Provider::Knative {
+                canary["routes"] = json!(knative_edits(&rollout, kubernetes, &context));
+                canaries.push(canary);
+                continue;
+            }
             let configs = workload::TrackedConfigs::new();
             let daemon_set =
                 targets_a_daemon_set(kubernetes).then(|| daemon_set_for(&target_name, &namespace));

@@ -428,7 +428,6 @@ async fn the_target_refuses_what_the_provider_cannot_express() {
     for (provider, expected) in [
         ("appmesh", "AWS shut App Mesh down on 2026-09-30"),
         ("osm", "Open Service Mesh is archived"),
-        ("knative", "the operator does not run Knative Services yet"),
         ("istoi", "is not a provider weir drives; one of istio"),
     ] {
         let mut rollout = setup.rollout.clone();
@@ -444,6 +443,22 @@ async fn the_target_refuses_what_the_provider_cannot_express() {
             "{provider}: {errors:?}"
         );
     }
+
+    // Knative rolls out a Knative Service, not this Deployment.
+    let mut rollout = setup.rollout.clone();
+    if let weir_core::model::Target::Kubernetes(target) = &mut rollout.spec.target {
+        target.provider = Some("knative".into());
+    }
+    let errors = setup.targets.validate(&rollout);
+    assert!(
+        errors
+            .iter()
+            .any(|error| error.path == "spec.target.targetRef.kind"
+                && error
+                    .message
+                    .contains("provider knative rolls out a Knative Service")),
+        "{errors:?}"
+    );
 
     let mut rollout = setup.rollout.clone();
     if let weir_core::model::Target::Kubernetes(target) = &mut rollout.spec.target {

@@ -49,6 +49,7 @@ pub mod fixtures;
 pub mod flags;
 pub mod http;
 pub mod istio;
+pub mod knative_controller;
 pub mod kube_cluster;
 pub mod kube_server;
 pub mod metrics;

@@ -1,10 +1,17 @@
 //! `knative`: no copy and no object of weir's. The target is a Knative Service
 //! (`serving.knative.dev/v1`, `targetRef.kind: Service`); its revisions are the versions. The
-//! route is an edit of the user's Service (server-side apply of weir's fields only): its
-//! `spec.traffic` sends the canary's share to the latest revision and the rest to the primary's
-//! revision, and the annotation `flagger.app/primary-revision` names that revision, as Flagger
-//! keeps it. Knative's percentages are integers summing to 100. Knative matches no request, does
-//! not mirror and pins no client: A/B tests, mirroring and session affinity are refused.
+//! route is an edit of the user's Service (server-side apply of weir's fields only, field manager
+//! `weir`): its `spec.traffic` sends the canary's share to the latest revision
+//! (`latestRevision: true`, which Knative resolves to the latest *ready* revision) and the rest to
+//! the primary's revision (`revisionName`), and the annotation `flagger.app/primary-revision`
+//! names that revision, as Flagger keeps it. Every edit carries both fields: server-side apply
+//! removes a field its manager applied before and now omits. Knative's percentages are integers
+//! summing to 100. Knative matches no request, does not mirror and pins no client: A/B tests,
+//! mirroring and session affinity are refused.
+//!
+//! The target flow around it (set-up, which revision is primary and when it is ready, promotion,
+//! reverting) is `target/knative.rs`: the route needs [`RouteContext::primary_revision`], which
+//! that module reads and checks before every write.
 
 use serde_json::json;
 use weir_core::FieldError;
@@ -103,10 +110,19 @@ impl Router for Knative {
     }
 
     fn access(&self) -> Vec<Access> {
-        vec![Access {
-            group: "serving.knative.dev",
-            resource: "services",
-            verbs: &["get", "patch"],
-        }]
+        vec![
+            Access {
+                group: "serving.knative.dev",
+                resource: "services",
+                verbs: &["get", "patch"],
+            },
+            // Whether a revision other than the latest ready one (the primary during a run)
+            // is ready: its Revision's Ready condition, as Flagger reads it.
+            Access {
+                group: "serving.knative.dev",
+                resource: "revisions",
+                verbs: &["get"],
+            },
+        ]
     }
 }
