@@ -48,6 +48,7 @@ pub struct Controller {
     store: KubeStore,
     namespaces: Vec<String>,
     catalog: SharedCatalog,
+    default_provider: Option<String>,
 }
 
 impl Controller {
@@ -67,7 +68,14 @@ impl Controller {
             store,
             namespaces: Vec::new(),
             catalog: SharedCatalog::default(),
+            default_provider: None,
         }
+    }
+
+    /// The provider of Canaries that name none (Flagger's `-mesh-provider`; unset: istio).
+    pub fn default_provider(mut self, provider: Option<String>) -> Controller {
+        self.default_provider = provider;
+        self
     }
 
     /// Watches these namespaces only (empty: every namespace).
@@ -88,7 +96,7 @@ impl Controller {
     /// not read yet), the rollouts, and Flagger's Canaries when their CRD is installed.
     pub async fn start(self) -> Running {
         let mut tasks = JoinSet::new();
-        let canaries = canaries::Canaries::default();
+        let canaries = canaries::Canaries::new(self.default_provider.as_deref());
         tasks.spawn(publish::publish(
             self.client.clone(),
             self.handle.clone(),

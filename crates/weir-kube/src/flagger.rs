@@ -11,7 +11,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::{Map, Value, json};
 use weir_core::document::{self, Document};
 use weir_core::flagger::API_GROUP;
-use weir_core::model::{Phase, RolloutStatus};
+use weir_core::model::{Phase, RolloutStatus, Target};
 
 use crate::crd::{GROUP, VERSION, promoted_condition};
 
@@ -75,8 +75,13 @@ pub fn authored(object: &DynamicObject, kind: &str) -> Value {
 }
 
 /// The Rollout object weir runs for `canary`, and the import's warnings (Flagger fields weir
-/// keeps but does not act on). An error lists why the Canary cannot be run.
-pub fn rollout_for(canary: &DynamicObject) -> Result<(Value, Vec<String>), String> {
+/// keeps but does not act on). A Canary that names no provider gets `default_provider` (the
+/// operator's `--provider`, as Flagger's `-mesh-provider`), else istio as with Flagger. An error
+/// lists why the Canary cannot be run.
+pub fn rollout_for(
+    canary: &DynamicObject,
+    default_provider: Option<&str>,
+) -> Result<(Value, Vec<String>), String> {
     let loaded = document::load_value(&authored(canary, "Canary")).map_err(|refused| {
         refused
             .errors
@@ -85,9 +90,15 @@ pub fn rollout_for(canary: &DynamicObject) -> Result<(Value, Vec<String>), Strin
             .collect::<Vec<_>>()
             .join("; ")
     })?;
-    let Document::Rollout(rollout) = loaded.document else {
+    let Document::Rollout(mut rollout) = loaded.document else {
         return Err("a Canary did not convert to a Rollout".into());
     };
+    if let (Target::Kubernetes(kubernetes), Some(provider)) =
+        (&mut rollout.spec.target, default_provider)
+        && kubernetes.provider.is_none()
+    {
+        kubernetes.provider = Some(provider.to_string());
+    }
     let name = canary.metadata.name.clone().unwrap_or_default();
     let mut labels = rollout.metadata.labels.clone();
     labels.insert(CANARY_LABEL.into(), name.clone());
@@ -169,12 +180,15 @@ mod tests {
 
     #[test]
     fn a_canary_becomes_a_rollout_it_owns() {
-        let (rollout, _) = rollout_for(&canary(json!({
-            "provider": "istio",
-            "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
-            "service": {"port": 9898},
-            "analysis": {"interval": "1m", "threshold": 5, "maxWeight": 50, "stepWeight": 10},
-        })))
+        let (rollout, _) = rollout_for(
+            &canary(json!({
+                "provider": "istio",
+                "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
+                "service": {"port": 9898},
+                "analysis": {"interval": "1m", "threshold": 5, "maxWeight": 50, "stepWeight": 10},
+            })),
+            Some("nginx"),
+        )
         .unwrap();
         assert_eq!(rollout["kind"], "Rollout");
         assert_eq!(rollout["metadata"]["labels"][CANARY_LABEL], "podinfo");
@@ -185,8 +199,21 @@ mod tests {
     }
 
     #[test]
+    fn a_canary_without_a_provider_gets_the_operators_default() {
+        let spec = json!({
+            "targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "podinfo"},
+            "service": {"port": 9898},
+            "analysis": {"interval": "1m", "threshold": 5, "maxWeight": 50, "stepWeight": 10},
+        });
+        let (rollout, _) = rollout_for(&canary(spec.clone()), Some("gatewayapi:v1")).unwrap();
+        assert_eq!(rollout["spec"]["target"]["provider"], "gatewayapi:v1");
+        let (rollout, _) = rollout_for(&canary(spec), None).unwrap();
+        assert!(rollout["spec"]["target"]["provider"].is_null(), "{rollout}");
+    }
+
+    #[test]
     fn an_invalid_canary_says_which_field() {
-        let error = rollout_for(&canary(json!({"service": {"port": 9898}}))).unwrap_err();
+        let error = rollout_for(&canary(json!({"service": {"port": 9898}})), None).unwrap_err();
         assert!(error.contains("targetRef"), "{error}");
     }
 

@@ -287,7 +287,8 @@ impl Cluster {
         let cache = dir.file("kube-cache");
         let controller = {
             let _entered = runtime.enter();
-            DeploymentController::spawn(server.clone(), NAMESPACE, readiness)
+            // Every namespace: tests that spread over several (the corpus) need it too.
+            DeploymentController::spawn(server.clone(), "", readiness)
         };
         server
             .create(
@@ -360,16 +361,16 @@ impl Cluster {
 
     /// `weir operator --namespace shop` with `extra` arguments, reaching this cluster.
     pub fn start_operator(&self, extra: &[&str]) -> Weir {
+        self.start_operator_in(&[NAMESPACE], extra)
+    }
+
+    /// `weir operator` watching `namespaces` (`--namespace` each), with `extra` arguments.
+    pub fn start_operator_in(&self, namespaces: &[&str], extra: &[&str]) -> Weir {
         let kubeconfig = self.kubeconfig.display().to_string();
-        let mut args = vec![
-            "operator",
-            "--namespace",
-            NAMESPACE,
-            "--listen",
-            "127.0.0.1:0",
-            "--output",
-            "json",
-        ];
+        let mut args = vec!["operator", "--listen", "127.0.0.1:0", "--output", "json"];
+        for namespace in namespaces {
+            args.extend(["--namespace", namespace]);
+        }
         args.extend_from_slice(extra);
         Weir::start_with_env(&self.binary, &args, &[("KUBECONFIG", kubeconfig.as_str())])
     }

@@ -9,7 +9,8 @@
 //!   `events`, `pods` (storage only: nothing runs); `apps/v1` `deployments` and `daemonsets`
 //!   (status subresource; nothing runs pods: tests play their controllers, see
 //!   [`crate::deployment_controller`]); `autoscaling/v2`
-//!   `horizontalpodautoscalers`; `coordination.k8s.io/v1` `leases`; `apiextensions.k8s.io/v1`
+//!   `horizontalpodautoscalers`; `networking.k8s.io/v1` `ingresses` (storage only);
+//!   `coordination.k8s.io/v1` `leases`; `apiextensions.k8s.io/v1`
 //!   `customresourcedefinitions`. Creating a CRD serves its custom resources at once (group,
 //!   served versions, names, shortNames, categories, scope, `subresources.status`,
 //!   `additionalPrinterColumns`, `openAPIV3Schema`); the CRD gets `Established` and
@@ -84,7 +85,8 @@
 //!   `/apis/G/V` (subresources as separate entries without shortNames).
 //! - **OpenAPI.** `/openapi/v3` (index with content hashes) and one document per group/version
 //!   whose PATCH operations carry `x-kubernetes-group-version-kind` and the `fieldValidation`
-//!   parameter, so kubectl validates on the server; `/openapi/v2` is 404.
+//!   parameter, so kubectl validates on the server; `/openapi/v2` is 404 (so kubectl cannot
+//!   validate a file of `kind: List`, which it checks against v2: apply several documents).
 //! - **Field validation.** `fieldValidation=Strict`: unknown fields are rejected with a 400
 //!   BadRequest naming them, worded as the real server's strict decoding error
 //!   (`Canary in version "v1beta1" cannot be handled as a Canary: strict decoding error: unknown

@@ -46,6 +46,7 @@ pub mod client;
 pub mod deployment_controller;
 pub mod engine;
 pub mod fixtures;
+pub mod flagger_corpus;
 pub mod flags;
 pub mod http;
 pub mod istio;

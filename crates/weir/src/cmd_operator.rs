@@ -28,6 +28,11 @@ pub struct OperatorArgs {
     /// in a manifest.
     #[arg(long, short = 'A', conflicts_with = "namespace")]
     all_namespaces: bool,
+    /// The traffic provider of Flagger Canaries that name none (`spec.provider` unset), as
+    /// Flagger's `-mesh-provider`, e.g. `--provider nginx` or `--provider gatewayapi:v1`.
+    /// Default: istio, as with Flagger. A Canary's own `spec.provider` always wins.
+    #[arg(long, value_name = "PROVIDER", env = "WEIR_PROVIDER", value_parser = parse_provider)]
+    provider: Option<String>,
     /// Address of weir's HTTP API, for the client verbs (`weir status NAME --server URL`,
     /// `weir promote`, ...), e.g. `--listen 0.0.0.0:7979` in a pod. Port 0 picks a free port;
     /// the bound address is printed on start.
@@ -81,6 +86,7 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
         let controller = Controller::new(client, handle.clone(), targets, store.clone())
             .namespaces(args.namespace.clone())
             .catalog(integrations.catalog.clone())
+            .default_provider(args.provider.clone())
             .start()
             .await;
         eprintln!(
@@ -101,4 +107,15 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
         drop(controller);
         stopped
     })
+}
+
+/// `--provider`: a provider weir drives, by Flagger's name (the refusal names the others).
+fn parse_provider(name: &str) -> Result<String, String> {
+    weir_kube::routes::Provider::parse(Some(name))
+        .map(|_| name.to_string())
+        .map_err(|message| {
+            message
+                .trim_start_matches("spec.target.provider: ")
+                .to_string()
+        })
 }

@@ -149,9 +149,10 @@ enum Command {
     ///
     /// For a rollout with `spec.target: {kind: kubernetes, targetRef: {kind: Deployment, name:
     /// NAME}, provider: P}` weir keeps a copy `NAME-primary` that serves, the Services `NAME`,
-    /// `NAME-primary` and `NAME-canary`, and the provider's routing objects (P: istio,
-    /// gatewayapi:v1, smi, kubernetes); a new pod template of NAME (or new data in a ConfigMap or
-    /// Secret it reads) starts a run. When Flagger's CRDs are installed, each Canary runs as a
+    /// `NAME-primary` and `NAME-canary`, and the provider's routing objects (P: every provider
+    /// of Flagger's: istio, gatewayapi:v1, smi, linkerd, kuma, nginx, contour, gloo, traefik,
+    /// skipper, apisix, knative; kubernetes without a mesh splits by replicas); a new pod
+    /// template of NAME (or new data in a ConfigMap or Secret it reads) starts a run. When Flagger's CRDs are installed, each Canary runs as a
     /// weir Rollout it owns and gets its status in Flagger's shape. Every committed step is
     /// written to the rollout's status, which is also where weir keeps its state and history:
     /// nothing lives in a local file. Install the CRDs first: `kubectl apply -f

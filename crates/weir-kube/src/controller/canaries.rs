@@ -15,13 +15,25 @@ use crate::flagger::{canaries_resource, canary_status, rollout_for};
 use crate::store::{key_of, rollouts_resource};
 use crate::target::FIELD_MANAGER;
 
-/// The rollouts that run a Canary (same namespace and name).
+/// The rollouts that run a Canary (same namespace and name), and the provider of Canaries that
+/// name none.
 #[derive(Clone, Default)]
-pub(super) struct Canaries(Arc<Mutex<HashSet<RolloutKey>>>);
+pub(super) struct Canaries {
+    running: Arc<Mutex<HashSet<RolloutKey>>>,
+    default_provider: Option<Arc<str>>,
+}
 
 impl Canaries {
+    /// Canaries that name no provider get `default_provider` (else istio, as with Flagger).
+    pub(super) fn new(default_provider: Option<&str>) -> Canaries {
+        Canaries {
+            running: Arc::default(),
+            default_provider: default_provider.map(Arc::from),
+        }
+    }
+
     fn set(&self) -> std::sync::MutexGuard<'_, HashSet<RolloutKey>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether rollout `key` runs a Canary.
@@ -41,7 +53,7 @@ impl Reconcile for Canaries {
             return Ok(());
         }
         self.set().insert(key_of(&canary));
-        run(api, &canary).await
+        run(api, &canary, self.default_provider.as_deref()).await
     }
 
     async fn deleted(&self, canary: DynamicObject) -> Result<(), Error> {
@@ -66,10 +78,14 @@ pub(super) async fn installed(api: &Api<DynamicObject>) -> bool {
 }
 
 /// Writes the Rollout of `canary`, or says on it why weir does not run it.
-async fn run(api: &Api<DynamicObject>, canary: &DynamicObject) -> Result<(), Error> {
+async fn run(
+    api: &Api<DynamicObject>,
+    canary: &DynamicObject,
+    default_provider: Option<&str>,
+) -> Result<(), Error> {
     let key = key_of(canary);
     let client = api.clone().into_client();
-    match rollout_for(canary) {
+    match rollout_for(canary, default_provider) {
         Ok((rollout, _warnings)) => {
             let rollouts: Api<DynamicObject> =
                 Api::namespaced_with(client, &key.namespace, &rollouts_resource());

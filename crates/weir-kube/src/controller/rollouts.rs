@@ -177,10 +177,17 @@ async fn set_finalizers(
         "finalizers": finalizers,
         "resourceVersion": object.metadata.resource_version,
     }});
-    api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+    match api
+        .patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map_err(Error::api(format!("updating the finalizers of {key}")))?;
-    Ok(())
+    {
+        // The newer object comes through the watch and is handled then: nothing to report.
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(error) => Err(Error::api(format!("updating the finalizers of {key}"))(
+            error,
+        )),
+        Ok(_) => Ok(()),
+    }
 }
 
 /// One rollout object, read as a weir document and applied; a refusal goes to its status (and

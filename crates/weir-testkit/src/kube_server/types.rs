@@ -441,6 +441,33 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
             ],
         ),
         builtin(
+            "networking.k8s.io",
+            "v1",
+            "ingresses",
+            "Ingress",
+            true,
+            &["ing"],
+            true,
+            SPEC_STATUS,
+            vec![
+                path("Class", "string", ".spec.ingressClassName"),
+                computed("Hosts", "string", |ingress| {
+                    let hosts: Vec<&str> = ingress
+                        .pointer("/spec/rules")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|rule| rule.get("host").and_then(Value::as_str))
+                        .collect();
+                    json!(if hosts.is_empty() {
+                        "*".to_owned()
+                    } else {
+                        hosts.join(",")
+                    })
+                }),
+            ],
+        ),
+        builtin(
             "coordination.k8s.io",
             "v1",
             "leases",
