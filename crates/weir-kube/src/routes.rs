@@ -104,13 +104,12 @@ pub const RETIRED: &str = "AWS shut App Mesh down on 2026-09-30 and Open Service
 
 impl Provider {
     /// The provider named `spec.target.provider` (Istio when unset, as in Flagger). Unlike
-    /// Flagger, an unknown name is refused rather than read as Istio.
+    /// Flagger, an unknown name is refused rather than read as Istio (the message names the
+    /// value, not the field: callers say where it came from).
     pub fn parse(name: Option<&str>) -> Result<Provider, String> {
         let name = name.unwrap_or("istio");
         if name.starts_with("appmesh") || name == "osm" {
-            return Err(format!(
-                "spec.target.provider: {name:?} is not driven: {RETIRED}"
-            ));
+            return Err(format!("{name:?} is not driven: {RETIRED}"));
         }
         // Flagger's `smi:VERSION:MESH` names the mesh too; the objects are the same.
         let smi_version = name.strip_prefix("smi:").map(|rest| {
@@ -139,7 +138,7 @@ impl Provider {
             (gloo, _) if gloo == "gloo" || gloo.starts_with("gloo:") => Provider::Gloo,
             (other, _) => {
                 return Err(format!(
-                    "spec.target.provider: {other:?} is not a provider weir drives; one of \
+                    "{other:?} is not a provider weir drives; one of \
                      {PROVIDERS} (appmesh and osm are refused: their meshes are gone). Flagger \
                      would silently use Istio for it; weir does not guess"
                 ));

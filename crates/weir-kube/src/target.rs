@@ -920,8 +920,9 @@ fn settings(rollout: &Rollout) -> Result<Settings<'_>, Vec<FieldError>> {
             provider
         }
         Err(message) => {
+            // Nothing below means anything without a provider.
             errors.push(FieldError::new("spec.target.provider", message));
-            Provider::Kubernetes
+            return Err(errors);
         }
     };
     let replica_split = !daemon_set && replica_split::splits_replicas(rollout, provider, mode);

@@ -31,6 +31,7 @@ use weir_core::model::{KubernetesService, KubernetesTarget, Phase, RolloutSpec, 
 use weir_kube::routes::{self, Names, Provider, RouteContext};
 use weir_kube::target::REVISION_ANNOTATION;
 use weir_kube::workload;
+use weir_testkit::flagger_corpus;
 
 fn corpus() -> Option<PathBuf> {
     let dir = std::env::var("WEIR_COMPAT_DIR")
@@ -247,39 +248,31 @@ fn refusals(spec: &RolloutSpec, kubernetes: &KubernetesTarget) -> (Vec<String>, 
     (refused, provider)
 }
 
-/// The user's objects the providers read, as a Flagger user has them for the Canary: an
-/// Ingress (`ingressRef`) and an ApisixRoute (`routeRef`) sending `app.example.com` to the apex
-/// Service, an Upstream (`upstreamRef`) with connection settings.
+/// The user's objects the providers read, as a Flagger user has them for the Canary
+/// (`weir_testkit::flagger_corpus`, as the operator's corpus run applies them): an Ingress
+/// (`ingressRef`) and an ApisixRoute (`routeRef`) sending `app.example.com` to the apex Service,
+/// an Upstream (`upstreamRef`) with connection settings.
 fn user_objects(kubernetes: &KubernetesTarget, names: &Names) -> routes::Inputs {
     let mut inputs = routes::Inputs::new();
+    let port = i64::from(names.port);
     if let Some(reference) = &kubernetes.ingress_ref {
-        inputs.insert(json!({
-            "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-            "metadata": {"name": reference.name, "namespace": names.namespace,
-                "annotations": {"kubernetes.io/ingress.class": "nginx"}},
-            "spec": {"rules": [{"host": "app.example.com", "http": {"paths": [{
-                "path": "/", "pathType": "Prefix",
-                "backend": {"service": {"name": names.apex, "port": {"number": names.port}}}
-            }]}}]}
-        }));
+        inputs.insert(flagger_corpus::ingress(
+            &reference.name,
+            &names.namespace,
+            &names.apex,
+            port,
+        ));
     }
     if let Some(reference) = &kubernetes.route_ref {
-        inputs.insert(json!({
-            "apiVersion": "apisix.apache.org/v2", "kind": "ApisixRoute",
-            "metadata": {"name": reference.name, "namespace": names.namespace},
-            "spec": {"http": [{
-                "name": "method",
-                "match": {"hosts": ["app.example.com"], "methods": ["GET"], "paths": ["/*"]},
-                "backends": [{"serviceName": names.apex, "servicePort": names.port}]
-            }]}
-        }));
+        inputs.insert(flagger_corpus::apisix_route(
+            &reference.name,
+            &names.namespace,
+            &names.apex,
+            port,
+        ));
     }
     if let Some(reference) = &kubernetes.upstream_ref {
-        inputs.insert(json!({
-            "apiVersion": "gloo.solo.io/v1", "kind": "Upstream",
-            "metadata": {"name": reference.name, "namespace": names.namespace},
-            "spec": {"connectionConfig": {"maxRequestsPerConnection": 51}}
-        }));
+        inputs.insert(flagger_corpus::upstream(&reference.name, &names.namespace));
     }
     inputs
 }
@@ -308,36 +301,13 @@ fn names_of(
 
 /// The target's HorizontalPodAutoscaler as a Flagger user would have it.
 fn autoscaler_for(name: &str, namespace: &str, target_name: &str) -> HorizontalPodAutoscaler {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target_name},
-            "minReplicas": 2,
-            "maxReplicas": 4,
-            "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 99}}}]
-        }
-    }))
+    serde_json::from_value(flagger_corpus::horizontal_pod_autoscaler(
+        name,
+        namespace,
+        "Deployment",
+        target_name,
+    ))
     .unwrap()
-}
-
-/// The target's KEDA ScaledObject as the corpus's KEDA tutorial has it (a Prometheus trigger on
-/// the target's requests).
-fn scaled_object_for(name: &str, namespace: &str, target_name: &str) -> Value {
-    json!({
-        "apiVersion": "keda.sh/v1alpha1",
-        "kind": "ScaledObject",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "scaleTargetRef": {"name": target_name},
-            "minReplicaCount": 1,
-            "maxReplicaCount": 3,
-            "triggers": [{"type": "prometheus", "metadata": {
-                "serverAddress": "http://prometheus.monitoring:9090",
-                "query": format!("sum(rate(http_requests_total{{app=\"{target_name}\"}}[30s]))"),
-                "threshold": "10"
-            }}]
-        }
-    })
 }
 
 /// Every route the machine sets in a healthy run of a new revision, from set-up to the end.
@@ -914,7 +884,8 @@ fn every_corpus_canary_gets_its_objects_as_in_the_snapshots() {
             if let Some(reference) = &kubernetes.autoscaler_ref
                 && reference.kind.as_deref() == Some("ScaledObject")
             {
-                let scaled_object = scaled_object_for(&reference.name, &namespace, &target_name);
+                let scaled_object =
+                    flagger_corpus::scaled_object(&reference.name, &namespace, &target_name);
                 let copy = workload::primary_scaled_object(
                     &scaled_object,
                     &target_name,

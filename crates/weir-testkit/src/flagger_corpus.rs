@@ -160,67 +160,98 @@ pub fn user_objects(canary: &Value, namespace: &str, image: &str) -> Vec<Value> 
     }
     let autoscaler = &spec["autoscalerRef"];
     if let Some(name) = autoscaler["name"].as_str() {
-        if autoscaler["kind"] == "ScaledObject" {
-            objects.push(json!({
-                "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": {
-                    "scaleTargetRef": {"name": target_name},
-                    "minReplicaCount": 1,
-                    "maxReplicaCount": 3,
-                    "triggers": [{"type": "prometheus", "metadata": {
-                        "serverAddress": "http://prometheus.monitoring:9090",
-                        "query": format!("sum(rate(http_requests_total{{app=\"{target_name}\"}}[30s]))"),
-                        "threshold": "10"
-                    }}]
-                }
-            }));
+        objects.push(if autoscaler["kind"] == "ScaledObject" {
+            scaled_object(name, namespace, target_name)
         } else {
-            objects.push(json!({
-                "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": {
-                    "scaleTargetRef": {"apiVersion": "apps/v1", "kind": target_kind, "name": target_name},
-                    "minReplicas": 2,
-                    "maxReplicas": 4,
-                    "metrics": [{"type": "Resource", "resource": {"name": "cpu",
-                        "target": {"type": "Utilization", "averageUtilization": 99}}}]
-                }
-            }));
-        }
+            horizontal_pod_autoscaler(name, namespace, target_kind, target_name)
+        });
     }
     if let Some(name) = spec["ingressRef"]["name"].as_str() {
-        objects.push(json!({
-            "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
-            "metadata": {"name": name, "namespace": namespace,
-                "annotations": {"kubernetes.io/ingress.class": "nginx"}},
-            "spec": {"rules": [{"host": "app.example.com", "http": {"paths": [{
-                "path": "/", "pathType": "Prefix",
-                "backend": {"service": {"name": apex, "port": {"number": port}}}
-            }]}}]}
-        }));
+        objects.push(ingress(name, namespace, apex, port));
     }
     if let Some(name) = spec["routeRef"]["name"].as_str() {
-        objects.push(json!({
-            "apiVersion": "apisix.apache.org/v2", "kind": "ApisixRoute",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"http": [{
-                "name": "method",
-                "match": {"hosts": ["app.example.com"], "methods": ["GET"], "paths": ["/*"]},
-                "backends": [{"serviceName": apex, "servicePort": port}]
-            }]}
-        }));
+        objects.push(apisix_route(name, namespace, apex, port));
     }
     if let Some(name) = spec["upstreamRef"]["name"].as_str() {
         // Gloo's Upstreams usually live in `gloo-system`: where the reference says.
         let elsewhere = spec["upstreamRef"]["namespace"].as_str();
-        objects.push(json!({
-            "apiVersion": "gloo.solo.io/v1", "kind": "Upstream",
-            "metadata": {"name": name, "namespace": elsewhere.unwrap_or(namespace)},
-            "spec": {"connectionConfig": {"maxRequestsPerConnection": 51}}
-        }));
+        objects.push(upstream(name, elsewhere.unwrap_or(namespace)));
     }
     objects
+}
+
+/// The target's HorizontalPodAutoscaler as a Flagger user has it (2 to 4 replicas on CPU).
+pub fn horizontal_pod_autoscaler(
+    name: &str,
+    namespace: &str,
+    target_kind: &str,
+    target_name: &str,
+) -> Value {
+    json!({
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": target_kind, "name": target_name},
+            "minReplicas": 2,
+            "maxReplicas": 4,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 99}}}]
+        }
+    })
+}
+
+/// The target's KEDA ScaledObject as the corpus's KEDA tutorial has it (a Prometheus trigger on
+/// the target's requests).
+pub fn scaled_object(name: &str, namespace: &str, target_name: &str) -> Value {
+    json!({
+        "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "scaleTargetRef": {"name": target_name},
+            "minReplicaCount": 1,
+            "maxReplicaCount": 3,
+            "triggers": [{"type": "prometheus", "metadata": {
+                "serverAddress": "http://prometheus.monitoring:9090",
+                "query": format!("sum(rate(http_requests_total{{app=\"{target_name}\"}}[30s]))"),
+                "threshold": "10"
+            }}]
+        }
+    })
+}
+
+/// An ingress-nginx Ingress sending `app.example.com` to the Service `apex` on `port`.
+pub fn ingress(name: &str, namespace: &str, apex: &str, port: i64) -> Value {
+    json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": name, "namespace": namespace,
+            "annotations": {"kubernetes.io/ingress.class": "nginx"}},
+        "spec": {"rules": [{"host": "app.example.com", "http": {"paths": [{
+            "path": "/", "pathType": "Prefix",
+            "backend": {"service": {"name": apex, "port": {"number": port}}}
+        }]}}]}
+    })
+}
+
+/// An ApisixRoute sending GETs for `app.example.com` to the Service `apex` on `port`.
+pub fn apisix_route(name: &str, namespace: &str, apex: &str, port: i64) -> Value {
+    json!({
+        "apiVersion": "apisix.apache.org/v2", "kind": "ApisixRoute",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"http": [{
+            "name": "method",
+            "match": {"hosts": ["app.example.com"], "methods": ["GET"], "paths": ["/*"]},
+            "backends": [{"serviceName": apex, "servicePort": port}]
+        }]}
+    })
+}
+
+/// A Gloo Upstream with connection settings (what `upstreamRef` copies into weir's).
+pub fn upstream(name: &str, namespace: &str) -> Value {
+    json!({
+        "apiVersion": "gloo.solo.io/v1", "kind": "Upstream",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"connectionConfig": {"maxRequestsPerConnection": 51}}
+    })
 }
 
 /// The Gateway API's HTTPRoute CRD as a stand-in (the corpus has no Gateway API CRDs): both

@@ -111,11 +111,5 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
 
 /// `--provider`: a provider weir drives, by Flagger's name (the refusal names the others).
 fn parse_provider(name: &str) -> Result<String, String> {
-    weir_kube::routes::Provider::parse(Some(name))
-        .map(|_| name.to_string())
-        .map_err(|message| {
-            message
-                .trim_start_matches("spec.target.provider: ")
-                .to_string()
-        })
+    weir_kube::routes::Provider::parse(Some(name)).map(|_| name.to_string())
 }

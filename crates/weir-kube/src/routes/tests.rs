@@ -245,9 +245,7 @@ fn providers_are_flaggers_names_and_istio_is_the_default() {
     // Flagger reads an unknown name as Istio; weir refuses it and lists every provider.
     let error = Provider::parse(Some("istoi")).unwrap_err();
     assert!(
-        error.starts_with(
-            "spec.target.provider: \"istoi\" is not a provider weir drives; one of istio, "
-        ),
+        error.starts_with("\"istoi\" is not a provider weir drives; one of istio, "),
         "{error}"
     );
     for name in PROVIDERS.split(", ").chain(["appmesh", "osm"]) {
