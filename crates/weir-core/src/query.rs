@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::model::{KubernetesTarget, Metric, ObjectReference, Rollout};
+
 /// Why a template cannot be rendered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TemplateError {
@@ -116,6 +118,60 @@ fn printf(arguments: &str, variables: &BTreeMap<String, String>) -> Result<Strin
         return Err(failure());
     }
     Ok(out)
+}
+
+/// The placeholders a query may use: `name`, `namespace`, `target`, `service`, `ingress`,
+/// `route`, `interval`, `version` (the canary's revision, when the target knows it) and
+/// `variables.<key>` from the metric's `templateVariables`. Every metric provider fills its
+/// queries from these.
+pub fn variables(rollout: &Rollout, metric: &Metric) -> BTreeMap<String, String> {
+    let kubernetes = rollout.spec.target.kubernetes();
+    let reference_name = |reference: fn(&KubernetesTarget) -> Option<&ObjectReference>| {
+        kubernetes
+            .and_then(reference)
+            .map(|reference| reference.name.clone())
+    };
+    let name = rollout.metadata.name.clone();
+    let target = reference_name(|k| k.target_ref.as_ref()).unwrap_or_else(|| name.clone());
+    let service = kubernetes
+        .and_then(|k| k.service.as_ref())
+        .and_then(|service| service.name.clone())
+        .unwrap_or_else(|| target.clone());
+    let version = rollout
+        .spec
+        .target
+        .local()
+        .map(|local| local.canary.revision())
+        .unwrap_or_default();
+    let interval = metric
+        .interval
+        .map_or_else(|| "1m".to_string(), |interval| interval.to_string());
+    let mut variables: BTreeMap<String, String> = [
+        ("name", name),
+        (
+            "namespace",
+            rollout.metadata.namespace_or_default().to_string(),
+        ),
+        ("target", target),
+        ("service", service),
+        (
+            "ingress",
+            reference_name(|k| k.ingress_ref.as_ref()).unwrap_or_default(),
+        ),
+        (
+            "route",
+            reference_name(|k| k.route_ref.as_ref()).unwrap_or_default(),
+        ),
+        ("interval", interval),
+        ("version", version),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_string(), value))
+    .collect();
+    for (key, value) in &metric.template_variables {
+        variables.insert(format!("variables.{key}"), value.clone());
+    }
+    variables
 }
 
 #[cfg(test)]

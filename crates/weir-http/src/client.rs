@@ -173,6 +173,8 @@ fn tls_config(roots: &Roots) -> rustls::ClientConfig {
 pub struct Answer {
     /// The status code.
     pub status: StatusCode,
+    /// The response headers (e.g. `Retry-After`).
+    pub headers: http::HeaderMap,
     /// The body, when it is at most the client's limit (64 KiB unless
     /// [`HttpClient::reading_up_to`]); empty otherwise, or when it broke off.
     pub body: Bytes,
@@ -229,6 +231,7 @@ impl HttpClient {
                 .await
                 .map_err(|error| HttpError::of(url, &error))?;
             let status = response.status();
+            let headers = response.headers().clone();
             let limited = http_body_util::Limited::new(response.into_body(), self.max_body);
             let (body, oversized) = match limited.collect().await {
                 Ok(collected) => (collected.to_bytes(), false),
@@ -237,6 +240,7 @@ impl HttpClient {
             };
             Ok(Answer {
                 status,
+                headers,
                 body,
                 oversized,
             })

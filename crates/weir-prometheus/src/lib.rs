@@ -31,8 +31,7 @@ use weir_analysis::{VersionCounts, Window};
 use weir_core::FieldError;
 use weir_core::catalog::{Catalog, SharedCatalog};
 use weir_core::model::{
-    CheckOutcome, CheckResult, KubernetesTarget, Metric, ObjectReference, REQUEST_DURATION,
-    REQUEST_SUCCESS_RATE, Rollout, TargetKind,
+    CheckOutcome, CheckResult, Metric, REQUEST_DURATION, REQUEST_SUCCESS_RATE, Rollout, TargetKind,
 };
 use weir_store::RolloutKey;
 
@@ -297,58 +296,7 @@ pub fn builtin_query(mesh: Mesh, metric: &str) -> Option<&'static str> {
     })
 }
 
-/// The placeholders a query may use: `name`, `namespace`, `target`, `service`, `ingress`,
-/// `route`, `interval`, `version` (the canary's revision, when the target knows it) and
-/// `variables.<key>` from the metric's `templateVariables`.
-pub fn variables(rollout: &Rollout, metric: &Metric) -> BTreeMap<String, String> {
-    let kubernetes = rollout.spec.target.kubernetes();
-    let reference_name = |reference: fn(&KubernetesTarget) -> Option<&ObjectReference>| {
-        kubernetes
-            .and_then(reference)
-            .map(|reference| reference.name.clone())
-    };
-    let name = rollout.metadata.name.clone();
-    let target = reference_name(|k| k.target_ref.as_ref()).unwrap_or_else(|| name.clone());
-    let service = kubernetes
-        .and_then(|k| k.service.as_ref())
-        .and_then(|service| service.name.clone())
-        .unwrap_or_else(|| target.clone());
-    let version = rollout
-        .spec
-        .target
-        .local()
-        .map(|local| local.canary.revision())
-        .unwrap_or_default();
-    let interval = metric
-        .interval
-        .map_or_else(|| "1m".to_string(), |interval| interval.to_string());
-    let mut variables: BTreeMap<String, String> = [
-        ("name", name),
-        (
-            "namespace",
-            rollout.metadata.namespace_or_default().to_string(),
-        ),
-        ("target", target),
-        ("service", service),
-        (
-            "ingress",
-            reference_name(|k| k.ingress_ref.as_ref()).unwrap_or_default(),
-        ),
-        (
-            "route",
-            reference_name(|k| k.route_ref.as_ref()).unwrap_or_default(),
-        ),
-        ("interval", interval),
-        ("version", version),
-    ]
-    .into_iter()
-    .map(|(key, value)| (key.to_string(), value))
-    .collect();
-    for (key, value) in &metric.template_variables {
-        variables.insert(format!("variables.{key}"), value.clone());
-    }
-    variables
-}
+pub use weir_core::query::variables;
 
 /// Evaluates checks with Prometheus and feeds the judges from its counters.
 #[derive(Clone)]
@@ -423,9 +371,10 @@ impl PrometheusSource {
                 .ok_or_else(|| format!("MetricTemplate {} is not loaded", reference.name))?;
             let provider = &template.spec.provider;
             if provider.provider_type != "prometheus" {
+                // Not asked in practice: this source handles prometheus templates only, and
+                // weir-metrics the others.
                 return Err(format!(
-                    "MetricTemplate {} uses provider {:?}; weir queries prometheus (other \
-                     providers are not supported yet)",
+                    "MetricTemplate {} uses provider {:?}, not prometheus",
                     reference.name, provider.provider_type
                 ));
             }
@@ -630,9 +579,11 @@ impl MetricSource for PrometheusSource {
             if let Some(reference) = &metric.template_ref
                 && catalog
                     .metric_template(reference, rollout.metadata.namespace_or_default())
-                    .is_none()
+                    .is_none_or(|template| template.spec.provider.provider_type != "prometheus")
             {
-                // An unknown template is reported by the catalog's own check.
+                // An unknown template is reported by the catalog's own check, a template of
+                // another provider by that provider's source (weir-metrics), which also refuses
+                // the providers no source queries.
                 continue;
             }
             if let Err(reason) = self.plan(&catalog, rollout, metric) {

@@ -53,6 +53,7 @@ pub mod istio;
 pub mod knative_controller;
 pub mod kube_cluster;
 pub mod kube_server;
+pub mod metric_doubles;
 pub mod metrics;
 pub mod operator_scale;
 pub mod postgres;

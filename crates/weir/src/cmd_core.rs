@@ -224,7 +224,7 @@ fn query_problems(
             },
             (None, None) => continue,
         };
-        let variables = weir_prometheus::variables(rollout, metric);
+        let variables = weir_core::query::variables(rollout, metric);
         if let Err(error) = weir_core::query::render(query, &variables) {
             problems.push(format!("spec.analysis.metrics[{index}].{field}: {error}"));
         }

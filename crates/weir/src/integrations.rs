@@ -15,6 +15,7 @@ use weir_engine::Providers;
 use weir_http::HttpClient;
 use weir_http::policy::{ListenPolicy, OutboundPolicy, Rule};
 use weir_local::LocalTargets;
+use weir_metrics::MetricsSource;
 use weir_prometheus::PrometheusSource;
 use weir_webhooks::{AlertNotifier, HttpHookRunner};
 
@@ -50,8 +51,9 @@ impl Integrations {
         targets.add_to(self.shared_providers())
     }
 
-    /// The providers every target kind shares (metrics, hooks, notifications), without a
-    /// target: the caller adds its own.
+    /// The providers every target kind shares (metrics - Prometheus, then Datadog, New Relic
+    /// and Graphite templates -, hooks, notifications), without a target: the caller adds its
+    /// own.
     pub fn shared_providers(&self) -> Providers {
         let catalog = &self.catalog;
         // One pool for hooks, notifications and queries, under the outbound policy.
@@ -67,7 +69,13 @@ impl Integrations {
         )
         // Asked first, so a metrics server takes the builtins over from the router's counters.
         .with_metrics(Arc::new(
-            PrometheusSource::new(catalog.clone(), self.metrics_server.clone()).with_client(client),
+            PrometheusSource::new(catalog.clone(), self.metrics_server.clone())
+                .with_client(client.clone()),
+        ))
+        // Templates of Datadog, New Relic and Graphite; it refuses the providers no source
+        // queries.
+        .with_metrics(Arc::new(
+            MetricsSource::new(catalog.clone()).with_client(client),
         ))
     }
 }

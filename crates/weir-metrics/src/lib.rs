@@ -1,0 +1,549 @@
+//! Metric providers other than Prometheus, as Flagger calls them: a `MetricTemplate` with
+//! `spec.provider.type` [`datadog`](datadog), [`newrelic`](newrelic) or [`graphite`](graphite).
+//!
+//! Every provider works the same way: the template's query is rendered with the placeholders
+//! every metric source shares ([`weir_core::query::variables`]), sent to the backend at the
+//! template's `provider.address` (or the service's public address) with the credentials of the
+//! template's `secretRef` (a catalog Secret, read from the template's namespace as in Flagger),
+//! and one number is taken from the answer as the provider's module says. That number is judged
+//! against the metric's `thresholdRange`.
+//!
+//! At the edges:
+//! - an answer without a number (no series, no points, only nulls) is *no data*, which the
+//!   machine treats as the rollout's `noData` says, as for Prometheus;
+//! - an error answer is *no data* too, with the service's own error text in the check's message
+//!   (so in the history), never a credential: every Secret value is struck out of any text that
+//!   leaves this crate, and requests are shown without their credentials;
+//! - `429` and `5xx` (but `501`) answers and requests that got no answer are tried again within
+//!   the metric's interval (the time until the next check), waiting as `Retry-After` (or
+//!   Datadog's `X-RateLimit-Reset`) says, else weir-http's backoff; a wait that would end after
+//!   the interval is not made;
+//! - each request has a timeout ([`DEFAULT_QUERY_TIMEOUT`] unless [`MetricsSource::with_timeout`]).
+//!
+//! A template of a provider no source of weir queries (cloudwatch, stackdriver, ...) is refused
+//! here when a rollout using it is applied.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod datadog;
+pub mod graphite;
+pub mod newrelic;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use jiff::Timestamp;
+use weir_core::FieldError;
+use weir_core::catalog::{Catalog, SharedCatalog};
+use weir_core::model::{CheckOutcome, CheckResult, Metric, MetricTemplate, Rollout};
+use weir_engine::clock::{SharedClock, SystemClock};
+use weir_engine::{BoxFuture, MetricSource};
+use weir_http::HttpClient;
+use weir_http::retry::{Backoff, worth_retrying};
+use weir_store::RolloutKey;
+
+/// The providers this crate queries, by the name templates use.
+pub const PROVIDERS: [&str; 3] = ["datadog", "newrelic", "graphite"];
+
+/// How long one request may take before it counts as no answer.
+pub const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The interval of a metric that sets none (as weir's `{{ interval }}`).
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Answers can hold long point lists: read up to this many bytes.
+const MAX_ANSWER: usize = 4 * 1024 * 1024;
+
+/// How much of an error answer's text goes into a message.
+const MAX_ERROR_TEXT: usize = 300;
+
+/// A provider this crate queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// Datadog's v1 timeseries query API.
+    Datadog,
+    /// New Relic's Insights query API (NRQL).
+    NewRelic,
+    /// Graphite's render API.
+    Graphite,
+}
+
+impl Provider {
+    /// The provider of a template's `spec.provider.type`, when this crate queries it.
+    pub fn of(provider_type: &str) -> Option<Provider> {
+        match provider_type {
+            "datadog" => Some(Provider::Datadog),
+            "newrelic" => Some(Provider::NewRelic),
+            "graphite" => Some(Provider::Graphite),
+            _ => None,
+        }
+    }
+
+    /// The name templates use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Datadog => "datadog",
+            Provider::NewRelic => "newrelic",
+            Provider::Graphite => "graphite",
+        }
+    }
+
+    fn default_address(self) -> Option<&'static str> {
+        match self {
+            Provider::Datadog => Some(datadog::DEFAULT_ADDRESS),
+            Provider::NewRelic => Some(newrelic::DEFAULT_ADDRESS),
+            Provider::Graphite => None,
+        }
+    }
+
+    /// The Secret keys the provider needs (all of them) when the template names a Secret, and
+    /// whether it needs a Secret at all.
+    fn secret_keys(self) -> (&'static [&'static str], bool) {
+        match self {
+            Provider::Datadog => (&datadog::SECRET_KEYS, true),
+            Provider::NewRelic => (&newrelic::SECRET_KEYS, true),
+            Provider::Graphite => (&graphite::SECRET_KEYS, false),
+        }
+    }
+}
+
+/// Secret values by key. Debug shows the keys only.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Credentials(BTreeMap<&'static str, String>);
+
+impl Credentials {
+    /// The value of `key` (empty when absent: a plan has every key its provider needs).
+    pub fn get(&self, key: &str) -> &str {
+        self.0.get(key).map_or("", String::as_str)
+    }
+
+    /// `text` with every credential struck out.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        for value in self.0.values() {
+            // Very short values (a one-digit account id) would strike out ordinary text.
+            if value.len() >= 4 {
+                text = text.replace(value.as_str(), "[redacted]");
+            }
+        }
+        text
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+/// What a check runs: resolved from the catalog, rendered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The backend.
+    pub provider: Provider,
+    /// Its base URL, without a trailing `/`.
+    pub address: String,
+    /// The rendered query.
+    pub query: String,
+    /// The Secret's values the provider uses.
+    pub credentials: Credentials,
+    /// The metric's interval: the window some providers query, and the time retries may take.
+    pub interval: Duration,
+}
+
+/// One request to a backend.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The URL, query string included.
+    pub url: String,
+    /// The URL as messages show it: without anything from the Secret.
+    pub shown: String,
+    /// Credentials and other headers.
+    pub headers: Vec<(&'static str, String)>,
+}
+
+/// The number an answer holds, or why it holds none.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reading {
+    /// The value, and a remark for the message (e.g. "first of 3 series").
+    Value(f64, Option<String>),
+    /// No number: *no data*, with the reason.
+    NoData(String),
+}
+
+/// Evaluates checks whose template names one of [`PROVIDERS`].
+#[derive(Clone)]
+pub struct MetricsSource {
+    http: HttpClient,
+    catalog: SharedCatalog,
+    clock: SharedClock,
+    timeout: Duration,
+    backoff: Backoff,
+}
+
+impl MetricsSource {
+    /// A source reading templates and Secrets from `catalog`, querying with its own client.
+    pub fn new(catalog: impl Into<SharedCatalog>) -> MetricsSource {
+        MetricsSource {
+            http: HttpClient::default().reading_up_to(MAX_ANSWER),
+            catalog: catalog.into(),
+            clock: SystemClock::shared(),
+            timeout: DEFAULT_QUERY_TIMEOUT,
+            backoff: Backoff::default(),
+        }
+    }
+
+    /// The same source querying through `http` (e.g. the process's pool under its outbound
+    /// policy: a template's literal address is then checked when a rollout is applied, and every
+    /// address on every connection).
+    pub fn with_client(mut self, http: HttpClient) -> MetricsSource {
+        self.http = http.reading_up_to(MAX_ANSWER);
+        self
+    }
+
+    /// The same source taking time (Datadog's query window) from `clock`.
+    pub fn with_clock(mut self, clock: SharedClock) -> MetricsSource {
+        self.clock = clock;
+        self
+    }
+
+    /// The same source with another timeout per request.
+    pub fn with_timeout(mut self, timeout: Duration) -> MetricsSource {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The same source with other waits between attempts (when the answer does not say).
+    pub fn with_backoff(mut self, backoff: Backoff) -> MetricsSource {
+        self.backoff = backoff;
+        self
+    }
+
+    /// The template of `metric`, when it names one that is loaded.
+    fn template<'c>(
+        catalog: &'c Catalog,
+        rollout: &Rollout,
+        metric: &Metric,
+    ) -> Option<&'c MetricTemplate> {
+        let reference = metric.template_ref.as_ref()?;
+        catalog.metric_template(reference, rollout.metadata.namespace_or_default())
+    }
+
+    /// What `metric` runs, or why it cannot run.
+    pub fn plan(catalog: &Catalog, rollout: &Rollout, metric: &Metric) -> Result<Plan, String> {
+        let template = Self::template(catalog, rollout, metric)
+            .ok_or_else(|| "the metric names no loaded MetricTemplate".to_string())?;
+        let name = &template.metadata.name;
+        let spec = &template.spec.provider;
+        let provider = Provider::of(&spec.provider_type).ok_or_else(|| unsupported(template))?;
+        let query = template
+            .spec
+            .query
+            .as_deref()
+            .ok_or_else(|| format!("MetricTemplate {name} has no query"))?;
+        let query = weir_core::query::render(query, &weir_core::query::variables(rollout, metric))
+            .map_err(|error| error.to_string())?;
+        let address = spec
+            .address
+            .as_deref()
+            .or(provider.default_address())
+            .ok_or_else(|| {
+                format!(
+                    "MetricTemplate {name}: {} needs provider.address",
+                    provider.name()
+                )
+            })?;
+        if !address.starts_with("http://") && !address.starts_with("https://") {
+            return Err(format!(
+                "MetricTemplate {name}: provider.address {address:?} is not an http:// or https:// URL"
+            ));
+        }
+        let (keys, required) = provider.secret_keys();
+        let mut credentials = Credentials::default();
+        match &spec.secret_ref {
+            None if required => {
+                return Err(format!(
+                    "MetricTemplate {name}: {} needs provider.secretRef, a Secret with {}",
+                    provider.name(),
+                    keys.join(" and ")
+                ));
+            }
+            None => {}
+            Some(reference) => {
+                let secret = catalog
+                    .secret(reference, template.metadata.namespace_or_default())
+                    .ok_or_else(|| format!("Secret {} is not loaded", reference.name))?;
+                let missing: Vec<&str> = keys
+                    .iter()
+                    .copied()
+                    .filter(|key| secret.get(key).is_none())
+                    .collect();
+                if !missing.is_empty() {
+                    return Err(format!(
+                        "MetricTemplate {name}: Secret {} has no {} (a {} Secret holds {})",
+                        reference.name,
+                        missing.join(" and "),
+                        provider.name(),
+                        keys.join(" and ")
+                    ));
+                }
+                for key in keys {
+                    credentials
+                        .0
+                        .insert(key, secret.get(key).unwrap_or_default().to_string());
+                }
+            }
+        }
+        Ok(Plan {
+            provider,
+            address: address.trim_end_matches('/').to_string(),
+            query,
+            credentials,
+            interval: metric
+                .interval
+                .map_or(DEFAULT_INTERVAL, |interval| interval.get()),
+        })
+    }
+
+    /// The plan's request at `now`.
+    fn request(plan: &Plan, now: Timestamp) -> Request {
+        match plan.provider {
+            Provider::Datadog => datadog::request(plan, now),
+            Provider::NewRelic => newrelic::request(plan),
+            Provider::Graphite => graphite::request(plan),
+        }
+    }
+
+    /// Queries the backend, trying again within the interval, and reads the number. `Err`: the
+    /// backend's error (scrubbed).
+    pub async fn run(&self, plan: &Plan) -> Result<Reading, String> {
+        let budget = plan.interval.max(self.timeout);
+        let deadline = tokio::time::Instant::now() + budget;
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let now = self.clock.now();
+            let request = Self::request(plan, now);
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let timeout = self.timeout.min(remaining).max(Duration::from_millis(1));
+            let outcome = self
+                .http
+                .request(
+                    Method::GET,
+                    &request.url,
+                    request.headers.clone(),
+                    Bytes::new(),
+                    timeout,
+                )
+                .await;
+            let show = |text: String| {
+                plan.credentials
+                    .scrub(&text.replace(&request.url, &request.shown))
+            };
+            let (error, wait) = match outcome {
+                Err(error) if error.is_refused() || error.is_certificate() => {
+                    return Err(show(error.to_string()));
+                }
+                Err(error) => (show(error.to_string()), None),
+                Ok(answer) if answer.status == StatusCode::OK => {
+                    if answer.oversized {
+                        return Err(format!(
+                            "{}: the answer is larger than {} MiB",
+                            request.shown,
+                            MAX_ANSWER / (1024 * 1024)
+                        ));
+                    }
+                    let reading = match plan.provider {
+                        Provider::Datadog => datadog::read(&answer.body, now),
+                        Provider::NewRelic => newrelic::read(&answer.body),
+                        Provider::Graphite => graphite::read(&answer.body),
+                    };
+                    return reading.map_err(|error| show(format!("{}: {error}", request.shown)));
+                }
+                Ok(answer) => {
+                    let text = show(format!(
+                        "{} answered {}: {}",
+                        request.shown,
+                        answer.status,
+                        error_text(plan.provider, &answer.body)
+                    ));
+                    if !worth_retrying(answer.status) {
+                        return Err(text);
+                    }
+                    (text, self.told_wait(&answer.headers))
+                }
+            };
+            let wait = wait.unwrap_or_else(|| self.backoff.delay(attempt - 1));
+            if tokio::time::Instant::now() + wait >= deadline {
+                return Err(format!(
+                    "{error} (after {attempt} attempt{}; the next would end after the {} interval)",
+                    if attempt == 1 { "" } else { "s" },
+                    weir_core::units::GoDuration::new(plan.interval)
+                ));
+            }
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// How long an answer asks to wait: `Retry-After` (seconds or an HTTP date), else Datadog's
+    /// `X-RateLimit-Reset` (seconds until the limit's period ends).
+    fn told_wait(&self, headers: &HeaderMap) -> Option<Duration> {
+        let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+        if let Some(after) = text("retry-after") {
+            let after = after.trim();
+            if let Ok(seconds) = after.parse::<u64>() {
+                return Some(Duration::from_secs(seconds));
+            }
+            if let Ok(at) = jiff::fmt::rfc2822::parse(after) {
+                let wait = at.timestamp().duration_since(self.clock.now());
+                return Some(Duration::try_from(wait).unwrap_or(Duration::ZERO));
+            }
+        }
+        text("x-ratelimit-reset")
+            .and_then(|reset| reset.trim().parse::<u64>().ok())
+            .map(Duration::from_secs)
+    }
+}
+
+/// The refusal of a template whose provider no source of weir queries.
+fn unsupported(template: &MetricTemplate) -> String {
+    format!(
+        "MetricTemplate {} uses provider {:?}: weir queries prometheus, {} (not yet the others)",
+        template.metadata.name,
+        template.spec.provider.provider_type,
+        PROVIDERS.join(", ")
+    )
+}
+
+/// The service's own words in an error answer: its JSON error message(s), else the start of
+/// the body.
+fn error_text(provider: Provider, body: &[u8]) -> String {
+    let from_json = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|json| match provider {
+            Provider::Datadog => datadog::error_message(&json),
+            Provider::NewRelic => newrelic::error_message(&json),
+            Provider::Graphite => None,
+        });
+    let text = from_json.unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
+    if text.is_empty() {
+        return "no error message".into();
+    }
+    match text.char_indices().nth(MAX_ERROR_TEXT) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
+    }
+}
+
+impl MetricSource for MetricsSource {
+    fn handles(&self, rollout: &Rollout, metric: &Metric) -> bool {
+        Self::template(&self.catalog.snapshot(), rollout, metric)
+            .is_some_and(|template| Provider::of(&template.spec.provider.provider_type).is_some())
+    }
+
+    fn validate(&self, rollout: &Rollout) -> Vec<FieldError> {
+        let catalog = self.catalog.snapshot();
+        let mut errors = Vec::new();
+        for (index, metric) in rollout.spec.analysis.metrics.iter().enumerate() {
+            let Some(template) = Self::template(&catalog, rollout, metric) else {
+                // No template, or one that is not loaded: the catalog's check says so.
+                continue;
+            };
+            let path = format!("spec.analysis.metrics[{index}].templateRef");
+            let provider_type = &template.spec.provider.provider_type;
+            if provider_type == "prometheus" {
+                continue;
+            }
+            if Provider::of(provider_type).is_none() {
+                errors.push(FieldError::new(path, unsupported(template)));
+                continue;
+            }
+            if let Some(reference) = &template.spec.provider.secret_ref
+                && catalog
+                    .secret(reference, template.metadata.namespace_or_default())
+                    .is_none()
+            {
+                // A missing Secret is the catalog's check's to report.
+                continue;
+            }
+            if let Err(reason) = Self::plan(&catalog, rollout, metric) {
+                errors.push(FieldError::new(path, reason));
+            }
+        }
+        errors
+    }
+
+    fn refuse(&self, rollout: &Rollout) -> Vec<FieldError> {
+        let Some(policy) = self.http.policy() else {
+            return Vec::new();
+        };
+        let catalog = self.catalog.snapshot();
+        let mut refusals = Vec::new();
+        for (index, metric) in rollout.spec.analysis.metrics.iter().enumerate() {
+            if let Ok(plan) = Self::plan(&catalog, rollout, metric)
+                && let Err(refusal) = policy.check_url(&plan.address)
+            {
+                refusals.push(FieldError::with_value(
+                    format!("spec.analysis.metrics[{index}].templateRef"),
+                    format!("{:?}", plan.address),
+                    refusal.to_string(),
+                ));
+            }
+        }
+        refusals
+    }
+
+    fn check<'a>(
+        &'a self,
+        _key: &'a RolloutKey,
+        rollout: &'a Rollout,
+        metric: &'a Metric,
+    ) -> BoxFuture<'a, CheckResult> {
+        Box::pin(async move {
+            let result = |outcome, value, message| CheckResult {
+                name: metric.name.clone(),
+                outcome,
+                value,
+                message,
+            };
+            let plan = match Self::plan(&self.catalog.snapshot(), rollout, metric) {
+                Ok(plan) => plan,
+                Err(reason) => return result(CheckOutcome::NoData, None, reason),
+            };
+            let name = plan.provider.name();
+            match self.run(&plan).await {
+                Ok(Reading::Value(value, remark)) => {
+                    let range = metric.threshold_range.unwrap_or_default();
+                    let outcome = if range.contains(value) {
+                        CheckOutcome::Pass
+                    } else {
+                        CheckOutcome::Fail
+                    };
+                    let bounds = match (range.min, range.max) {
+                        (Some(min), Some(max)) => format!("[{min}, {max}]"),
+                        (Some(min), None) => format!(">= {min}"),
+                        (None, Some(max)) => format!("<= {max}"),
+                        (None, None) => "any".into(),
+                    };
+                    let remark = remark
+                        .map(|remark| format!(" ({remark})"))
+                        .unwrap_or_default();
+                    result(
+                        outcome,
+                        Some(value),
+                        format!("{name}: {value:.4} (accepted {bounds}){remark}"),
+                    )
+                }
+                Ok(Reading::NoData(reason)) => result(
+                    CheckOutcome::NoData,
+                    None,
+                    format!("{name}: no values found: {reason}"),
+                ),
+                Err(error) => result(CheckOutcome::NoData, None, format!("{name}: {error}")),
+            }
+        })
+    }
+}

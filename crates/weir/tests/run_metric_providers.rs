@@ -1,0 +1,127 @@
+//! A local rollout judged by a Datadog MetricTemplate through `weir run`: the template and its
+//! Secret sit beside the rollout in its file, the template's address is weir-testkit's Datadog
+//! double (which refuses any request Datadog would refuse). A healthy value promotes the canary;
+//! a bad one rolls it back with the value in the history; the keys appear in no output.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use weir_testkit::fixtures::{TempDb, runtime, sample_apps};
+use weir_testkit::metric_doubles::MetricDouble;
+use weir_testkit::process::Weir;
+
+const API_KEY: &str = "dd-api-e2e-0123456789";
+const APP_KEY: &str = "dd-app-e2e-9876543210";
+
+fn documents(datadog: &str, primary: &str, canary: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Secret
+metadata: {{name: datadog}}
+stringData: {{datadog_api_key: {API_KEY}, datadog_application_key: {APP_KEY}}}
+---
+apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {{name: error-percentage}}
+spec:
+  provider: {{type: datadog, address: "{datadog}", secretRef: {{name: datadog}}}}
+  query: |
+    100 * sum:trace.http.request.errors{{service:{{{{ target }}}},version:canary}}.as_count()
+      / sum:trace.http.request.hits{{service:{{{{ target }}}},version:canary}}.as_count()
+---
+apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: shop-datadog}}
+spec:
+  target:
+    kind: local
+    listen: "127.0.0.1:0"
+    primary: {{url: "http://{primary}", healthCheck: /healthz}}
+    canary: {{url: "http://{canary}", healthCheck: /healthz}}
+  plan: {{canary: {{stepWeights: [50, 100]}}}}
+  analysis:
+    interval: 1s
+    threshold: 1
+    noData: fail
+    progressDeadline: 1m
+    # The checks alone decide, as in Flagger: no traffic is sent, so no judge sees any.
+    evidence: {{promoteOn: noHarm}}
+    metrics:
+      - name: error-percentage
+        interval: 1m
+        templateRef: {{name: error-percentage}}
+        thresholdRange: {{max: 1}}
+"#
+    )
+}
+
+/// Runs the rollout to its end; its exit code, its events and everything it printed.
+fn run(yaml: &str) -> (Option<i32>, Vec<Value>, String) {
+    let dir = TempDb::new();
+    let file = dir.file("rollout.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let mut run = Weir::start_capturing_stderr(
+        env!("CARGO_BIN_EXE_weir"),
+        &[
+            "run",
+            &file.display().to_string(),
+            "--db",
+            &dir.path().display().to_string(),
+            "--output",
+            "json",
+        ],
+        &[],
+    );
+    let status = run.wait();
+    let lines = run.lines();
+    let printed = format!("{}\n{}", lines.join("\n"), run.stderr_lines().join("\n"));
+    let events = lines
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .map(|line| line["event"].clone())
+        .filter(|event| !event.is_null())
+        .collect();
+    (status.code(), events, printed)
+}
+
+fn messages(events: &[Value], reason: &str) -> Vec<String> {
+    events
+        .iter()
+        .filter(|event| event["reason"] == reason)
+        .filter_map(|event| event["message"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn a_datadog_template_promotes_a_healthy_canary_and_rolls_back_a_bad_one() {
+    let runtime = runtime();
+    let versions = sample_apps(&runtime, &["v1", "v2"]);
+    let datadog = MetricDouble::datadog(API_KEY, APP_KEY);
+    let yaml = documents(
+        &datadog.url(),
+        &versions[0].to_string(),
+        &versions[1].to_string(),
+    );
+
+    datadog.serve(Some(0.2));
+    let (code, events, printed) = run(&yaml);
+    println!("{:#?}", messages(&events, "Advanced"));
+    assert_eq!(code, Some(0), "{events:#?}");
+    assert!(!messages(&events, "Succeeded").is_empty(), "{events:#?}");
+    let request = datadog.seen().pop().unwrap();
+    println!("Datadog received: {request:?}");
+    assert_eq!(request.path, "/api/v1/query");
+    assert_eq!(request.status, 200);
+    assert!(
+        request.query["query"].contains("service:shop-datadog,version:canary"),
+        "{request:?}"
+    );
+    assert!(!printed.contains(API_KEY) && !printed.contains(APP_KEY));
+
+    datadog.serve(Some(12.5));
+    let (code, events, printed) = run(&yaml);
+    println!("{events:#?}");
+    assert_eq!(code, Some(1), "{events:#?}");
+    let all = serde_json::to_string(&events).unwrap();
+    assert!(all.contains("datadog: 12.5000 (accepted <= 1)"), "{all}");
+    assert!(!printed.contains(API_KEY) && !printed.contains(APP_KEY));
+}
