@@ -1,0 +1,143 @@
+//! The non-Prometheus MetricTemplates of Flagger's documentation and tests (the corpus at
+//! `../shared/compat/flagger/metric-templates`, when present) as a user would bring them: each
+//! Datadog, New Relic and Graphite template with a query is run against weir-testkit's double
+//! of its service (only its address swapped for the double's) and reads the value served; the
+//! others are refused when a rollout using them is applied, saying why.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use weir_core::catalog::Catalog;
+use weir_core::document::{Document, load};
+use weir_core::model::{CheckOutcome, MetricTemplate};
+use weir_engine::MetricSource;
+use weir_metrics::{MetricsSource, Provider};
+use weir_store::RolloutKey;
+use weir_testkit::fixtures::compat_dir;
+use weir_testkit::metric_doubles::MetricDouble;
+
+fn rollout_yaml(template: &MetricTemplate) -> String {
+    format!(
+        r#"apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: podinfo, namespace: test}}
+spec:
+  target:
+    kind: kubernetes
+    targetRef: {{apiVersion: apps/v1, kind: Deployment, name: podinfo}}
+    ingressRef: {{apiVersion: networking.k8s.io/v1, kind: Ingress, name: podinfo}}
+  plan: {{canary: {{stepWeight: 10}}}}
+  analysis:
+    metrics:
+      - name: corpus
+        templateRef: {{name: {}, namespace: {}}}
+        thresholdRange: {{max: 5}}
+"#,
+        template.metadata.name,
+        template.metadata.namespace_or_default()
+    )
+}
+
+fn secret_yaml(template: &MetricTemplate, keys: &str) -> Option<String> {
+    let reference = template.spec.provider.secret_ref.as_ref()?;
+    Some(format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: {}, namespace: {}}}\nstringData: {keys}\n",
+        reference.name,
+        template.metadata.namespace_or_default()
+    ))
+}
+
+fn add(catalog: &mut Catalog, yaml: &str) -> Option<Document> {
+    let mut left = None;
+    for result in load(yaml.as_bytes()) {
+        left = left.or(catalog.add(result.unwrap().document));
+    }
+    left
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_corpus_templates_of_datadog_newrelic_and_graphite_read_their_double() {
+    let Some(dir) = compat_dir() else {
+        eprintln!("SKIPPED: no Flagger corpus (../shared/compat/flagger)");
+        return;
+    };
+    let mut files: Vec<_> = std::fs::read_dir(dir.join("metric-templates"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    let (mut read, mut refused) = (Vec::new(), Vec::new());
+    for file in files {
+        let bytes = std::fs::read(&file).unwrap();
+        for result in load(&bytes) {
+            let Ok(loaded) = result else { continue };
+            let Document::MetricTemplate(mut template) = loaded.document else {
+                continue;
+            };
+            let provider_type = template.spec.provider.provider_type.clone();
+            if provider_type == "prometheus" || provider_type.is_empty() {
+                continue;
+            }
+            let name = file.file_name().unwrap().to_string_lossy().to_string();
+            let (double, keys) = match Provider::of(&provider_type) {
+                Some(Provider::Datadog) => (
+                    Some(MetricDouble::datadog("corpus-api-key", "corpus-app-key")),
+                    "{datadog_api_key: corpus-api-key, datadog_application_key: corpus-app-key}",
+                ),
+                Some(Provider::NewRelic) => (
+                    Some(MetricDouble::newrelic("7654321", "corpus-query-key")),
+                    "{newrelic_account_id: \"7654321\", newrelic_query_key: corpus-query-key}",
+                ),
+                Some(Provider::Graphite) => {
+                    let basic = template.spec.provider.secret_ref.is_some();
+                    (
+                        Some(MetricDouble::graphite(
+                            basic.then_some(("corpus", "corpus-password")),
+                        )),
+                        "{username: corpus, password: corpus-password}",
+                    )
+                }
+                None => (None, "{}"),
+            };
+            if let Some(double) = &double {
+                template.spec.provider.address = Some(double.url());
+                double.serve(Some(1.25));
+            }
+            let mut catalog = Catalog::default();
+            if let Some(secret) = secret_yaml(&template, keys) {
+                add(&mut catalog, &secret);
+            }
+            let rollout_text = rollout_yaml(&template);
+            catalog.add(Document::MetricTemplate(template));
+            let Some(Document::Rollout(rollout)) = add(&mut catalog, &rollout_text) else {
+                panic!("no rollout");
+            };
+            assert!(catalog.check_rollout(&rollout).is_empty());
+            let source = MetricsSource::new(catalog);
+            let errors = source.validate(&rollout);
+            let Some(double) = double.filter(|_| errors.is_empty()) else {
+                println!("{name} ({provider_type}): refused: {errors:?}");
+                assert!(!errors.is_empty(), "{name}");
+                refused.push(name);
+                continue;
+            };
+            let metric = &rollout.spec.analysis.metrics[0];
+            let result = source
+                .check(&RolloutKey::new("test", "podinfo"), &rollout, metric)
+                .await;
+            let request = double.seen().pop().unwrap();
+            println!(
+                "{name} ({provider_type}): {} {} {:?} -> {}",
+                request.method, request.path, request.query, result.message
+            );
+            assert_eq!(
+                (result.outcome, result.value),
+                (CheckOutcome::Pass, Some(1.25)),
+                "{name}: {result:?}"
+            );
+            read.push(name);
+        }
+    }
+    println!("read: {read:?}\nrefused: {refused:?}");
+    // datadog, newrelic, one graphite template with a query; cloudwatch and the graphite
+    // snippet without a query are refused.
+    assert_eq!((read.len(), refused.len()), (3, 2), "{read:?} {refused:?}");
+}
