@@ -547,3 +547,72 @@ impl MetricSource for MetricsSource {
         })
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use weir_engine::clock::ManualClock;
+
+    #[test]
+    fn the_wait_an_answer_asks_for_is_read_from_retry_after_or_datadogs_reset() {
+        let now: Timestamp = "2026-11-28T12:00:00Z".parse().unwrap();
+        let clock = ManualClock::new(now);
+        let source = MetricsSource::new(Catalog::default()).with_clock(clock.shared());
+        let headers = |pairs: &[(&'static str, &str)]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.insert(*name, value.parse().unwrap());
+            }
+            map
+        };
+        assert_eq!(
+            source.told_wait(&headers(&[("retry-after", "7")])),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            source.told_wait(&headers(&[(
+                "retry-after",
+                "Sat, 28 Nov 2026 12:00:30 GMT"
+            )])),
+            Some(Duration::from_secs(30))
+        );
+        // A date already past: at once.
+        assert_eq!(
+            source.told_wait(&headers(&[(
+                "retry-after",
+                "Sat, 28 Nov 2026 11:00:00 GMT"
+            )])),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            source.told_wait(&headers(&[
+                ("x-ratelimit-reset", "12"),
+                ("x-ratelimit-remaining", "0")
+            ])),
+            Some(Duration::from_secs(12))
+        );
+        assert_eq!(source.told_wait(&headers(&[("retry-after", "soon")])), None);
+    }
+
+    #[test]
+    fn credentials_are_struck_out_and_kept_out_of_debug_output() {
+        let credentials = Credentials(
+            [
+                ("datadog_api_key", "abcd1234".to_string()),
+                ("newrelic_account_id", "1".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        assert_eq!(
+            credentials.scrub("key abcd1234 refused for account 1"),
+            "key [redacted] refused for account 1"
+        );
+        let debug = format!("{credentials:?}");
+        assert!(
+            !debug.contains("abcd1234") && debug.contains("datadog_api_key"),
+            "{debug}"
+        );
+    }
+}

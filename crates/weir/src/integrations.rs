@@ -248,4 +248,52 @@ mod tests {
         assert!(providers.metrics[0].handles(&rollout, metric));
         assert!(providers.metrics[0].validate(&rollout).is_empty());
     }
+
+    /// `weir run`, `weir serve` and `weir operator` share these providers: a Datadog template
+    /// is evaluated by weir-metrics, a CloudWatch one refused when the rollout is applied.
+    #[test]
+    fn templates_of_other_providers_go_to_weir_metrics_or_are_refused() {
+        let integrations = IntegrationArgs {
+            prometheus: None,
+            catalog: Vec::new(),
+            allow_connect: Vec::new(),
+            deny_connect: Vec::new(),
+        }
+        .integrations(Vec::new())
+        .unwrap();
+        let providers = integrations.shared_providers();
+        for template in [
+            "apiVersion: v1\nkind: Secret\nmetadata: {name: dd, namespace: shop}\nstringData: {datadog_api_key: a, datadog_application_key: b}\n",
+            "apiVersion: flagger.app/v1beta1\nkind: MetricTemplate\nmetadata: {name: dd, namespace: shop}\nspec:\n  provider: {type: datadog, secretRef: {name: dd}}\n  query: avg:errors{service:{{ target }}}\n",
+            "apiVersion: flagger.app/v1beta1\nkind: MetricTemplate\nmetadata: {name: cw, namespace: shop}\nspec:\n  provider: {type: cloudwatch, region: eu-west-1}\n  query: \"[]\"\n",
+        ] {
+            integrations.catalog.update(|catalog| {
+                catalog.add(load(template));
+            });
+        }
+        let Document::Rollout(rollout) = load(
+            "apiVersion: weir.dev/v1alpha1\nkind: Rollout\nmetadata: {name: web, namespace: shop}\nspec:\n  target: {kind: flag}\n  plan: {canary: {stepWeight: 10}}\n  analysis:\n    metrics:\n      - {name: dd, templateRef: {name: dd}, thresholdRange: {max: 1}}\n      - {name: cw, templateRef: {name: cw}, thresholdRange: {max: 1}}\n",
+        ) else {
+            panic!("not a rollout");
+        };
+        let [datadog, cloudwatch] = &rollout.spec.analysis.metrics[..] else {
+            panic!("two metrics");
+        };
+        assert!(!providers.metrics[0].handles(&rollout, datadog));
+        assert!(providers.metrics[1].handles(&rollout, datadog));
+        assert!(
+            !providers
+                .metrics
+                .iter()
+                .any(|source| source.handles(&rollout, cloudwatch))
+        );
+        let errors: Vec<_> = providers
+            .metrics
+            .iter()
+            .flat_map(|source| source.validate(&rollout))
+            .collect();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "spec.analysis.metrics[1].templateRef");
+        assert!(errors[0].message.contains("\"cloudwatch\""), "{errors:?}");
+    }
 }
