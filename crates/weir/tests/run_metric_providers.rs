@@ -1,7 +1,8 @@
-//! A local rollout judged by a Datadog MetricTemplate through `weir run`: the template and its
-//! Secret sit beside the rollout in its file, the template's address is weir-testkit's Datadog
-//! double (which refuses any request Datadog would refuse). A healthy value promotes the canary;
-//! a bad one rolls it back with the value in the history; the keys appear in no output.
+//! Local rollouts judged by a Datadog or a New Relic MetricTemplate through `weir run`: the
+//! template and its Secret sit beside the rollout in its file, the template's address is
+//! weir-testkit's double of the service (which refuses any request the service would refuse). A
+//! healthy value promotes the canary; a bad one, or no data under `noData: fail`, rolls it back
+//! with the value or the reason in the history; the credentials appear in no output.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::Value;
@@ -11,8 +12,10 @@ use weir_testkit::process::Weir;
 
 const API_KEY: &str = "dd-api-e2e-0123456789";
 const APP_KEY: &str = "dd-app-e2e-9876543210";
+const NR_ACCOUNT: &str = "2345678";
+const NR_KEY: &str = "NRIQ-e2e-query-key";
 
-fn documents(datadog: &str, primary: &str, canary: &str) -> String {
+fn datadog_template(address: &str) -> String {
     format!(
         r#"apiVersion: v1
 kind: Secret
@@ -23,14 +26,40 @@ apiVersion: flagger.app/v1beta1
 kind: MetricTemplate
 metadata: {{name: error-percentage}}
 spec:
-  provider: {{type: datadog, address: "{datadog}", secretRef: {{name: datadog}}}}
+  provider: {{type: datadog, address: "{address}", secretRef: {{name: datadog}}}}
   query: |
     100 * sum:trace.http.request.errors{{service:{{{{ target }}}},version:canary}}.as_count()
       / sum:trace.http.request.hits{{service:{{{{ target }}}},version:canary}}.as_count()
+"#
+    )
+}
+
+fn newrelic_template(address: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Secret
+metadata: {{name: newrelic}}
+stringData: {{newrelic_account_id: "{NR_ACCOUNT}", newrelic_query_key: {NR_KEY}}}
 ---
+apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {{name: error-percentage}}
+spec:
+  provider: {{type: newrelic, address: "{address}", secretRef: {{name: newrelic}}}}
+  query: |
+    SELECT filter(count(*), WHERE error IS true) / count(*) * 100
+    FROM Transaction WHERE appName = '{{{{ target }}}}'
+"#
+    )
+}
+
+/// The template's documents and a local rollout judged by it alone.
+fn documents(template: &str, primary: &str, canary: &str) -> String {
+    format!(
+        r#"{template}---
 apiVersion: weir.dev/v1alpha1
 kind: Rollout
-metadata: {{name: shop-datadog}}
+metadata: {{name: shop-metrics}}
 spec:
   target:
     kind: local
@@ -97,7 +126,7 @@ fn a_datadog_template_promotes_a_healthy_canary_and_rolls_back_a_bad_one() {
     let versions = sample_apps(&runtime, &["v1", "v2"]);
     let datadog = MetricDouble::datadog(API_KEY, APP_KEY);
     let yaml = documents(
-        &datadog.url(),
+        &datadog_template(&datadog.url()),
         &versions[0].to_string(),
         &versions[1].to_string(),
     );
@@ -112,7 +141,7 @@ fn a_datadog_template_promotes_a_healthy_canary_and_rolls_back_a_bad_one() {
     assert_eq!(request.path, "/api/v1/query");
     assert_eq!(request.status, 200);
     assert!(
-        request.query["query"].contains("service:shop-datadog,version:canary"),
+        request.query["query"].contains("service:shop-metrics,version:canary"),
         "{request:?}"
     );
     assert!(!printed.contains(API_KEY) && !printed.contains(APP_KEY));
@@ -124,4 +153,43 @@ fn a_datadog_template_promotes_a_healthy_canary_and_rolls_back_a_bad_one() {
     let all = serde_json::to_string(&events).unwrap();
     assert!(all.contains("datadog: 12.5000 (accepted <= 1)"), "{all}");
     assert!(!printed.contains(API_KEY) && !printed.contains(APP_KEY));
+}
+
+#[test]
+fn a_newrelic_template_rolls_back_a_canary_on_its_value_and_on_no_data() {
+    let runtime = runtime();
+    let versions = sample_apps(&runtime, &["v1", "v2"]);
+    let newrelic = MetricDouble::newrelic(NR_ACCOUNT, NR_KEY);
+    let yaml = documents(
+        &newrelic_template(&newrelic.url()),
+        &versions[0].to_string(),
+        &versions[1].to_string(),
+    );
+
+    newrelic.serve(Some(4.0));
+    let (code, events, printed) = run(&yaml);
+    assert_eq!(code, Some(1), "{events:#?}");
+    let all = serde_json::to_string(&events).unwrap();
+    assert!(all.contains("newrelic: 4.0000 (accepted <= 1)"), "{all}");
+    let request = newrelic.seen().pop().unwrap();
+    println!("New Relic received: {request:?}");
+    assert_eq!(request.path, format!("/v1/accounts/{NR_ACCOUNT}/query"));
+    assert!(
+        request.query["nrql"].ends_with("appName = 'shop-metrics' SINCE 60 seconds ago"),
+        "{request:?}"
+    );
+
+    // `noData: fail`: a null result counts as a failed check.
+    newrelic.serve(None);
+    let (code, events, printed_too) = run(&yaml);
+    println!("{:#?}", messages(&events, "ChecksFailed"));
+    assert_eq!(code, Some(1), "{events:#?}");
+    let all = serde_json::to_string(&events).unwrap();
+    assert!(all.contains("newrelic: no values found"), "{all}");
+    for text in [printed, printed_too] {
+        assert!(
+            !text.contains(NR_KEY) && !text.contains(NR_ACCOUNT),
+            "{text}"
+        );
+    }
 }
