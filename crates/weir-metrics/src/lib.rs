@@ -1,5 +1,5 @@
 //! Metric providers other than Prometheus, as Flagger calls them: a `MetricTemplate` with
-//! `spec.provider.type` [`datadog`](datadog), [`newrelic`](newrelic) or [`graphite`](graphite).
+//! `spec.provider.type` [`datadog`], [`newrelic`] or [`graphite`].
 //!
 //! Every provider works the same way: the template's query is rendered with the placeholders
 //! every metric source shares ([`weir_core::query::variables`]), sent to the backend at the
