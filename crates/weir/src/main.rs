@@ -136,8 +136,9 @@ enum Command {
     /// the OpenAPI document at /api/v1/openapi.json; weir's own metrics for Prometheus are at
     /// /metrics on the same address. The client verbs below talk to it.
     ///
-    /// Judging with Prometheus: `--prometheus URL` (docs/PROMETHEUS.md). Metric templates, alert
-    /// providers and secrets that rollouts name: `--catalog FILE|DIR`, read at start.
+    /// Judging with Prometheus: `--prometheus URL` (docs/PROMETHEUS.md). Metric templates
+    /// (Prometheus, Datadog, New Relic, Graphite: docs/METRIC-PROVIDERS.md), alert providers and
+    /// secrets that rollouts name: `--catalog FILE|DIR`, read at start.
     ///
     /// Example: weir serve --prometheus http://127.0.0.1:9090 --catalog ops/weir/
     ///
