@@ -250,29 +250,91 @@ fn reported_fields(object: &Value, status: &Map<String, Value>, fields: &[&str])
     })
 }
 
-/// The readiness of every Deployment, and of some by name.
+/// The readiness of everything a played controller makes ready, and of some objects by name,
+/// shared by the test (which changes it) and the controller's task (which reads it).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Readinesses(Arc<Mutex<ByName>>);
+
 #[derive(Debug, Default)]
-struct Settings {
+struct ByName {
     default: Readiness,
     by_name: HashMap<String, Readiness>,
 }
 
-impl Settings {
-    fn of(&self, name: &str) -> Readiness {
-        self.by_name.get(name).copied().unwrap_or(self.default)
+impl Readinesses {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ByName> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The readiness of object `name`: its own, else everyone's.
+    pub(crate) fn of(&self, name: &str) -> Readiness {
+        let by_name = self.lock();
+        by_name
+            .by_name
+            .get(name)
+            .copied()
+            .unwrap_or(by_name.default)
     }
 }
 
-/// The controller running in the background of a test, over the Deployments and DaemonSets of
-/// one namespace (or all); stopped when dropped.
-pub struct DeploymentController {
-    settings: Arc<Mutex<Settings>>,
+/// A controller played in the background of a test (Kubernetes' Deployment controller, Knative
+/// Serving): its task, and the readiness it gives what it makes; stopped when dropped.
+pub struct PlayedController {
+    readinesses: Readinesses,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for DeploymentController {
+impl Drop for PlayedController {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+impl PlayedController {
+    /// Starts `run` on the current tokio runtime with the readiness settings, `readiness` for
+    /// everything at first.
+    pub(crate) fn start<F>(readiness: Readiness, run: impl FnOnce(Readinesses) -> F) -> Self
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let readinesses = Readinesses::default();
+        readinesses.lock().default = readiness;
+        let task = tokio::spawn(run(readinesses.clone()));
+        PlayedController { readinesses, task }
+    }
+
+    /// From now on, everything without a readiness of its own takes `readiness` (changes still
+    /// pending included, counted from when they happened).
+    pub fn set_readiness(&self, readiness: Readiness) {
+        self.readinesses.lock().default = readiness;
+    }
+
+    /// From now on, object `name` (a Deployment, a DaemonSet, a Knative Service) takes
+    /// `readiness` (e.g. a canary that never becomes available while the primary does).
+    pub fn set_readiness_of(&self, name: &str, readiness: Readiness) {
+        self.readinesses
+            .lock()
+            .by_name
+            .insert(name.to_owned(), readiness);
+    }
+
+    /// The readiness object `name` gets.
+    pub fn readiness_of(&self, name: &str) -> Readiness {
+        self.readinesses.of(name)
+    }
+}
+
+/// The Deployment controller played over the Deployments and DaemonSets of one namespace (or
+/// all); its readiness settings through [`PlayedController`].
+pub struct DeploymentController(PlayedController);
+
+impl std::ops::Deref for DeploymentController {
+    type Target = PlayedController;
+
+    fn deref(&self) -> &PlayedController {
+        &self.0
     }
 }
 
@@ -284,35 +346,10 @@ impl DeploymentController {
         namespace: &str,
         readiness: Readiness,
     ) -> DeploymentController {
-        let settings = Arc::new(Mutex::new(Settings {
-            default: readiness,
-            by_name: HashMap::new(),
-        }));
-        let task = tokio::spawn(run(server, namespace.to_owned(), settings.clone()));
-        DeploymentController { settings, task }
-    }
-
-    fn settings(&self) -> std::sync::MutexGuard<'_, Settings> {
-        self.settings
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// From now on, new pods of every Deployment or DaemonSet without a readiness of its own
-    /// take `readiness` (changes still pending included, counted from when they happened).
-    pub fn set_readiness(&self, readiness: Readiness) {
-        self.settings().default = readiness;
-    }
-
-    /// From now on, new pods of Deployment (or DaemonSet) `name` take `readiness` (e.g. a canary
-    /// that never becomes available while the primary does).
-    pub fn set_readiness_of(&self, name: &str, readiness: Readiness) {
-        self.settings().by_name.insert(name.to_owned(), readiness);
-    }
-
-    /// The readiness Deployment (or DaemonSet) `name` gets.
-    pub fn readiness_of(&self, name: &str) -> Readiness {
-        self.settings().of(name)
+        let namespace = namespace.to_owned();
+        DeploymentController(PlayedController::start(readiness, |readinesses| {
+            run(server, namespace, readinesses)
+        }))
     }
 }
 
@@ -339,7 +376,7 @@ const PLAYED: [Played; 2] = [
     },
 ];
 
-async fn run(server: Arc<KubeServer>, namespace: String, settings: Arc<Mutex<Settings>>) {
+async fn run(server: Arc<KubeServer>, namespace: String, readinesses: Readinesses) {
     let mut known: BTreeMap<String, Pods> = BTreeMap::new();
     loop {
         let now = Instant::now();
@@ -357,10 +394,7 @@ async fn run(server: Arc<KubeServer>, namespace: String, settings: Arc<Mutex<Set
                     .pointer("/metadata/name")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                let readiness = settings
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .of(name);
+                let readiness = readinesses.of(name);
                 let (pods, status) = (played.observe)(known.remove(&uid), &object, readiness, now);
                 if !reported_fields(&object, &status, played.owned) {
                     let namespace = object

@@ -32,15 +32,16 @@
 //! keep any field, with a status subresource. [`unready_targets`] says what a Service's
 //! `spec.traffic` sends to revisions that are not ready.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 pub use crate::deployment_controller::Readiness;
+use crate::deployment_controller::{PlayedController, Readinesses};
 use crate::kube_server::KubeServer;
 
 /// Knative Serving's API version.
@@ -345,29 +346,16 @@ fn with_times(mut status: Value) -> Value {
     status
 }
 
-/// The readiness of every Service's revisions, and of some Services' by name.
-#[derive(Debug, Default)]
-struct Settings {
-    default: Readiness,
-    by_name: HashMap<String, Readiness>,
-}
-
-impl Settings {
-    fn of(&self, name: &str) -> Readiness {
-        self.by_name.get(name).copied().unwrap_or(self.default)
-    }
-}
-
 /// Knative Serving played in the background of a test, over the Knative Services of one
-/// namespace (or all); stopped when dropped.
-pub struct KnativeController {
-    settings: Arc<Mutex<Settings>>,
-    task: tokio::task::JoinHandle<()>,
-}
+/// namespace (or all); its readiness settings (per Knative Service name) through
+/// [`PlayedController`].
+pub struct KnativeController(PlayedController);
 
-impl Drop for KnativeController {
-    fn drop(&mut self) {
-        self.task.abort();
+impl std::ops::Deref for KnativeController {
+    type Target = PlayedController;
+
+    fn deref(&self) -> &PlayedController {
+        &self.0
     }
 }
 
@@ -380,30 +368,10 @@ impl KnativeController {
         namespace: &str,
         readiness: Readiness,
     ) -> KnativeController {
-        let settings = Arc::new(Mutex::new(Settings {
-            default: readiness,
-            by_name: HashMap::new(),
-        }));
-        let task = tokio::spawn(run(server, namespace.to_owned(), settings.clone()));
-        KnativeController { settings, task }
-    }
-
-    fn settings(&self) -> std::sync::MutexGuard<'_, Settings> {
-        self.settings
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// From now on, new revisions of every Service without a readiness of its own take
-    /// `readiness` (revisions still pending included, counted from their creation).
-    pub fn set_readiness(&self, readiness: Readiness) {
-        self.settings().default = readiness;
-    }
-
-    /// From now on, new revisions of Knative Service `name` take `readiness` (e.g. a revision
-    /// that never becomes ready).
-    pub fn set_readiness_of(&self, name: &str, readiness: Readiness) {
-        self.settings().by_name.insert(name.to_owned(), readiness);
+        let namespace = namespace.to_owned();
+        KnativeController(PlayedController::start(readiness, |readinesses| {
+            run(server, namespace, readinesses)
+        }))
     }
 }
 
@@ -479,7 +447,7 @@ fn report_revision(server: &KubeServer, namespace: &str, revision: &Revision) {
     }
 }
 
-async fn run(server: Arc<KubeServer>, namespace: String, settings: Arc<Mutex<Settings>>) {
+async fn run(server: Arc<KubeServer>, namespace: String, readinesses: Readinesses) {
     let mut known: BTreeMap<String, Tracked> = BTreeMap::new();
     loop {
         let now = Instant::now();
@@ -492,10 +460,7 @@ async fn run(server: Arc<KubeServer>, namespace: String, settings: Arc<Mutex<Set
             let in_namespace = service["metadata"]["namespace"]
                 .as_str()
                 .unwrap_or_default();
-            let readiness = settings
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .of(name);
+            let readiness = readinesses.of(name);
             let (tracked, created, status) = observe(known.remove(&uid), &service, readiness, now);
             for revision in &created {
                 let number = tracked

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-pub use crate::deployment_controller::{DeploymentController, Readiness};
+pub use crate::deployment_controller::{DeploymentController, PlayedController, Readiness};
 use crate::fixtures::{TempDb, runtime};
 use crate::kube_server::KubeServer;
 use crate::process::Weir;
@@ -341,7 +341,7 @@ impl Cluster {
     }
 
     /// The Deployment controller, to change how long new pods take from now on
-    /// ([`DeploymentController::set_readiness`], [`DeploymentController::set_readiness_of`]).
+    /// ([`PlayedController::set_readiness`], [`PlayedController::set_readiness_of`]).
     pub fn deployment_controller(&self) -> &DeploymentController {
         &self.controller
     }
