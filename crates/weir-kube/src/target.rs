@@ -1058,14 +1058,24 @@ where
 /// Whether a Deployment serves: its controller has seen the newest spec and every replica is
 /// updated and available. A Deployment scaled to 0 does not serve.
 fn ready(deployment: &Deployment) -> bool {
+    ready_at(deployment, None)
+}
+
+/// Whether `deployment` is rolled out (its generation observed, every pod updated) and at least
+/// `threshold` percent of its pods are available, rounded up and never fewer than one (Flagger's
+/// `primaryReadyThreshold` / `canaryReadyThreshold`; unset: 100).
+fn ready_at(deployment: &Deployment, threshold: Option<u32>) -> bool {
     let wanted = deployment.spec.replicas.unwrap_or(1);
     let Some(status) = &deployment.status else {
         return false;
     };
+    let pods = |count: Option<i32>| u64::try_from(count.unwrap_or(0)).unwrap_or(0);
+    let percent = u64::from(threshold.unwrap_or(100).min(100));
+    let needed = (pods(Some(wanted)) * percent).div_ceil(100).max(1);
     wanted > 0
         && status.observed_generation.unwrap_or(0) >= deployment.metadata.generation.unwrap_or(0)
         && status.updated_replicas.unwrap_or(0) >= wanted
-        && status.available_replicas.unwrap_or(0) >= wanted
+        && pods(status.available_replicas) >= needed
 }
 
 /// A Kubernetes API failure: transient unless the server refused the request itself (4xx but
@@ -1152,7 +1162,7 @@ impl TargetProvider for KubernetesTargets {
             // revision (Flagger's initialisation), once the primary is ready; until then this
             // reconcile is not done and the engine asks again at the next tick.
             if !status.phase.in_run() && target.spec.replicas != Some(0) {
-                if !ready(&primary) {
+                if !ready_at(&primary, settings.kubernetes.primary_ready_threshold) {
                     return Err(ProviderError::transient(format!(
                         "the target stays up until {}{PRIMARY_SUFFIX} is ready",
                         settings.target_name
@@ -1206,11 +1216,13 @@ impl TargetProvider for KubernetesTargets {
                         .as_ref()
                         .and_then(|annotations| annotations.get(REVISION_ANNOTATION).cloned())
                 }),
-                primary_ready: primary.as_ref().is_some_and(ready),
+                primary_ready: primary.as_ref().is_some_and(|primary| {
+                    ready_at(primary, settings.kubernetes.primary_ready_threshold)
+                }),
                 canary_ready: if settings.replica_split && status.phase.in_run() {
                     Self::canary_split_ready(primary.as_ref(), &target, status.canary_weight)
                 } else {
-                    ready(&target)
+                    ready_at(&target, settings.kubernetes.canary_ready_threshold)
                 },
             })
         })
@@ -1295,7 +1307,9 @@ impl TargetProvider for KubernetesTargets {
                         self.split_replicas(key, &settings, Weight::ZERO).await?;
                     }
                     let primary = self.primary(key, &settings).await?;
-                    if !primary.as_ref().is_some_and(ready) {
+                    if !primary.as_ref().is_some_and(|primary| {
+                        ready_at(primary, settings.kubernetes.primary_ready_threshold)
+                    }) {
                         return Err(ProviderError::transient(format!(
                             "the target stays up until {}{PRIMARY_SUFFIX} is ready",
                             settings.target_name
@@ -1341,5 +1355,37 @@ impl TargetProvider for KubernetesTargets {
                 .remove(key)
                 .unwrap_or_default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn deployment(replicas: i32, updated: i32, available: i32) -> Deployment {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "podinfo-primary", "generation": 2},
+            "spec": {"replicas": replicas, "selector": {}, "template": {}},
+            "status": {"observedGeneration": 2, "updatedReplicas": updated,
+                "availableReplicas": available}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_ready_threshold_counts_available_pods_rounded_up_and_never_none() {
+        // Flagger's default: every pod.
+        assert!(ready_at(&deployment(4, 4, 4), None));
+        assert!(!ready_at(&deployment(4, 4, 3), None));
+        // 50% of 3 pods is 2 (rounded up).
+        assert!(ready_at(&deployment(3, 3, 2), Some(50)));
+        assert!(!ready_at(&deployment(3, 3, 1), Some(50)));
+        // Never ready with no pod available, whatever the threshold says.
+        assert!(!ready_at(&deployment(3, 3, 0), Some(0)));
+        assert!(ready_at(&deployment(3, 3, 1), Some(0)));
+        // Still rolling out: not ready, whatever is available.
+        assert!(!ready_at(&deployment(3, 2, 3), Some(50)));
     }
 }
