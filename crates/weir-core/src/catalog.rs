@@ -2,7 +2,7 @@
 //! the check that every reference of a rollout resolves, so a typo is refused when the rollout
 //! is applied rather than discovered at the first analysis tick.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::document::Document;
@@ -32,6 +32,15 @@ fn key_for(reference: &TemplateRef, rollout_namespace: &str) -> Key {
             .unwrap_or_else(|| rollout_namespace.to_string()),
         reference.name.clone(),
     )
+}
+
+/// The templates and alert providers that name one secret, as `(namespace, name)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SecretUsers {
+    /// The metric templates whose `provider.secretRef` names it.
+    pub templates: BTreeSet<Key>,
+    /// The alert providers whose `secretRef` names it.
+    pub alert_providers: BTreeSet<Key>,
 }
 
 /// A catalog that can change while it is in use (the operator's follows the cluster's
@@ -79,6 +88,37 @@ impl Catalog {
     pub fn remove_alert_provider(&mut self, namespace: &str, name: &str) {
         self.alert_providers
             .remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    /// Removes the secret `namespace/name`, if it is there.
+    pub fn remove_secret(&mut self, namespace: &str, name: &str) {
+        self.secrets
+            .remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    /// The secrets the templates and alert providers name (`secretRef`), as `(namespace, name)`,
+    /// each with the templates and the providers that name it.
+    pub fn secrets_named(&self) -> BTreeMap<Key, SecretUsers> {
+        let mut named: BTreeMap<Key, SecretUsers> = BTreeMap::new();
+        for (key, template) in &self.templates {
+            if let Some(reference) = &template.spec.provider.secret_ref {
+                named
+                    .entry(key_for(reference, &key.0))
+                    .or_default()
+                    .templates
+                    .insert(key.clone());
+            }
+        }
+        for (key, provider) in &self.alert_providers {
+            if let Some(reference) = &provider.spec.secret_ref {
+                named
+                    .entry(key_for(reference, &key.0))
+                    .or_default()
+                    .alert_providers
+                    .insert(key.clone());
+            }
+        }
+        named
     }
 
     /// Adds a document the catalog keeps (replacing one of the same kind and name) and hands
@@ -357,6 +397,42 @@ spec:
             SharedCatalog::from(Arc::new(catalog)).snapshot().counts(),
             (1, 1, 1)
         );
+    }
+
+    #[test]
+    fn the_secrets_named_are_those_of_templates_and_providers_in_their_namespace() {
+        let (mut catalog, _) = catalog_and_rollout(&format!(
+            "{DOCUMENTS}---
+apiVersion: flagger.app/v1beta1
+kind: AlertProvider
+metadata: {{name: chat, namespace: ops}}
+spec: {{type: slack, channel: deploys, secretRef: {{name: slack-url}}}}
+"
+        ));
+        let named = catalog.secrets_named();
+        let keys: Vec<&Key> = named.keys().collect();
+        assert_eq!(
+            keys,
+            [
+                &("ops".to_string(), "slack-url".to_string()),
+                &("shop".to_string(), "prom-auth".to_string())
+            ]
+        );
+        let users = &named[&("shop".to_string(), "prom-auth".to_string())];
+        assert_eq!(
+            users.templates,
+            BTreeSet::from([("shop".to_string(), "errors".to_string())])
+        );
+        assert!(users.alert_providers.is_empty());
+        let users = &named[&("ops".to_string(), "slack-url".to_string())];
+        assert_eq!(
+            users.alert_providers,
+            BTreeSet::from([("ops".to_string(), "chat".to_string())])
+        );
+
+        catalog.remove_secret("shop", "prom-auth");
+        catalog.remove_secret("shop", "nothing-there");
+        assert_eq!(catalog.counts(), (1, 2, 0));
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! - **reconcile**: what one object's event means, per resource: `rollouts` (a Rollout applied
 //!   to the engine, its finalizer kept, its deletion reverted and forgotten), `canaries`
 //!   (Flagger's Canary as the Rollout it owns, and the Rollout's status mirrored back), and
-//!   `catalog` (Flagger's MetricTemplates and AlertProviders followed into the catalog);
+//!   `catalog` (Flagger's MetricTemplates and AlertProviders followed into the catalog, and
+//!   `secrets`, the Secrets they name);
 //!   `publish` writes each committed status change outwards (Kubernetes Events, the Canary,
 //!   `spec.target.statusTo`);
 //! - **error policy**: every failure is an [`Error`], and [`error_policy`] alone decides what
@@ -19,6 +20,7 @@ mod canaries;
 mod catalog;
 mod publish;
 mod rollouts;
+mod secrets;
 
 #[cfg(test)]
 mod tests;

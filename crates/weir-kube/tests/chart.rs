@@ -1278,7 +1278,13 @@ const USED: &[(&str, &str, &[&str])] = &[
         &["get", "create", "patch", "delete"],
     ),
     ("", "configmaps", &["get", "create", "patch", "delete"]),
-    ("", "secrets", &["get", "create", "patch", "delete"]),
+    // A target's Secrets copied as NAME-primary; those MetricTemplates and AlertProviders name
+    // (secretRef) watched, each selected by its name.
+    (
+        "",
+        "secrets",
+        &["get", "list", "watch", "create", "patch", "delete"],
+    ),
     ("", "events", &["create"]),
     // spec.target.statusTo onto an OAM Application.
     ("core.oam.dev", "applications", &["get", "patch"]),

@@ -12,9 +12,11 @@
 //! - A refused object (say, an AlertProvider of a type weir does not send to) is one stderr line
 //!   naming it and why; it is not in the catalog until it is fixed.
 //!
-//! The Secrets they name (`secretRef`) are not read from the cluster: give them with `--catalog`.
+//! - The Secrets they name (`secretRef`) are followed too, each by a watch of its own
+//!   ([`super::secrets`]), listed before the rollout watches start as well.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use futures_util::TryStreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
@@ -26,6 +28,7 @@ use weir_core::document::{self, Document};
 use weir_core::model::Rollout;
 use weir_engine::EngineHandle;
 
+use super::secrets::SecretWatches;
 use super::{Error, report, rollouts};
 use crate::flagger::{alert_providers_resource, authored, metric_templates_resource};
 use crate::store::{read_rollout, rollouts_resource};
@@ -35,7 +38,7 @@ type Key = (String, String);
 
 /// The kinds of Flagger objects the catalog follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
     MetricTemplate,
     AlertProvider,
 }
@@ -78,25 +81,27 @@ fn key_of(object: &DynamicObject) -> Key {
 /// What the catalog's watches share: where rollouts are watched (to apply them again), the
 /// catalog, and the engine.
 #[derive(Clone)]
-struct Following {
-    client: kube::Client,
+pub(super) struct Following {
+    pub(super) client: kube::Client,
     namespaces: Vec<String>,
-    catalog: SharedCatalog,
+    pub(super) catalog: SharedCatalog,
     handle: EngineHandle,
 }
 
 /// Resolves once every catalog watch has put its first listing into the catalog (or failed to
 /// list: the operator then starts without waiting, and rollouts refused meanwhile are applied
 /// again when the objects they name arrive).
-pub(super) struct Ready(Vec<oneshot::Receiver<()>>);
+pub(super) struct Ready(Vec<oneshot::Receiver<()>>, Arc<SecretWatches>);
 
 impl Ready {
-    /// Waits for every watch's first listing.
+    /// Waits for every watch's first listing, then for the first listing of every Secret the
+    /// templates and providers listed name.
     pub(super) async fn wait(self) {
         for listed in self.0 {
             // An error: the watch ended, which is not waited for either.
             let _ = listed.await;
         }
+        self.1.listed().await;
     }
 }
 
@@ -116,6 +121,9 @@ pub(super) async fn follow(
         catalog,
         handle,
     };
+    let secrets = SecretWatches::new(following.clone());
+    // Secrets named by templates given with `--catalog`, too.
+    secrets.sync();
     let mut listed = Vec::new();
     let mut followed = Vec::new();
     for kind in Kind::ALL {
@@ -127,7 +135,13 @@ pub(super) async fn follow(
         for api in apis {
             let (done, ready) = oneshot::channel();
             listed.push(ready);
-            tasks.spawn(watch(api, kind, following.clone(), done));
+            tasks.spawn(watch(
+                api,
+                kind,
+                following.clone(),
+                Arc::clone(&secrets),
+                done,
+            ));
         }
     }
     if !followed.is_empty() {
@@ -136,7 +150,13 @@ pub(super) async fn follow(
             followed.join(" and ")
         );
     }
-    Ready(listed)
+    // The Secret watches live as long as the operator's tasks.
+    let kept = Arc::clone(&secrets);
+    tasks.spawn(async move {
+        let _kept = kept;
+        std::future::pending::<()>().await;
+    });
+    Ready(listed, secrets)
 }
 
 /// Whether the CRD of `kind` is installed.
@@ -164,6 +184,7 @@ async fn watch(
     api: Api<DynamicObject>,
     kind: Kind,
     following: Following,
+    secrets: Arc<SecretWatches>,
     ready: oneshot::Sender<()>,
 ) {
     use kube::runtime::WatchStreamExt;
@@ -174,7 +195,19 @@ async fn watch(
     let mut held: HashSet<Key> = HashSet::new();
     let mut listing: Option<HashSet<Key>> = None;
     loop {
-        match events.try_next().await {
+        let event = events.try_next().await;
+        // What the templates and providers name may change with any event: the Secret
+        // watches follow once the catalog has the change.
+        let changes = matches!(
+            event,
+            Ok(Some(
+                watcher::Event::InitApply(_)
+                    | watcher::Event::InitDone
+                    | watcher::Event::Apply(_)
+                    | watcher::Event::Delete(_)
+            ))
+        );
+        match event {
             Ok(Some(watcher::Event::Init)) => listing = Some(HashSet::new()),
             Ok(Some(watcher::Event::InitApply(object))) => {
                 let key = key_of(&object);
@@ -233,6 +266,9 @@ async fn watch(
                     let _ = ready.send(());
                 }
             }
+        }
+        if changes {
+            secrets.sync();
         }
     }
 }
@@ -296,7 +332,7 @@ impl Following {
     /// Applies again every watched rollout that names one of `changed` (objects of `kind`), the
     /// same way the rollout watch applies it: one refused because it was missing is run now;
     /// for one already running, applying its unchanged spec again changes nothing.
-    async fn reapply_referencing(&self, kind: Kind, changed: &HashSet<Key>) {
+    pub(super) async fn reapply_referencing(&self, kind: Kind, changed: &HashSet<Key>) {
         if changed.is_empty() {
             return;
         }
