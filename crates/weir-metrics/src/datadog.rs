@@ -44,6 +44,8 @@ pub fn request(plan: &Plan, now: Timestamp) -> Request {
         .finish();
     let url = format!("{}/api/v1/query?{parameters}", plan.address);
     Request {
+        method: http::Method::GET,
+        body: bytes::Bytes::new(),
         shown: url.clone(),
         url,
         headers: vec![

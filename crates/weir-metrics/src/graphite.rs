@@ -39,6 +39,8 @@ pub fn request(plan: &Plan) -> Request {
         headers.push(("authorization", format!("Basic {encoded}")));
     }
     Request {
+        method: http::Method::GET,
+        body: bytes::Bytes::new(),
         shown: url.clone(),
         url,
         headers,

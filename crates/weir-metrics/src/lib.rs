@@ -1,5 +1,5 @@
 //! Metric providers other than Prometheus, as Flagger calls them: a `MetricTemplate` with
-//! `spec.provider.type` [`datadog`], [`newrelic`] or [`graphite`].
+//! `spec.provider.type` [`datadog`], [`newrelic`], [`graphite`] or [`cloudwatch`].
 //!
 //! Every provider works the same way: the template's query is rendered with the placeholders
 //! every metric source shares ([`weir_core::query::variables`]), sent to the backend at the
@@ -14,18 +14,19 @@
 //! - an error answer is *no data* too, with the service's own error text in the check's message
 //!   (so in the history), never a credential: every Secret value is struck out of any text that
 //!   leaves this crate, and requests are shown without their credentials;
-//! - `429` and `5xx` (but `501`) answers and requests that got no answer are tried again within
+//! - `429` and `5xx` (but `501`) answers (and CloudWatch's `400 Throttling`) and requests that got no answer are tried again within
 //!   the metric's interval (the time until the next check), waiting as `Retry-After` (or
 //!   Datadog's `X-RateLimit-Reset`) says, else weir-http's backoff; a wait that would end after
 //!   the interval is not made;
 //! - each request has a timeout ([`DEFAULT_QUERY_TIMEOUT`] unless [`MetricsSource::with_timeout`]).
 //!
-//! A template of a provider no source of weir queries (cloudwatch, stackdriver, ...) is refused
+//! A template of a provider no source of weir queries (stackdriver, ...) is refused
 //! here when a rollout using it is applied.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod cloudwatch;
 pub mod datadog;
 pub mod graphite;
 pub mod newrelic;
@@ -46,7 +47,7 @@ use weir_http::retry::{Backoff, worth_retrying};
 use weir_store::RolloutKey;
 
 /// The providers this crate queries, by the name templates use.
-pub const PROVIDERS: [&str; 3] = ["datadog", "newrelic", "graphite"];
+pub const PROVIDERS: [&str; 4] = ["datadog", "newrelic", "graphite", "cloudwatch"];
 
 /// How long one request may take before it counts as no answer.
 pub const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -69,6 +70,8 @@ pub enum Provider {
     NewRelic,
     /// Graphite's render API.
     Graphite,
+    /// CloudWatch's GetMetricData (awsQuery, SigV4).
+    CloudWatch,
 }
 
 impl Provider {
@@ -78,6 +81,7 @@ impl Provider {
             "datadog" => Some(Provider::Datadog),
             "newrelic" => Some(Provider::NewRelic),
             "graphite" => Some(Provider::Graphite),
+            "cloudwatch" => Some(Provider::CloudWatch),
             _ => None,
         }
     }
@@ -88,6 +92,7 @@ impl Provider {
             Provider::Datadog => "datadog",
             Provider::NewRelic => "newrelic",
             Provider::Graphite => "graphite",
+            Provider::CloudWatch => "cloudwatch",
         }
     }
 
@@ -95,7 +100,7 @@ impl Provider {
         match self {
             Provider::Datadog => Some(datadog::DEFAULT_ADDRESS),
             Provider::NewRelic => Some(newrelic::DEFAULT_ADDRESS),
-            Provider::Graphite => None,
+            Provider::Graphite | Provider::CloudWatch => None,
         }
     }
 
@@ -106,6 +111,16 @@ impl Provider {
             Provider::Datadog => (&datadog::SECRET_KEYS, true),
             Provider::NewRelic => (&newrelic::SECRET_KEYS, true),
             Provider::Graphite => (&graphite::SECRET_KEYS, false),
+            // Without a Secret, from weir's environment.
+            Provider::CloudWatch => (&cloudwatch::SECRET_KEYS, false),
+        }
+    }
+
+    /// Secret keys the provider reads when they are there.
+    fn optional_keys(self) -> &'static [&'static str] {
+        match self {
+            Provider::CloudWatch => &[cloudwatch::SESSION_TOKEN],
+            _ => &[],
         }
     }
 }
@@ -152,17 +167,23 @@ pub struct Plan {
     pub credentials: Credentials,
     /// The metric's interval: the window some providers query, and the time retries may take.
     pub interval: Duration,
+    /// The region signed for (CloudWatch).
+    pub region: Option<String>,
 }
 
 /// One request to a backend.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
+    /// The method.
+    pub method: Method,
     /// The URL, query string included.
     pub url: String,
     /// The URL as messages show it: without anything from the Secret.
     pub shown: String,
     /// Credentials and other headers.
     pub headers: Vec<(&'static str, String)>,
+    /// The body (empty for a `GET`).
+    pub body: Bytes,
 }
 
 /// The number an answer holds, or why it holds none.
@@ -246,10 +267,28 @@ impl MetricsSource {
             .ok_or_else(|| format!("MetricTemplate {name} has no query"))?;
         let query = weir_core::query::render(query, &weir_core::query::variables(rollout, metric))
             .map_err(|error| error.to_string())?;
+        let region = match provider {
+            Provider::CloudWatch => {
+                let region = spec.region.as_deref().ok_or_else(|| {
+                    format!("MetricTemplate {name}: cloudwatch needs provider.region")
+                })?;
+                if !cloudwatch::valid_region(region) {
+                    return Err(format!(
+                        "MetricTemplate {name}: provider.region {region:?} is not an AWS region"
+                    ));
+                }
+                cloudwatch::queries(&query)
+                    .map_err(|error| format!("MetricTemplate {name}: {error}"))?;
+                Some(region.to_string())
+            }
+            _ => None,
+        };
+        let regional = region.as_deref().map(cloudwatch::default_address);
         let address = spec
             .address
             .as_deref()
             .or(provider.default_address())
+            .or(regional.as_deref())
             .ok_or_else(|| {
                 format!(
                     "MetricTemplate {name}: {} needs provider.address",
@@ -290,11 +329,28 @@ impl MetricsSource {
                         keys.join(" and ")
                     ));
                 }
-                for key in keys {
-                    credentials
-                        .0
-                        .insert(key, secret.get(key).unwrap_or_default().to_string());
+                for key in keys.iter().chain(provider.optional_keys()) {
+                    if let Some(value) = secret.get(key) {
+                        credentials.0.insert(key, value.to_string());
+                    }
                 }
+            }
+        }
+        if provider == Provider::CloudWatch && spec.secret_ref.is_none() {
+            // Flagger's SDK reads these from its environment: so does weir without a Secret.
+            for key in keys.iter().chain(provider.optional_keys()) {
+                if let Ok(value) = std::env::var(key)
+                    && !value.is_empty()
+                {
+                    credentials.0.insert(key, value);
+                }
+            }
+            if keys.iter().any(|key| credentials.get(key).is_empty()) {
+                return Err(format!(
+                    "MetricTemplate {name}: cloudwatch needs credentials: provider.secretRef, a \
+                     Secret with {}, or those variables in weir's environment",
+                    keys.join(" and ")
+                ));
             }
         }
         Ok(Plan {
@@ -305,6 +361,7 @@ impl MetricsSource {
             interval: metric
                 .interval
                 .map_or(DEFAULT_INTERVAL, |interval| interval.get()),
+            region,
         })
     }
 
@@ -314,6 +371,7 @@ impl MetricsSource {
             Provider::Datadog => datadog::request(plan, now),
             Provider::NewRelic => newrelic::request(plan),
             Provider::Graphite => graphite::request(plan),
+            Provider::CloudWatch => cloudwatch::request(plan, now),
         }
     }
 
@@ -332,10 +390,10 @@ impl MetricsSource {
             let outcome = self
                 .http
                 .request(
-                    Method::GET,
+                    request.method.clone(),
                     &request.url,
                     request.headers.clone(),
-                    Bytes::new(),
+                    request.body.clone(),
                     timeout,
                 )
                 .await;
@@ -360,6 +418,7 @@ impl MetricsSource {
                         Provider::Datadog => datadog::read(&answer.body, now),
                         Provider::NewRelic => newrelic::read(&answer.body),
                         Provider::Graphite => graphite::read(&answer.body),
+                        Provider::CloudWatch => cloudwatch::read(&answer.body),
                     };
                     return reading.map_err(|error| show(format!("{}: {error}", request.shown)));
                 }
@@ -370,7 +429,10 @@ impl MetricsSource {
                         answer.status,
                         error_text(plan.provider, &answer.body)
                     ));
-                    if !worth_retrying(answer.status) {
+                    let throttled = plan.provider == Provider::CloudWatch
+                        && answer.status == StatusCode::BAD_REQUEST
+                        && cloudwatch::throttled(&answer.body);
+                    if !worth_retrying(answer.status) && !throttled {
                         return Err(text);
                     }
                     (text, self.told_wait(&answer.headers))
@@ -421,14 +483,20 @@ fn unsupported(template: &MetricTemplate) -> String {
 /// The service's own words in an error answer: its JSON error message(s), else the start of
 /// the body.
 fn error_text(provider: Provider, body: &[u8]) -> String {
+    let from_xml = match provider {
+        Provider::CloudWatch => cloudwatch::error_message(body),
+        _ => None,
+    };
     let from_json = serde_json::from_slice::<serde_json::Value>(body)
         .ok()
         .and_then(|json| match provider {
             Provider::Datadog => datadog::error_message(&json),
             Provider::NewRelic => newrelic::error_message(&json),
-            Provider::Graphite => None,
+            Provider::Graphite | Provider::CloudWatch => None,
         });
-    let text = from_json.unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
+    let text = from_xml
+        .or(from_json)
+        .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_string());
     if text.is_empty() {
         return "no error message".into();
     }

@@ -36,6 +36,8 @@ pub fn request(plan: &Plan) -> Request {
     let account = plan.credentials.get(SECRET_KEYS[0]);
     let path = |account: &str| format!("{}/v1/accounts/{account}/query", plan.address);
     Request {
+        method: http::Method::GET,
+        body: bytes::Bytes::new(),
         url: format!("{}?{parameters}", path(account)),
         // The account id comes from the Secret: messages show its place only.
         shown: format!("{}?{parameters}", path("<newrelic_account_id>")),

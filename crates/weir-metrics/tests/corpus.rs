@@ -1,8 +1,9 @@
 //! The non-Prometheus MetricTemplates of Flagger's documentation and tests (the corpus at
 //! `../shared/compat/flagger/metric-templates`, when present) as a user would bring them: each
-//! Datadog, New Relic and Graphite template with a query is run against weir-testkit's double
-//! of its service (only its address swapped for the double's) and reads the value served; the
-//! others are refused when a rollout using them is applied, saying why.
+//! Datadog, New Relic, Graphite and CloudWatch template with a query is run against
+//! weir-testkit's double of its service (only its address swapped for the double's, and for
+//! CloudWatch, which Flagger gives credentials from its environment, a Secret named) and reads
+//! the value served; the others are refused when a rollout using them is applied, saying why.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use weir_core::catalog::Catalog;
@@ -13,6 +14,36 @@ use weir_metrics::{MetricsSource, Provider};
 use weir_store::RolloutKey;
 use weir_testkit::fixtures::compat_dir;
 use weir_testkit::metric_doubles::MetricDouble;
+use weir_testkit::metric_doubles_cloud::CloudDouble;
+
+/// A double of either kind.
+enum Double {
+    Plain(MetricDouble),
+    Cloud(CloudDouble),
+}
+
+impl Double {
+    fn url(&self) -> String {
+        match self {
+            Double::Plain(double) => double.url(),
+            Double::Cloud(double) => double.url(),
+        }
+    }
+
+    fn serve(&self, value: Option<f64>) {
+        match self {
+            Double::Plain(double) => double.serve(value),
+            Double::Cloud(double) => double.serve(value),
+        }
+    }
+
+    fn seen(&self) -> Vec<weir_testkit::metric_doubles::Seen> {
+        match self {
+            Double::Plain(double) => double.seen(),
+            Double::Cloud(double) => double.seen(),
+        }
+    }
+}
 
 fn rollout_yaml(template: &MetricTemplate) -> String {
     format!(
@@ -54,7 +85,7 @@ fn add(catalog: &mut Catalog, yaml: &str) -> Option<Document> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_corpus_templates_of_datadog_newrelic_and_graphite_read_their_double() {
+async fn the_corpus_templates_of_datadog_newrelic_graphite_and_cloudwatch_read_their_double() {
     let Some(dir) = compat_dir() else {
         eprintln!("SKIPPED: no Flagger corpus (../shared/compat/flagger)");
         return;
@@ -78,20 +109,42 @@ async fn the_corpus_templates_of_datadog_newrelic_and_graphite_read_their_double
             }
             let name = file.file_name().unwrap().to_string_lossy().to_string();
             let (double, keys) = match Provider::of(&provider_type) {
+                Some(Provider::CloudWatch) => {
+                    let region = template.spec.provider.region.clone().unwrap_or_default();
+                    template.spec.provider.secret_ref = Some(weir_core::model::TemplateRef {
+                        name: "aws".into(),
+                        namespace: None,
+                    });
+                    (
+                        Some(Double::Cloud(CloudDouble::cloudwatch(
+                            &region,
+                            "AKIACORPUS0000000000",
+                            "corpus/secret/key",
+                            None,
+                        ))),
+                        "{AWS_ACCESS_KEY_ID: AKIACORPUS0000000000, AWS_SECRET_ACCESS_KEY: corpus/secret/key}",
+                    )
+                }
                 Some(Provider::Datadog) => (
-                    Some(MetricDouble::datadog("corpus-api-key", "corpus-app-key")),
+                    Some(Double::Plain(MetricDouble::datadog(
+                        "corpus-api-key",
+                        "corpus-app-key",
+                    ))),
                     "{datadog_api_key: corpus-api-key, datadog_application_key: corpus-app-key}",
                 ),
                 Some(Provider::NewRelic) => (
-                    Some(MetricDouble::newrelic("7654321", "corpus-query-key")),
+                    Some(Double::Plain(MetricDouble::newrelic(
+                        "7654321",
+                        "corpus-query-key",
+                    ))),
                     "{newrelic_account_id: \"7654321\", newrelic_query_key: corpus-query-key}",
                 ),
                 Some(Provider::Graphite) => {
                     let basic = template.spec.provider.secret_ref.is_some();
                     (
-                        Some(MetricDouble::graphite(
+                        Some(Double::Plain(MetricDouble::graphite(
                             basic.then_some(("corpus", "corpus-password")),
-                        )),
+                        ))),
                         "{username: corpus, password: corpus-password}",
                     )
                 }
@@ -137,7 +190,7 @@ async fn the_corpus_templates_of_datadog_newrelic_and_graphite_read_their_double
         }
     }
     println!("read: {read:?}\nrefused: {refused:?}");
-    // datadog, newrelic, one graphite template with a query; cloudwatch and the graphite
-    // snippet without a query are refused.
-    assert_eq!((read.len(), refused.len()), (3, 2), "{read:?} {refused:?}");
+    // datadog, newrelic, cloudwatch, one graphite template with a query; the graphite snippet
+    // without a query is refused.
+    assert_eq!((read.len(), refused.len()), (4, 1), "{read:?} {refused:?}");
 }

@@ -338,8 +338,8 @@ async fn graphite_reads_the_last_non_null_value_with_basic_auth() {
 #[test]
 fn unsupported_providers_and_missing_secret_keys_are_refused_when_applied() {
     let yaml = documents(
-        "cloudwatch",
-        "https://monitoring.us-east-1.amazonaws.com",
+        "stackdriver",
+        "https://monitoring.googleapis.com",
         "{x: \"z\"}",
         "[]",
     );
@@ -349,7 +349,7 @@ fn unsupported_providers_and_missing_secret_keys_are_refused_when_applied() {
     let errors = source.validate(&rollout);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].path, "spec.analysis.metrics[0].templateRef");
-    assert!(errors[0].message.contains("\"cloudwatch\""), "{errors:?}");
+    assert!(errors[0].message.contains("\"stackdriver\""), "{errors:?}");
 
     let yaml = documents(
         "datadog",

@@ -54,6 +54,7 @@ pub mod knative_controller;
 pub mod kube_cluster;
 pub mod kube_server;
 pub mod metric_doubles;
+pub mod metric_doubles_cloud;
 pub mod metrics;
 pub mod operator_scale;
 pub mod postgres;

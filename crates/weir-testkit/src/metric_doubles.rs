@@ -67,6 +67,8 @@ pub struct Seen {
     pub query: BTreeMap<String, String>,
     /// The headers.
     pub headers: HeaderMap,
+    /// The body, as text (empty for a `GET`).
+    pub body: String,
     /// The status the double answered.
     pub status: u16,
 }
@@ -247,6 +249,7 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
         path: parts.uri.path().to_string(),
         query,
         headers: parts.headers,
+        body: String::new(),
         status: response.status().as_u16(),
     });
     response

@@ -1,4 +1,5 @@
-//! Local rollouts judged by a Datadog or a New Relic MetricTemplate through `weir run`: the
+//! Local rollouts judged by a Datadog, a New Relic or a CloudWatch MetricTemplate through
+//! `weir run`: the
 //! template and its Secret sit beside the rollout in its file, the template's address is
 //! weir-testkit's double of the service (which refuses any request the service would refuse). A
 //! healthy value promotes the canary; a bad one, or no data under `noData: fail`, rolls it back
@@ -8,12 +9,37 @@
 use serde_json::Value;
 use weir_testkit::fixtures::{TempDb, runtime, sample_apps};
 use weir_testkit::metric_doubles::MetricDouble;
+use weir_testkit::metric_doubles_cloud::CloudDouble;
 use weir_testkit::process::Weir;
 
 const API_KEY: &str = "dd-api-e2e-0123456789";
 const APP_KEY: &str = "dd-app-e2e-9876543210";
 const NR_ACCOUNT: &str = "2345678";
 const NR_KEY: &str = "NRIQ-e2e-query-key";
+const AWS_KEY_ID: &str = "AKIAE2EWEIR000000000";
+const AWS_SECRET: &str = "e2e/aws/secret/access/key/0000000000000";
+
+fn cloudwatch_template(address: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Secret
+metadata: {{name: aws}}
+stringData: {{AWS_ACCESS_KEY_ID: {AWS_KEY_ID}, AWS_SECRET_ACCESS_KEY: "{AWS_SECRET}"}}
+---
+apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {{name: error-percentage}}
+spec:
+  provider: {{type: cloudwatch, region: eu-central-1, address: "{address}", secretRef: {{name: aws}}}}
+  query: |
+    [{{"Id": "e1", "Expression": "100 * m1 / m2", "Label": "ErrorPercentage"}},
+     {{"Id": "m1", "ReturnData": false, "MetricStat": {{"Metric": {{"Namespace": "Shop", "MetricName": "Errors",
+       "Dimensions": [{{"Name": "app", "Value": "{{{{ target }}}}"}}]}}, "Period": 60, "Stat": "Sum"}}}},
+     {{"Id": "m2", "ReturnData": false, "MetricStat": {{"Metric": {{"Namespace": "Shop", "MetricName": "Requests",
+       "Dimensions": [{{"Name": "app", "Value": "{{{{ target }}}}"}}]}}, "Period": 60, "Stat": "Sum"}}}}]
+"#
+    )
+}
 
 fn datadog_template(address: &str) -> String {
     format!(
@@ -189,6 +215,51 @@ fn a_newrelic_template_rolls_back_a_canary_on_its_value_and_on_no_data() {
     for text in [printed, printed_too] {
         assert!(
             !text.contains(NR_KEY) && !text.contains(NR_ACCOUNT),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn a_cloudwatch_template_promotes_a_healthy_canary_and_rolls_back_a_bad_one() {
+    let runtime = runtime();
+    let versions = sample_apps(&runtime, &["v1", "v2"]);
+    let cloudwatch = CloudDouble::cloudwatch("eu-central-1", AWS_KEY_ID, AWS_SECRET, None);
+    let yaml = documents(
+        &cloudwatch_template(&cloudwatch.url()),
+        &versions[0].to_string(),
+        &versions[1].to_string(),
+    );
+
+    cloudwatch.serve(Some(0.3));
+    let (code, events, printed) = run(&yaml);
+    println!("{:#?}", messages(&events, "Advanced"));
+    assert_eq!(code, Some(0), "{events:#?}");
+    assert!(!messages(&events, "Succeeded").is_empty(), "{events:#?}");
+    let request = cloudwatch.seen().pop().unwrap();
+    println!(
+        "CloudWatch received: {} {} {:?}\n{}",
+        request.method, request.path, request.headers, request.body
+    );
+    // The double checked the signature: a 200 is a signature that matched.
+    assert_eq!((request.path.as_str(), request.status), ("/", 200));
+    assert!(
+        request
+            .body
+            .contains("MetricStat.Metric.Dimensions.member.1.Value=shop-metrics"),
+        "{}",
+        request.body
+    );
+
+    cloudwatch.serve(Some(7.5));
+    let (code, events, printed_too) = run(&yaml);
+    println!("{:#?}", messages(&events, "ChecksFailed"));
+    assert_eq!(code, Some(1), "{events:#?}");
+    let all = serde_json::to_string(&events).unwrap();
+    assert!(all.contains("cloudwatch: 7.5000 (accepted <= 1)"), "{all}");
+    for text in [printed, printed_too] {
+        assert!(
+            !text.contains(AWS_SECRET) && !text.contains(AWS_KEY_ID),
             "{text}"
         );
     }

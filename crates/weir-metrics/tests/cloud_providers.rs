@@ -1,0 +1,306 @@
+//! CloudWatch checks against weir-testkit's double of GetMetricData, which recomputes every
+//! request's AWS Signature Version 4 and refuses a wrong one as CloudWatch does: a healthy
+//! value passes, a bad one fails, no values is no data, a refused key's error text reaches the
+//! message without the key, throttling and an outage are waited out within the interval, and
+//! a service that does not answer in time is no data.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use weir_core::model::{CheckOutcome, CheckResult};
+use weir_engine::MetricSource;
+use weir_http::retry::Backoff;
+use weir_metrics::MetricsSource;
+use weir_store::RolloutKey;
+use weir_testkit::fixtures::catalog_and_rollout;
+use weir_testkit::metric_doubles_cloud::{CloudDouble, Fault};
+
+const REGION: &str = "eu-west-1";
+const ACCESS_KEY: &str = "AKIAWEIRTEST0EXAMPLE";
+const SECRET_KEY: &str = "wEiRsEcReT/K7MDENG+bPxRfiCYEXAMPLEKEY00";
+
+/// The documents of a rollout `web` in `shop` with one check `errors` (`max: 1`, interval
+/// 1s) on a CloudWatch template at `address` in `region`, with its Secret holding `secret`.
+fn documents(address: &str, region: &str, secret: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: aws, namespace: shop}}
+stringData: {secret}
+---
+apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {{name: errors, namespace: shop}}
+spec:
+  provider: {{type: cloudwatch, region: {region}, address: "{address}", secretRef: {{name: aws}}}}
+  query: |
+    [
+      {{"Id": "e1", "Expression": "m1 / m2 * 100", "Label": "ErrorRate"}},
+      {{"Id": "m1", "ReturnData": false, "MetricStat": {{"Metric": {{"Namespace": "App",
+        "MetricName": "ErrorCount", "Dimensions": [{{"Name": "appName", "Value": "{{{{ target }}}}.{{{{ namespace }}}}"}}]}},
+        "Period": 60, "Stat": "Sum", "Unit": "Count"}}}},
+      {{"Id": "m2", "ReturnData": false, "MetricStat": {{"Metric": {{"Namespace": "App",
+        "MetricName": "RequestCount", "Dimensions": [{{"Name": "appName", "Value": "{{{{ target }}}}.{{{{ namespace }}}}"}}]}},
+        "Period": 60, "Stat": "Sum", "Unit": "Count"}}}}
+    ]
+---
+apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: web, namespace: shop}}
+spec:
+  target: {{kind: kubernetes, targetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}}}
+  plan: {{canary: {{stepWeight: 10}}}}
+  analysis:
+    metrics: [{{name: errors, interval: 1s, templateRef: {{name: errors}}, thresholdRange: {{max: 1}}}}]
+"#
+    )
+}
+
+fn cloudwatch(double: &CloudDouble, secret_key: &str) -> String {
+    documents(
+        &double.url(),
+        REGION,
+        &format!("{{AWS_ACCESS_KEY_ID: {ACCESS_KEY}, AWS_SECRET_ACCESS_KEY: \"{secret_key}\"}}"),
+    )
+}
+
+/// Runs the rollout's one check with fast retries.
+async fn check(yaml: &str, tune: impl FnOnce(MetricsSource) -> MetricsSource) -> CheckResult {
+    let (catalog, rollout) = catalog_and_rollout(yaml);
+    let source = tune(MetricsSource::new(catalog).with_backoff(Backoff {
+        first: Duration::from_millis(10),
+        max: Duration::from_millis(50),
+    }));
+    let metric = &rollout.spec.analysis.metrics[0];
+    assert!(source.handles(&rollout, metric));
+    assert!(
+        source.validate(&rollout).is_empty(),
+        "{:?}",
+        source.validate(&rollout)
+    );
+    source
+        .check(&RolloutKey::new("shop", "web"), &rollout, metric)
+        .await
+}
+
+fn plain(source: MetricsSource) -> MetricsSource {
+    source
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cloudwatch_signed_requests_read_the_newest_value() {
+    let double = CloudDouble::cloudwatch(REGION, ACCESS_KEY, SECRET_KEY, None);
+    double.serve(Some(0.5));
+    let healthy = check(&cloudwatch(&double, SECRET_KEY), plain).await;
+    println!("{healthy:?}");
+    // The double's older point is three times the newest: the newest is read.
+    assert_eq!(
+        (healthy.outcome, healthy.value),
+        (CheckOutcome::Pass, Some(0.5))
+    );
+
+    double.serve(Some(4.0));
+    let bad = check(&cloudwatch(&double, SECRET_KEY), plain).await;
+    println!("{bad:?}");
+    assert_eq!((bad.outcome, bad.value), (CheckOutcome::Fail, Some(4.0)));
+
+    let request = double.seen().pop().unwrap();
+    println!("{} {} {:?}", request.method, request.path, request.headers);
+    println!("{}", request.body);
+    assert_eq!(
+        (request.method.as_str(), request.path.as_str()),
+        ("POST", "/")
+    );
+    assert_eq!(request.status, 200);
+    let authorization = request.header("authorization").unwrap();
+    assert!(
+        authorization.starts_with(&format!("AWS4-HMAC-SHA256 Credential={ACCESS_KEY}/"))
+            && authorization.contains(&format!("/{REGION}/monitoring/aws4_request, "))
+            && authorization.contains("SignedHeaders=content-type;host;x-amz-date, "),
+        "{authorization}"
+    );
+    let form: std::collections::BTreeMap<String, String> =
+        form_urlencoded::parse(request.body.as_bytes())
+            .into_owned()
+            .collect();
+    assert_eq!(form["Action"], "GetMetricData");
+    assert_eq!(form["Version"], "2010-08-01");
+    assert_eq!(form["MaxDatapoints"], "20");
+    assert_eq!(
+        form["MetricDataQueries.member.2.MetricStat.Metric.Dimensions.member.1.Value"],
+        "web.shop"
+    );
+    assert_eq!(form["MetricDataQueries.member.3.ReturnData"], "false");
+    let start: jiff::Timestamp = form["StartTime"].parse().unwrap();
+    let end: jiff::Timestamp = form["EndTime"].parse().unwrap();
+    // Ten intervals of 1s, as Flagger asks.
+    assert_eq!(end.as_second() - start.as_second(), 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cloudwatch_without_values_is_no_data() {
+    let double = CloudDouble::cloudwatch(REGION, ACCESS_KEY, SECRET_KEY, None);
+    double.serve(None);
+    let result = check(&cloudwatch(&double, SECRET_KEY), plain).await;
+    println!("{result:?}");
+    assert_eq!(result.outcome, CheckOutcome::NoData);
+    assert!(
+        result.message.contains("e1 has no values"),
+        "{}",
+        result.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_secret_key_is_refused_by_the_signature_check_without_the_key_in_the_message() {
+    let double = CloudDouble::cloudwatch(REGION, ACCESS_KEY, SECRET_KEY, None);
+    double.serve(Some(0.5));
+    let wrong = "wrongSecretKey/0000000000000000000000000";
+    let result = check(&cloudwatch(&double, wrong), plain).await;
+    println!("{result:?}");
+    assert_eq!(result.outcome, CheckOutcome::NoData);
+    assert!(
+        result.message.contains(
+            "403 Forbidden: SignatureDoesNotMatch: The request signature we calculated does not match"
+        ),
+        "{}",
+        result.message
+    );
+    for secret in [wrong, SECRET_KEY, ACCESS_KEY] {
+        assert!(!result.message.contains(secret), "{}", result.message);
+    }
+    // A refusal is final: one request, not retried.
+    assert_eq!(double.seen().len(), 1);
+
+    // A template for another region is signed for it, and CloudWatch there refuses it.
+    let other = documents(
+        &double.url(),
+        "us-east-1",
+        &format!("{{AWS_ACCESS_KEY_ID: {ACCESS_KEY}, AWS_SECRET_ACCESS_KEY: \"{SECRET_KEY}\"}}"),
+    );
+    let result = check(&other, plain).await;
+    println!("{result:?}");
+    assert!(
+        result
+            .message
+            .contains("Credential should be scoped to a valid region, not 'us-east-1'"),
+        "{}",
+        result.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cloudwatch_throttling_and_an_outage_are_waited_out() {
+    let double = CloudDouble::cloudwatch(REGION, ACCESS_KEY, SECRET_KEY, None);
+    double.serve(Some(0.25));
+    double.fail_next(Fault::RateLimited(1));
+    double.fail_next(Fault::Unavailable);
+    let result = check(&cloudwatch(&double, SECRET_KEY), |source| {
+        source.with_timeout(Duration::from_secs(30))
+    })
+    .await;
+    println!("{result:?}");
+    assert_eq!(
+        (result.outcome, result.value),
+        (CheckOutcome::Pass, Some(0.25))
+    );
+    let statuses: Vec<u16> = double.seen().iter().map(|seen| seen.status).collect();
+    // CloudWatch throttles with 400 Throttling.
+    assert_eq!(statuses, [400, 503, 200]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_cloudwatch_is_no_data_after_the_timeout() {
+    let double = CloudDouble::cloudwatch(REGION, ACCESS_KEY, SECRET_KEY, None);
+    double.serve(Some(0.5));
+    for _ in 0..100 {
+        double.fail_next(Fault::Slow(Duration::from_secs(30)));
+    }
+    let result = check(&cloudwatch(&double, SECRET_KEY), |source| {
+        source.with_timeout(Duration::from_millis(200))
+    })
+    .await;
+    println!("{result:?}");
+    assert_eq!(result.outcome, CheckOutcome::NoData);
+    assert!(
+        result.message.contains("no answer within"),
+        "{}",
+        result.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_token_is_signed_and_sent() {
+    let double =
+        CloudDouble::cloudwatch(REGION, ACCESS_KEY, SECRET_KEY, Some("session-token-0001"));
+    double.serve(Some(0.5));
+    let with_token = documents(
+        &double.url(),
+        REGION,
+        &format!(
+            "{{AWS_ACCESS_KEY_ID: {ACCESS_KEY}, AWS_SECRET_ACCESS_KEY: \"{SECRET_KEY}\", AWS_SESSION_TOKEN: session-token-0001}}"
+        ),
+    );
+    let result = check(&with_token, plain).await;
+    println!("{result:?}");
+    assert_eq!(
+        (result.outcome, result.value),
+        (CheckOutcome::Pass, Some(0.5))
+    );
+    let request = double.seen().pop().unwrap();
+    assert!(
+        request
+            .header("authorization")
+            .unwrap()
+            .contains("SignedHeaders=content-type;host;x-amz-date;x-amz-security-token,"),
+    );
+    // Without it, refused.
+    let without = check(&cloudwatch(&double, SECRET_KEY), plain).await;
+    println!("{without:?}");
+    assert!(
+        without
+            .message
+            .contains("403 Forbidden: InvalidClientTokenId"),
+        "{}",
+        without.message
+    );
+}
+
+#[test]
+fn cloudwatch_templates_without_region_credentials_or_a_query_list_are_refused() {
+    let secret = format!("{{AWS_ACCESS_KEY_ID: {ACCESS_KEY}}}");
+    let (catalog, rollout) = catalog_and_rollout(&documents("http://127.0.0.1:9", REGION, &secret));
+    let errors = MetricsSource::new(catalog).validate(&rollout);
+    println!("{errors:?}");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].message.contains("has no AWS_SECRET_ACCESS_KEY"),
+        "{errors:?}"
+    );
+    assert!(!errors[0].message.contains(ACCESS_KEY), "{errors:?}");
+
+    let yaml = documents(
+        "http://127.0.0.1:9",
+        "Not A Region",
+        &format!("{{AWS_ACCESS_KEY_ID: {ACCESS_KEY}, AWS_SECRET_ACCESS_KEY: x}}"),
+    );
+    let (catalog, rollout) = catalog_and_rollout(&yaml);
+    let errors = MetricsSource::new(catalog).validate(&rollout);
+    println!("{errors:?}");
+    assert!(
+        errors[0].message.contains("is not an AWS region"),
+        "{errors:?}"
+    );
+
+    let yaml = documents(
+        "http://127.0.0.1:9",
+        REGION,
+        &format!("{{AWS_ACCESS_KEY_ID: {ACCESS_KEY}, AWS_SECRET_ACCESS_KEY: x}}"),
+    )
+    .replace("\"Id\": \"e1\",", "");
+    let (catalog, rollout) = catalog_and_rollout(&yaml);
+    let errors = MetricsSource::new(catalog).validate(&rollout);
+    println!("{errors:?}");
+    assert!(errors[0].message.contains("with a string Id"), "{errors:?}");
+}

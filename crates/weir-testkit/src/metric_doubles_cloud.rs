@@ -1,0 +1,604 @@
+//! Test doubles of the hosted metric services whose requests are signed or exchanged for
+//! tokens, each an HTTP/1.1 server on `127.0.0.1:0` on a thread of its own, like
+//! [`crate::metric_doubles`] (whose [`Fault`] and [`Seen`] they share). They follow each
+//! service's documented API and refuse what the service refuses.
+//!
+//! - [`CloudDouble::cloudwatch`]: CloudWatch's `GetMetricData` in the awsQuery protocol,
+//!   `POST /` with a form body (`Action=GetMetricData&Version=2010-08-01&...`), answered in
+//!   XML. Every request's AWS Signature Version 4 is **recomputed** from what arrived (method,
+//!   path, query, the headers named in `SignedHeaders`, the body's SHA-256) with the double's
+//!   secret, by this module's own implementation of the documented algorithm (SHA-256 and
+//!   HMAC from `sha2`/`hmac`, not the client's code), and compared: a mismatch is `403
+//!   SignatureDoesNotMatch`, an unknown key `403 InvalidClientTokenId`, no `Authorization`
+//!   `403 MissingAuthenticationToken`, a scope for another region or service or a date more
+//!   than 15 minutes off `403 SignatureDoesNotMatch` with AWS's words, as CloudWatch answers.
+//!   Throttling is CloudWatch's `400 Throttling` ("Rate exceeded", no `Retry-After`); an
+//!   outage `503 ServiceUnavailable`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use hmac::{Hmac, KeyInit, Mac};
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use sha2::{Digest, Sha256};
+
+pub use crate::metric_doubles::{Fault, Seen};
+
+/// Which service a double plays, with the credentials it accepts.
+#[derive(Debug, Clone)]
+enum Service {
+    CloudWatch {
+        region: String,
+        access_key: String,
+        secret_key: String,
+        session_token: Option<String>,
+    },
+}
+
+struct State {
+    service: Service,
+    value: Option<f64>,
+    faults: VecDeque<Fault>,
+    seen: Vec<Seen>,
+}
+
+/// A running double; stops when dropped.
+pub struct CloudDouble {
+    address: SocketAddr,
+    state: Arc<Mutex<State>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl CloudDouble {
+    /// CloudWatch in `region`, accepting requests signed with this key pair (and this session
+    /// token, when given: then a request without it is refused).
+    pub fn cloudwatch(
+        region: &str,
+        access_key: &str,
+        secret_key: &str,
+        session_token: Option<&str>,
+    ) -> CloudDouble {
+        CloudDouble::start(Service::CloudWatch {
+            region: region.into(),
+            access_key: access_key.into(),
+            secret_key: secret_key.into(),
+            session_token: session_token.map(str::to_string),
+        })
+    }
+
+    fn start(service: Service) -> CloudDouble {
+        let state = Arc::new(Mutex::new(State {
+            service,
+            value: None,
+            faults: VecDeque::new(),
+            seen: Vec::new(),
+        }));
+        let (bound_tx, bound_rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let shared = Arc::clone(&state);
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+                    .await
+                    .unwrap();
+                bound_tx.send(listener.local_addr().unwrap()).unwrap();
+                let accept = async {
+                    while let Ok((stream, _)) = listener.accept().await {
+                        let state = Arc::clone(&shared);
+                        let service = service_fn(move |request: Request<Incoming>| {
+                            let state = Arc::clone(&state);
+                            async move { Ok::<_, Infallible>(answer(&state, request).await) }
+                        });
+                        tokio::spawn(async move {
+                            let _ = http1::Builder::new()
+                                .serve_connection(TokioIo::new(stream), service)
+                                .await;
+                        });
+                    }
+                };
+                tokio::select! {
+                    _ = accept => {}
+                    _ = stopped => {}
+                }
+            });
+        });
+        let address = bound_rx.recv().unwrap();
+        CloudDouble {
+            address,
+            state,
+            stop: Some(stop),
+        }
+    }
+
+    /// `http://ADDRESS`: a template's `provider.address`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// Serves `value` from now on (`None`: no data: a result without values).
+    pub fn serve(&self, value: Option<f64>) {
+        self.state.lock().unwrap().value = value;
+    }
+
+    /// Answers the next request with `fault` (queued after earlier ones).
+    pub fn fail_next(&self, fault: Fault) {
+        self.state.lock().unwrap().faults.push_back(fault);
+    }
+
+    /// Every request so far, in order.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.lock().unwrap().seen.clone()
+    }
+}
+
+impl Drop for CloudDouble {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+struct Received<'a> {
+    method: &'a str,
+    path: &'a str,
+    query: &'a str,
+    headers: &'a HeaderMap,
+    body: &'a [u8],
+}
+
+async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    let (parts, body) = request.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|body| body.to_bytes())
+        .unwrap_or_default();
+    let (service, value, fault) = {
+        let mut state = state.lock().unwrap();
+        (state.service.clone(), state.value, state.faults.pop_front())
+    };
+    let received = Received {
+        method: parts.method.as_str(),
+        path: parts.uri.path(),
+        query: parts.uri.query().unwrap_or_default(),
+        headers: &parts.headers,
+        body: &body,
+    };
+    let response = match fault {
+        Some(Fault::RateLimited(_)) => rate_limited(&service),
+        Some(Fault::Unavailable) => unavailable(&service),
+        Some(Fault::Slow(delay)) => {
+            tokio::time::sleep(delay).await;
+            normal(&service, value, &received)
+        }
+        None => normal(&service, value, &received),
+    };
+    let query: BTreeMap<String, String> = form_urlencoded::parse(received.query.as_bytes())
+        .into_owned()
+        .collect();
+    state.lock().unwrap().seen.push(Seen {
+        method: parts.method.to_string(),
+        path: parts.uri.path().to_string(),
+        query,
+        headers: parts.headers.clone(),
+        body: String::from_utf8_lossy(&body).into_owned(),
+        status: response.status().as_u16(),
+    });
+    response
+}
+
+fn xml_response(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/xml"),
+    );
+    response.headers_mut().insert(
+        "x-amzn-requestid",
+        http::HeaderValue::from_static(REQUEST_ID),
+    );
+    response
+}
+
+const REQUEST_ID: &str = "c7e2bb3a-7c5c-4a4e-9f1e-5e0f8a3b2d11";
+
+/// CloudWatch's (awsQuery) error answer.
+fn aws_error(status: StatusCode, kind: &str, code: &str, message: &str) -> Response<Full<Bytes>> {
+    let message = message
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    xml_response(
+        status,
+        format!(
+            "<ErrorResponse xmlns=\"http://monitoring.amazonaws.com/doc/2010-08-01/\">\n  <Error>\n    <Type>{kind}</Type>\n    <Code>{code}</Code>\n    <Message>{message}</Message>\n  </Error>\n  <RequestId>{REQUEST_ID}</RequestId>\n</ErrorResponse>\n"
+        ),
+    )
+}
+
+fn rate_limited(service: &Service) -> Response<Full<Bytes>> {
+    match service {
+        // CloudWatch throttles with 400 and no Retry-After.
+        Service::CloudWatch { .. } => aws_error(
+            StatusCode::BAD_REQUEST,
+            "Sender",
+            "Throttling",
+            "Rate exceeded",
+        ),
+    }
+}
+
+fn unavailable(service: &Service) -> Response<Full<Bytes>> {
+    match service {
+        Service::CloudWatch { .. } => aws_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Receiver",
+            "ServiceUnavailable",
+            "Service is unavailable. Please try again later.",
+        ),
+    }
+}
+
+fn normal(service: &Service, value: Option<f64>, request: &Received<'_>) -> Response<Full<Bytes>> {
+    match service {
+        Service::CloudWatch {
+            region,
+            access_key,
+            secret_key,
+            session_token,
+        } => {
+            if let Err(refusal) = verify_sigv4(
+                request,
+                region,
+                "monitoring",
+                access_key,
+                secret_key,
+                session_token.as_deref(),
+            ) {
+                return refusal;
+            }
+            get_metric_data(value, request)
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).unwrap();
+    mac.update(data);
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// SigV4's canonical query string: parameters sorted by name then value, each name and value
+/// URI-encoded (unreserved characters kept, everything else `%XX`).
+fn canonical_query(query: &str) -> String {
+    let encode = |text: &str| {
+        text.bytes()
+            .map(|byte| match byte {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (byte as char).to_string()
+                }
+                other => format!("%{other:02X}"),
+            })
+            .collect::<String>()
+    };
+    let mut pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+        .map(|(name, value)| (encode(&name), encode(&value)))
+        .collect();
+    pairs.sort();
+    pairs
+        .iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// Checks a request's SigV4 `Authorization` as AWS does, answering AWS's refusal if it fails.
+// The refusal is the answer itself, built once per refused request of a test double.
+#[allow(clippy::result_large_err)]
+fn verify_sigv4(
+    request: &Received<'_>,
+    region: &str,
+    service: &str,
+    access_key: &str,
+    secret_key: &str,
+    session_token: Option<&str>,
+) -> Result<(), Response<Full<Bytes>>> {
+    let forbidden =
+        |code: &str, message: &str| aws_error(StatusCode::FORBIDDEN, "Sender", code, message);
+    let header = |name: &str| {
+        request
+            .headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+    };
+    let Some(authorization) = header("authorization") else {
+        return Err(forbidden(
+            "MissingAuthenticationToken",
+            "Request is missing Authentication Token",
+        ));
+    };
+    let incomplete = || {
+        aws_error(
+            StatusCode::BAD_REQUEST,
+            "Sender",
+            "IncompleteSignature",
+            &format!(
+                "Authorization header requires 'Credential', 'SignedHeaders' and 'Signature' parameters. Authorization={authorization}"
+            ),
+        )
+    };
+    let Some(fields) = authorization.strip_prefix("AWS4-HMAC-SHA256 ") else {
+        return Err(incomplete());
+    };
+    let mut credential = None;
+    let mut signed_headers = None;
+    let mut signature = None;
+    for field in fields.split(',') {
+        match field.trim().split_once('=') {
+            Some(("Credential", value)) => credential = Some(value),
+            Some(("SignedHeaders", value)) => signed_headers = Some(value),
+            Some(("Signature", value)) => signature = Some(value),
+            _ => {}
+        }
+    }
+    let (Some(credential), Some(signed_headers), Some(signature)) =
+        (credential, signed_headers, signature)
+    else {
+        return Err(incomplete());
+    };
+    let scope: Vec<&str> = credential.split('/').collect();
+    let [key, date, scope_region, scope_service, terminator] = scope.as_slice() else {
+        return Err(incomplete());
+    };
+    if *key != access_key {
+        return Err(forbidden(
+            "InvalidClientTokenId",
+            "The security token included in the request is invalid.",
+        ));
+    }
+    if *terminator != "aws4_request" {
+        return Err(forbidden(
+            "SignatureDoesNotMatch",
+            "Credential should be scoped with a valid terminator: 'aws4_request'.",
+        ));
+    }
+    if *scope_service != service {
+        return Err(forbidden(
+            "SignatureDoesNotMatch",
+            &format!("Credential should be scoped to correct service: '{service}'. "),
+        ));
+    }
+    if *scope_region != region {
+        return Err(forbidden(
+            "SignatureDoesNotMatch",
+            &format!("Credential should be scoped to a valid region, not '{scope_region}'. "),
+        ));
+    }
+    let names: Vec<&str> = signed_headers.split(';').collect();
+    if !names.contains(&"host") {
+        return Err(forbidden(
+            "SignatureDoesNotMatch",
+            "'Host' must be a 'SignedHeader' in the AWS Authorization.",
+        ));
+    }
+    let Some(amz_date) = header("x-amz-date") else {
+        return Err(incomplete());
+    };
+    let signed_at = jiff::civil::DateTime::strptime("%Y%m%dT%H%M%SZ", amz_date)
+        .ok()
+        .and_then(|at| at.to_zoned(jiff::tz::TimeZone::UTC).ok())
+        .map(|at| at.timestamp());
+    let Some(signed_at) = signed_at else {
+        return Err(incomplete());
+    };
+    if !amz_date.starts_with(date) {
+        return Err(forbidden(
+            "SignatureDoesNotMatch",
+            &format!(
+                "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: '{date}' != '{}', from '{amz_date}'.",
+                &amz_date[..8.min(amz_date.len())]
+            ),
+        ));
+    }
+    let now = jiff::Timestamp::now();
+    let skew = (now.as_second() - signed_at.as_second()).abs();
+    if skew > 15 * 60 {
+        return Err(forbidden(
+            "SignatureDoesNotMatch",
+            &format!(
+                "Signature expired: {amz_date} is now earlier than {} ({} - 15 min.)",
+                now.strftime("%Y%m%dT%H%M%SZ"),
+                now.strftime("%Y%m%dT%H%M%SZ")
+            ),
+        ));
+    }
+    if let Some(token) = session_token
+        && header("x-amz-security-token") != Some(token)
+    {
+        return Err(forbidden(
+            "InvalidClientTokenId",
+            "The security token included in the request is invalid.",
+        ));
+    }
+    // The canonical request, from what arrived.
+    let mut canonical_headers = String::new();
+    for name in &names {
+        let values: Vec<String> = request
+            .headers
+            .get_all(*name)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .map(|value| value.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect();
+        canonical_headers.push_str(&format!("{name}:{}\n", values.join(",")));
+    }
+    let canonical = format!(
+        "{}\n{}\n{}\n{canonical_headers}\n{signed_headers}\n{}",
+        request.method,
+        request.path,
+        canonical_query(request.query),
+        hex(&Sha256::digest(request.body))
+    );
+    let string_to_sign = format!(
+        "AWS4-HMAC-SHA256\n{amz_date}\n{date}/{region}/{service}/aws4_request\n{}",
+        hex(&Sha256::digest(canonical.as_bytes()))
+    );
+    let mut key = hmac(format!("AWS4{secret_key}").as_bytes(), date.as_bytes());
+    for part in [region, service, "aws4_request"] {
+        key = hmac(&key, part.as_bytes());
+    }
+    let expected = hex(&hmac(&key, string_to_sign.as_bytes()));
+    if expected != signature {
+        return Err(forbidden(
+            "SignatureDoesNotMatch",
+            &format!(
+                "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.\n\nThe Canonical String for this request should have been\n'{canonical}'\n\nThe String-to-Sign should have been\n'{string_to_sign}'\n"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `GetMetricData` on a signed request: the form checked as CloudWatch checks it, one result
+/// per query that returns data, the first holding the served value (newest first, an older
+/// point three times it), the others 100.
+fn get_metric_data(value: Option<f64>, request: &Received<'_>) -> Response<Full<Bytes>> {
+    let bad =
+        |code: &str, message: &str| aws_error(StatusCode::BAD_REQUEST, "Sender", code, message);
+    if request.path != "/" {
+        return aws_error(
+            StatusCode::NOT_FOUND,
+            "Sender",
+            "UnknownOperationException",
+            "",
+        );
+    }
+    if request.method != "POST" {
+        return aws_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Sender",
+            "MethodNotAllowed",
+            "Method Not Allowed",
+        );
+    }
+    let content_type = request
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default();
+    if !content_type.starts_with("application/x-www-form-urlencoded") {
+        return bad(
+            "InvalidAction",
+            "Could not find operation  for version NO_VERSION_SPECIFIED",
+        );
+    }
+    let form: BTreeMap<String, String> =
+        form_urlencoded::parse(request.body).into_owned().collect();
+    let get = |name: &str| form.get(name).map(String::as_str);
+    let version = get("Version").unwrap_or("NO_VERSION_SPECIFIED");
+    if get("Action") != Some("GetMetricData") || version != "2010-08-01" {
+        return bad(
+            "InvalidAction",
+            &format!(
+                "Could not find operation {} for version {version}",
+                get("Action").unwrap_or_default()
+            ),
+        );
+    }
+    let time = |name: &str| get(name).and_then(|text| text.parse::<jiff::Timestamp>().ok());
+    let (Some(start), Some(end)) = (time("StartTime"), time("EndTime")) else {
+        return bad(
+            "ValidationError",
+            "2 validation errors detected: Value null at 'startTime' failed to satisfy constraint: Member must not be null; Value null at 'endTime' failed to satisfy constraint: Member must not be null",
+        );
+    };
+    if start >= end {
+        return bad(
+            "ValidationError",
+            "The parameter StartTime must be less than the parameter EndTime.",
+        );
+    }
+    let mut returned = Vec::new();
+    let mut index = 1;
+    while let Some(id) = get(&format!("MetricDataQueries.member.{index}.Id")) {
+        let field = |name: &str| get(&format!("MetricDataQueries.member.{index}.{name}"));
+        let has_stat = form
+            .keys()
+            .any(|key| key.starts_with(&format!("MetricDataQueries.member.{index}.MetricStat.")));
+        if has_stat == field("Expression").is_some() {
+            return bad(
+                "ValidationError",
+                &format!(
+                    "The parameter MetricDataQueries.member.{index} must contain exactly one of Expression or MetricStat."
+                ),
+            );
+        }
+        if has_stat
+            && (field("MetricStat.Metric.MetricName").is_none()
+                || field("MetricStat.Period").is_none()
+                || field("MetricStat.Stat").is_none())
+        {
+            return bad(
+                "ValidationError",
+                &format!(
+                    "The parameter MetricDataQueries.member.{index}.MetricStat must contain Metric.MetricName, Period and Stat."
+                ),
+            );
+        }
+        if field("ReturnData") != Some("false") {
+            returned.push((id.to_string(), field("Label").unwrap_or(id).to_string()));
+        }
+        index += 1;
+    }
+    if index == 1 {
+        return bad(
+            "ValidationError",
+            "1 validation error detected: Value null at 'metricDataQueries' failed to satisfy constraint: Member must not be null",
+        );
+    }
+    let step = 60;
+    let newest =
+        jiff::Timestamp::from_second(end.as_second() - end.as_second() % step).unwrap_or(end);
+    let older = jiff::Timestamp::from_second(newest.as_second() - step).unwrap_or(newest);
+    let members: String = returned
+        .iter()
+        .enumerate()
+        .map(|(position, (id, label))| {
+            let served = if position == 0 { value } else { Some(100.0) };
+            let (timestamps, values) = match served {
+                Some(value) => (
+                    format!("<member>{newest}</member><member>{older}</member>"),
+                    format!("<member>{value}</member><member>{}</member>", value * 3.0),
+                ),
+                None => (String::new(), String::new()),
+            };
+            format!(
+                "<member><Id>{id}</Id><Label>{label}</Label><Timestamps>{timestamps}</Timestamps><Values>{values}</Values><StatusCode>Complete</StatusCode></member>"
+            )
+        })
+        .collect();
+    xml_response(
+        StatusCode::OK,
+        format!(
+            "<GetMetricDataResponse xmlns=\"http://monitoring.amazonaws.com/doc/2010-08-01/\">\n  <GetMetricDataResult>\n    <MetricDataResults>{members}</MetricDataResults>\n    <Messages/>\n  </GetMetricDataResult>\n  <ResponseMetadata>\n    <RequestId>{REQUEST_ID}</RequestId>\n  </ResponseMetadata>\n</GetMetricDataResponse>\n"
+        ),
+    )
+}
