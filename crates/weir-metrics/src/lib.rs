@@ -1,5 +1,5 @@
 //! Metric providers other than Prometheus, as Flagger calls them: a `MetricTemplate` with
-//! `spec.provider.type` [`datadog`], [`newrelic`], [`graphite`] or [`cloudwatch`].
+//! `spec.provider.type` [`datadog`], [`newrelic`], [`graphite`], [`cloudwatch`] or [`influxdb`].
 //!
 //! Every provider works the same way: the template's query is rendered with the placeholders
 //! every metric source shares ([`weir_core::query::variables`]), sent to the backend at the
@@ -29,6 +29,7 @@
 pub mod cloudwatch;
 pub mod datadog;
 pub mod graphite;
+pub mod influxdb;
 pub mod newrelic;
 
 use std::collections::BTreeMap;
@@ -47,7 +48,7 @@ use weir_http::retry::{Backoff, worth_retrying};
 use weir_store::RolloutKey;
 
 /// The providers this crate queries, by the name templates use.
-pub const PROVIDERS: [&str; 4] = ["datadog", "newrelic", "graphite", "cloudwatch"];
+pub const PROVIDERS: [&str; 5] = ["datadog", "newrelic", "graphite", "cloudwatch", "influxdb"];
 
 /// How long one request may take before it counts as no answer.
 pub const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -72,6 +73,8 @@ pub enum Provider {
     Graphite,
     /// CloudWatch's GetMetricData (awsQuery, SigV4).
     CloudWatch,
+    /// InfluxDB v2's Flux query API.
+    InfluxDb,
 }
 
 impl Provider {
@@ -82,6 +85,7 @@ impl Provider {
             "newrelic" => Some(Provider::NewRelic),
             "graphite" => Some(Provider::Graphite),
             "cloudwatch" => Some(Provider::CloudWatch),
+            "influxdb" => Some(Provider::InfluxDb),
             _ => None,
         }
     }
@@ -93,6 +97,7 @@ impl Provider {
             Provider::NewRelic => "newrelic",
             Provider::Graphite => "graphite",
             Provider::CloudWatch => "cloudwatch",
+            Provider::InfluxDb => "influxdb",
         }
     }
 
@@ -100,7 +105,7 @@ impl Provider {
         match self {
             Provider::Datadog => Some(datadog::DEFAULT_ADDRESS),
             Provider::NewRelic => Some(newrelic::DEFAULT_ADDRESS),
-            Provider::Graphite | Provider::CloudWatch => None,
+            Provider::Graphite | Provider::CloudWatch | Provider::InfluxDb => None,
         }
     }
 
@@ -113,6 +118,7 @@ impl Provider {
             Provider::Graphite => (&graphite::SECRET_KEYS, false),
             // Without a Secret, from weir's environment.
             Provider::CloudWatch => (&cloudwatch::SECRET_KEYS, false),
+            Provider::InfluxDb => (&influxdb::SECRET_KEYS, false),
         }
     }
 
@@ -372,6 +378,7 @@ impl MetricsSource {
             Provider::NewRelic => newrelic::request(plan),
             Provider::Graphite => graphite::request(plan),
             Provider::CloudWatch => cloudwatch::request(plan, now),
+            Provider::InfluxDb => influxdb::request(plan),
         }
     }
 
@@ -419,6 +426,7 @@ impl MetricsSource {
                         Provider::NewRelic => newrelic::read(&answer.body),
                         Provider::Graphite => graphite::read(&answer.body),
                         Provider::CloudWatch => cloudwatch::read(&answer.body),
+                        Provider::InfluxDb => influxdb::read(&answer.body),
                     };
                     return reading.map_err(|error| show(format!("{}: {error}", request.shown)));
                 }
@@ -492,6 +500,7 @@ fn error_text(provider: Provider, body: &[u8]) -> String {
         .and_then(|json| match provider {
             Provider::Datadog => datadog::error_message(&json),
             Provider::NewRelic => newrelic::error_message(&json),
+            Provider::InfluxDb => influxdb::error_message(&json),
             Provider::Graphite | Provider::CloudWatch => None,
         });
     let text = from_xml

@@ -304,3 +304,173 @@ fn cloudwatch_templates_without_region_credentials_or_a_query_list_are_refused()
     println!("{errors:?}");
     assert!(errors[0].message.contains("with a string Id"), "{errors:?}");
 }
+
+const INFLUX_ORG: &str = "weir-org";
+const INFLUX_TOKEN: &str = "influx-token-0123456789==";
+const FLUX: &str = r#"from(bucket: "metrics")
+  |> range(start: -{{ interval }})
+  |> filter(fn: (r) => r._measurement == "http" and r.app == "{{ target }}" and r._field == "errors")
+  |> mean()"#;
+
+fn influxdb(double: &CloudDouble, token: &str, query: &str) -> String {
+    let query = query
+        .lines()
+        .map(|line| format!("    {line}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: influx, namespace: shop}}
+stringData: {{token: "{token}", org: {INFLUX_ORG}}}
+---
+apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {{name: errors, namespace: shop}}
+spec:
+  provider: {{type: influxdb, address: "{}", secretRef: {{name: influx}}}}
+  query: |
+{query}
+---
+apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: web, namespace: shop}}
+spec:
+  target: {{kind: kubernetes, targetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}}}
+  plan: {{canary: {{stepWeight: 10}}}}
+  analysis:
+    metrics: [{{name: errors, interval: 1s, templateRef: {{name: errors}}, thresholdRange: {{max: 1}}}}]
+"#,
+        double.url()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn influxdb_reads_the_first_records_value_and_empty_results_are_no_data() {
+    let double = CloudDouble::influxdb(INFLUX_ORG, INFLUX_TOKEN);
+    double.serve(Some(0.5));
+    let healthy = check(&influxdb(&double, INFLUX_TOKEN, FLUX), plain).await;
+    println!("{healthy:?}");
+    // The double's second record is three times the first: the first is read, as in Flagger.
+    assert_eq!(
+        (healthy.outcome, healthy.value),
+        (CheckOutcome::Pass, Some(0.5))
+    );
+    let request = double.seen().pop().unwrap();
+    println!(
+        "{} {} {:?} {:?}\n{}",
+        request.method, request.path, request.query, request.headers, request.body
+    );
+    assert_eq!(
+        (request.method.as_str(), request.path.as_str()),
+        ("POST", "/api/v2/query")
+    );
+    assert_eq!(request.query["org"], INFLUX_ORG);
+    assert_eq!(
+        request.header("authorization"),
+        Some(format!("Token {INFLUX_TOKEN}").as_str())
+    );
+    let body: serde_json::Value = serde_json::from_str(&request.body).unwrap();
+    assert_eq!(body["type"], "flux");
+    assert_eq!(
+        body["dialect"]["annotations"],
+        serde_json::json!(["datatype", "group", "default"])
+    );
+    let flux = body["query"].as_str().unwrap();
+    assert!(
+        flux.contains("range(start: -1s)") && flux.contains(r#"r.app == "web""#),
+        "{flux}"
+    );
+
+    double.serve(Some(3.0));
+    let bad = check(&influxdb(&double, INFLUX_TOKEN, FLUX), plain).await;
+    assert_eq!((bad.outcome, bad.value), (CheckOutcome::Fail, Some(3.0)));
+
+    // count() answers a long, which Flagger refuses and weir reads.
+    double.serve(Some(7.0));
+    let counted = check(
+        &influxdb(&double, INFLUX_TOKEN, &FLUX.replace("mean()", "count()")),
+        plain,
+    )
+    .await;
+    println!("{counted:?}");
+    assert_eq!(
+        (counted.outcome, counted.value),
+        (CheckOutcome::Fail, Some(7.0))
+    );
+
+    // No records: no data (Flagger reads 0 and passes).
+    double.serve(None);
+    let none = check(&influxdb(&double, INFLUX_TOKEN, FLUX), plain).await;
+    println!("{none:?}");
+    assert_eq!(none.outcome, CheckOutcome::NoData);
+    assert!(none.message.contains("no records"), "{}", none.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_influxdb_token_is_in_the_message_without_the_token_or_org() {
+    let double = CloudDouble::influxdb(INFLUX_ORG, INFLUX_TOKEN);
+    double.serve(Some(0.5));
+    let wrong = "influx-wrong-token-000000";
+    let result = check(&influxdb(&double, wrong, FLUX), plain).await;
+    println!("{result:?}");
+    assert_eq!(result.outcome, CheckOutcome::NoData);
+    assert!(
+        result
+            .message
+            .contains("401 Unauthorized: unauthorized: unauthorized access"),
+        "{}",
+        result.message
+    );
+    assert!(result.message.contains("org=<org>"), "{}", result.message);
+    for secret in [wrong, INFLUX_TOKEN, INFLUX_ORG] {
+        assert!(!result.message.contains(secret), "{}", result.message);
+    }
+    assert_eq!(double.seen().len(), 1);
+
+    // A query that is not Flux: InfluxDB's own words.
+    let result = check(&influxdb(&double, INFLUX_TOKEN, "SELECT 1"), plain).await;
+    println!("{result:?}");
+    assert!(
+        result
+            .message
+            .contains("400 Bad Request: invalid: error in query specification"),
+        "{}",
+        result.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn influxdb_rate_limits_and_outages_are_waited_out_and_slowness_is_no_data() {
+    let double = CloudDouble::influxdb(INFLUX_ORG, INFLUX_TOKEN);
+    double.serve(Some(0.25));
+    double.fail_next(Fault::RateLimited(1));
+    double.fail_next(Fault::Unavailable);
+    let result = check(&influxdb(&double, INFLUX_TOKEN, FLUX), |source| {
+        source.with_timeout(Duration::from_secs(30))
+    })
+    .await;
+    println!("{result:?}");
+    assert_eq!(
+        (result.outcome, result.value),
+        (CheckOutcome::Pass, Some(0.25))
+    );
+    let statuses: Vec<u16> = double.seen().iter().map(|seen| seen.status).collect();
+    assert_eq!(statuses, [429, 503, 200]);
+
+    for _ in 0..100 {
+        double.fail_next(Fault::Slow(Duration::from_secs(30)));
+    }
+    let slow = check(&influxdb(&double, INFLUX_TOKEN, FLUX), |source| {
+        source.with_timeout(Duration::from_millis(200))
+    })
+    .await;
+    println!("{slow:?}");
+    assert_eq!(slow.outcome, CheckOutcome::NoData);
+    assert!(
+        slow.message.contains("no answer within"),
+        "{}",
+        slow.message
+    );
+}

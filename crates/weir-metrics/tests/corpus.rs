@@ -148,6 +148,14 @@ async fn the_corpus_templates_of_datadog_newrelic_graphite_and_cloudwatch_read_t
                         "{username: corpus, password: corpus-password}",
                     )
                 }
+                // Flagger's corpus holds none; one would read its double like the others.
+                Some(Provider::InfluxDb) => (
+                    Some(Double::Cloud(CloudDouble::influxdb(
+                        "corpus-org",
+                        "corpus-token",
+                    ))),
+                    "{token: corpus-token, org: corpus-org}",
+                ),
                 None => (None, "{}"),
             };
             if let Some(double) = &double {

@@ -14,6 +14,14 @@
 //!   than 15 minutes off `403 SignatureDoesNotMatch` with AWS's words, as CloudWatch answers.
 //!   Throttling is CloudWatch's `400 Throttling` ("Rate exceeded", no `Retry-After`); an
 //!   outage `503 ServiceUnavailable`.
+//! - [`CloudDouble::influxdb`]: InfluxDB v2's `POST /api/v2/query?org=` with `Authorization:
+//!   Token <token>` and a JSON body (`query`, `type: flux`, `dialect`), answering annotated CSV
+//!   (CRLF lines, `#datatype`/`#group`/`#default`, a header row) as InfluxDB documents it; a
+//!   `count()` query answers a `long`. A missing or wrong token: `401 {"code":"unauthorized",
+//!   "message":"unauthorized access"}`; no org: `400`; an unknown org: `404`; a body that is
+//!   not a Flux query: `400 {"code":"invalid",...}`; rate limit: `429` with `Retry-After`.
+//!   The Debian `influxdb` package on this machine is 1.6, without `/api/v2/query` or Flux, so
+//!   this double stands in for a real server.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
@@ -40,6 +48,10 @@ enum Service {
         access_key: String,
         secret_key: String,
         session_token: Option<String>,
+    },
+    InfluxDb {
+        org: String,
+        token: String,
     },
 }
 
@@ -71,6 +83,14 @@ impl CloudDouble {
             access_key: access_key.into(),
             secret_key: secret_key.into(),
             session_token: session_token.map(str::to_string),
+        })
+    }
+
+    /// InfluxDB v2 with organization `org`, accepting `token`.
+    pub fn influxdb(org: &str, token: &str) -> CloudDouble {
+        CloudDouble::start(Service::InfluxDb {
+            org: org.into(),
+            token: token.into(),
         })
     }
 
@@ -178,7 +198,7 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
         body: &body,
     };
     let response = match fault {
-        Some(Fault::RateLimited(_)) => rate_limited(&service),
+        Some(Fault::RateLimited(seconds)) => rate_limited(&service, seconds),
         Some(Fault::Unavailable) => unavailable(&service),
         Some(Fault::Slow(delay)) => {
             tokio::time::sleep(delay).await;
@@ -230,8 +250,32 @@ fn aws_error(status: StatusCode, kind: &str, code: &str, message: &str) -> Respo
     )
 }
 
-fn rate_limited(service: &Service) -> Response<Full<Bytes>> {
+fn influx_error(status: StatusCode, code: &str, message: &str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(
+        serde_json::json!({"code": code, "message": message}).to_string(),
+    )));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json; charset=utf-8"),
+    );
+    response
+}
+
+fn rate_limited(service: &Service, seconds: u64) -> Response<Full<Bytes>> {
     match service {
+        Service::InfluxDb { .. } => {
+            let mut response = influx_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too many requests",
+                "org has exceeded its query rate limit",
+            );
+            response.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_str(&seconds.to_string()).unwrap(),
+            );
+            response
+        }
         // CloudWatch throttles with 400 and no Retry-After.
         Service::CloudWatch { .. } => aws_error(
             StatusCode::BAD_REQUEST,
@@ -244,6 +288,11 @@ fn rate_limited(service: &Service) -> Response<Full<Bytes>> {
 
 fn unavailable(service: &Service) -> Response<Full<Bytes>> {
     match service {
+        Service::InfluxDb { .. } => influx_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "service temporarily unavailable",
+        ),
         Service::CloudWatch { .. } => aws_error(
             StatusCode::SERVICE_UNAVAILABLE,
             "Receiver",
@@ -273,7 +322,129 @@ fn normal(service: &Service, value: Option<f64>, request: &Received<'_>) -> Resp
             }
             get_metric_data(value, request)
         }
+        Service::InfluxDb { org, token } => influx_query(org, token, value, request),
     }
+}
+
+/// `POST /api/v2/query` as InfluxDB v2 checks and answers it.
+fn influx_query(
+    org: &str,
+    token: &str,
+    value: Option<f64>,
+    request: &Received<'_>,
+) -> Response<Full<Bytes>> {
+    if request.path != "/api/v2/query" {
+        return influx_error(StatusCode::NOT_FOUND, "not found", "path not found");
+    }
+    if request.method != "POST" {
+        return influx_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed",
+            "method not allowed",
+        );
+    }
+    let header = |name: &str| {
+        request
+            .headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+    };
+    let presented = header("authorization").and_then(|value| value.strip_prefix("Token "));
+    if presented != Some(token) {
+        return influx_error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "unauthorized access",
+        );
+    }
+    let query: BTreeMap<String, String> = form_urlencoded::parse(request.query.as_bytes())
+        .into_owned()
+        .collect();
+    let Some(asked) = query.get("org").or(query.get("orgID")) else {
+        return influx_error(
+            StatusCode::BAD_REQUEST,
+            "invalid",
+            "Please provide either orgID or org",
+        );
+    };
+    if asked != org {
+        return influx_error(
+            StatusCode::NOT_FOUND,
+            "not found",
+            &format!("organization name \"{asked}\" not found"),
+        );
+    }
+    if !header("content-type").is_some_and(|value| value.starts_with("application/json")) {
+        return influx_error(
+            StatusCode::BAD_REQUEST,
+            "invalid",
+            "failed to decode request body: request body requires either spec or query",
+        );
+    }
+    let Ok(body) = serde_json::from_slice::<serde_json::Value>(request.body) else {
+        return influx_error(
+            StatusCode::BAD_REQUEST,
+            "invalid",
+            "failed to decode request body: invalid character in JSON",
+        );
+    };
+    if body
+        .get("type")
+        .and_then(|kind| kind.as_str())
+        .unwrap_or("flux")
+        != "flux"
+    {
+        return influx_error(
+            StatusCode::BAD_REQUEST,
+            "invalid",
+            "unknown query type; only flux is supported",
+        );
+    }
+    let Some(flux) = body.get("query").and_then(|query| query.as_str()) else {
+        return influx_error(
+            StatusCode::BAD_REQUEST,
+            "invalid",
+            "failed to decode request body: request body requires either spec or query",
+        );
+    };
+    let annotations = body["dialect"]["annotations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if annotations
+        .iter()
+        .any(|annotation| !matches!(annotation.as_str(), Some("datatype" | "group" | "default")))
+    {
+        return influx_error(
+            StatusCode::BAD_REQUEST,
+            "invalid",
+            "unknown annotation; valid annotations are: datatype, group, default",
+        );
+    }
+    if !flux.contains("from(") || !flux.contains("range(") {
+        return influx_error(
+            StatusCode::BAD_REQUEST,
+            "invalid",
+            "error in query specification while starting program: this Flux script returns no streaming data. Consider adding a \"yield\" or invoking streaming functions directly, without performing an assignment",
+        );
+    }
+    let csv = match value {
+        None => "\r\n".to_string(),
+        Some(value) if flux.contains("count(") => format!(
+            "#datatype,string,long,dateTime:RFC3339,dateTime:RFC3339,long\r\n#group,false,false,true,true,false\r\n#default,_result,,,,\r\n,result,table,_start,_stop,_value\r\n,,0,2026-01-01T00:00:00Z,2026-01-01T00:10:00Z,{}\r\n\r\n",
+            value.round() as i64
+        ),
+        Some(value) => format!(
+            "#datatype,string,long,dateTime:RFC3339,dateTime:RFC3339,dateTime:RFC3339,double,string,string\r\n#group,false,false,true,true,false,false,true,true\r\n#default,_result,,,,,,,\r\n,result,table,_start,_stop,_time,_value,_field,_measurement\r\n,,0,2026-01-01T00:00:00Z,2026-01-01T00:10:00Z,2026-01-01T00:09:00Z,{value},errors,http\r\n,,0,2026-01-01T00:00:00Z,2026-01-01T00:10:00Z,2026-01-01T00:10:00Z,{},errors,http\r\n\r\n",
+            value * 3.0
+        ),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(csv)));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/csv; charset=utf-8"),
+    );
+    response
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -1,5 +1,5 @@
-//! Local rollouts judged by a Datadog, a New Relic or a CloudWatch MetricTemplate through
-//! `weir run`: the
+//! Local rollouts judged by a Datadog, a New Relic, a CloudWatch or an InfluxDB MetricTemplate
+//! through `weir run`: the
 //! template and its Secret sit beside the rollout in its file, the template's address is
 //! weir-testkit's double of the service (which refuses any request the service would refuse). A
 //! healthy value promotes the canary; a bad one, or no data under `noData: fail`, rolls it back
@@ -18,6 +18,30 @@ const NR_ACCOUNT: &str = "2345678";
 const NR_KEY: &str = "NRIQ-e2e-query-key";
 const AWS_KEY_ID: &str = "AKIAE2EWEIR000000000";
 const AWS_SECRET: &str = "e2e/aws/secret/access/key/0000000000000";
+
+const INFLUX_ORG: &str = "e2e-org";
+const INFLUX_TOKEN: &str = "influx-e2e-token-0123456789";
+
+fn influxdb_template(address: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Secret
+metadata: {{name: influx}}
+stringData: {{token: {INFLUX_TOKEN}, org: {INFLUX_ORG}}}
+---
+apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {{name: error-percentage}}
+spec:
+  provider: {{type: influxdb, address: "{address}", secretRef: {{name: influx}}}}
+  query: |
+    from(bucket: "shop")
+      |> range(start: -{{{{ interval }}}})
+      |> filter(fn: (r) => r._measurement == "http" and r.app == "{{{{ target }}}}" and r._field == "error_percentage")
+      |> mean()
+"#
+    )
+}
 
 fn cloudwatch_template(address: &str) -> String {
     format!(
@@ -260,6 +284,55 @@ fn a_cloudwatch_template_promotes_a_healthy_canary_and_rolls_back_a_bad_one() {
     for text in [printed, printed_too] {
         assert!(
             !text.contains(AWS_SECRET) && !text.contains(AWS_KEY_ID),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn an_influxdb_template_promotes_a_healthy_canary_and_rolls_back_on_no_records() {
+    let runtime = runtime();
+    let versions = sample_apps(&runtime, &["v1", "v2"]);
+    let influx = CloudDouble::influxdb(INFLUX_ORG, INFLUX_TOKEN);
+    let yaml = documents(
+        &influxdb_template(&influx.url()),
+        &versions[0].to_string(),
+        &versions[1].to_string(),
+    );
+
+    influx.serve(Some(0.4));
+    let (code, events, printed) = run(&yaml);
+    println!("{:#?}", messages(&events, "Advanced"));
+    assert_eq!(code, Some(0), "{events:#?}");
+    assert!(!messages(&events, "Succeeded").is_empty(), "{events:#?}");
+    let request = influx.seen().pop().unwrap();
+    println!(
+        "InfluxDB received: {} {} {:?}\n{}",
+        request.method, request.path, request.query, request.body
+    );
+    assert_eq!(
+        (request.path.as_str(), request.status),
+        ("/api/v2/query", 200)
+    );
+    assert!(
+        request.body.contains(r#"r.app == \"shop-metrics\""#),
+        "{}",
+        request.body
+    );
+
+    // No records: no data, which `noData: fail` fails (Flagger would read 0 and promote).
+    influx.serve(None);
+    let (code, events, printed_too) = run(&yaml);
+    println!("{:#?}", messages(&events, "ChecksFailed"));
+    assert_eq!(code, Some(1), "{events:#?}");
+    let all = serde_json::to_string(&events).unwrap();
+    assert!(
+        all.contains("influxdb: no values found: the query returned no records"),
+        "{all}"
+    );
+    for text in [printed, printed_too] {
+        assert!(
+            !text.contains(INFLUX_TOKEN) && !text.contains(INFLUX_ORG),
             "{text}"
         );
     }
