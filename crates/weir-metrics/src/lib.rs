@@ -1,5 +1,6 @@
 //! Metric providers other than Prometheus, as Flagger calls them: a `MetricTemplate` with
-//! `spec.provider.type` [`datadog`], [`newrelic`], [`graphite`], [`cloudwatch`] or [`influxdb`].
+//! `spec.provider.type` [`datadog`], [`newrelic`], [`graphite`], [`cloudwatch`], [`influxdb`] or
+//! [`dynatrace`].
 //!
 //! Every provider works the same way: the template's query is rendered with the placeholders
 //! every metric source shares ([`weir_core::query::variables`]), sent to the backend at the
@@ -28,6 +29,7 @@
 
 pub mod cloudwatch;
 pub mod datadog;
+pub mod dynatrace;
 pub mod graphite;
 pub mod influxdb;
 pub mod newrelic;
@@ -48,7 +50,14 @@ use weir_http::retry::{Backoff, worth_retrying};
 use weir_store::RolloutKey;
 
 /// The providers this crate queries, by the name templates use.
-pub const PROVIDERS: [&str; 5] = ["datadog", "newrelic", "graphite", "cloudwatch", "influxdb"];
+pub const PROVIDERS: [&str; 6] = [
+    "datadog",
+    "newrelic",
+    "graphite",
+    "cloudwatch",
+    "influxdb",
+    "dynatrace",
+];
 
 /// How long one request may take before it counts as no answer.
 pub const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -75,6 +84,8 @@ pub enum Provider {
     CloudWatch,
     /// InfluxDB v2's Flux query API.
     InfluxDb,
+    /// Dynatrace's Metrics API v2.
+    Dynatrace,
 }
 
 impl Provider {
@@ -86,6 +97,7 @@ impl Provider {
             "graphite" => Some(Provider::Graphite),
             "cloudwatch" => Some(Provider::CloudWatch),
             "influxdb" => Some(Provider::InfluxDb),
+            "dynatrace" => Some(Provider::Dynatrace),
             _ => None,
         }
     }
@@ -98,6 +110,7 @@ impl Provider {
             Provider::Graphite => "graphite",
             Provider::CloudWatch => "cloudwatch",
             Provider::InfluxDb => "influxdb",
+            Provider::Dynatrace => "dynatrace",
         }
     }
 
@@ -105,7 +118,10 @@ impl Provider {
         match self {
             Provider::Datadog => Some(datadog::DEFAULT_ADDRESS),
             Provider::NewRelic => Some(newrelic::DEFAULT_ADDRESS),
-            Provider::Graphite | Provider::CloudWatch | Provider::InfluxDb => None,
+            Provider::Graphite
+            | Provider::CloudWatch
+            | Provider::InfluxDb
+            | Provider::Dynatrace => None,
         }
     }
 
@@ -119,6 +135,7 @@ impl Provider {
             // Without a Secret, from weir's environment.
             Provider::CloudWatch => (&cloudwatch::SECRET_KEYS, false),
             Provider::InfluxDb => (&influxdb::SECRET_KEYS, false),
+            Provider::Dynatrace => (&dynatrace::SECRET_KEYS, true),
         }
     }
 
@@ -379,6 +396,7 @@ impl MetricsSource {
             Provider::Graphite => graphite::request(plan),
             Provider::CloudWatch => cloudwatch::request(plan, now),
             Provider::InfluxDb => influxdb::request(plan),
+            Provider::Dynatrace => dynatrace::request(plan, now),
         }
     }
 
@@ -427,6 +445,7 @@ impl MetricsSource {
                         Provider::Graphite => graphite::read(&answer.body),
                         Provider::CloudWatch => cloudwatch::read(&answer.body),
                         Provider::InfluxDb => influxdb::read(&answer.body),
+                        Provider::Dynatrace => dynatrace::read(&answer.body),
                     };
                     return reading.map_err(|error| show(format!("{}: {error}", request.shown)));
                 }
@@ -501,6 +520,7 @@ fn error_text(provider: Provider, body: &[u8]) -> String {
             Provider::Datadog => datadog::error_message(&json),
             Provider::NewRelic => newrelic::error_message(&json),
             Provider::InfluxDb => influxdb::error_message(&json),
+            Provider::Dynatrace => dynatrace::error_message(&json),
             Provider::Graphite | Provider::CloudWatch => None,
         });
     let text = from_xml

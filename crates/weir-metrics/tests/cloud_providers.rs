@@ -474,3 +474,126 @@ async fn influxdb_rate_limits_and_outages_are_waited_out_and_slowness_is_no_data
         slow.message
     );
 }
+
+const DT_TOKEN: &str = "dt0c01.WEIRTEST.0123456789abcdef";
+const DT_SELECTOR: &str = "builtin:service.errors.total.rate:filter(eq(\"dt.entity.service.name\",\"{{ target }}\")):merge(\"dt.entity.service\"):avg";
+
+fn dynatrace(double: &CloudDouble, token: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: dynatrace, namespace: shop}}
+stringData: {{dynatrace_token: "{token}"}}
+---
+apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {{name: errors, namespace: shop}}
+spec:
+  provider: {{type: dynatrace, address: "{}", secretRef: {{name: dynatrace}}}}
+  query: |
+    {DT_SELECTOR}
+---
+apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: web, namespace: shop}}
+spec:
+  target: {{kind: kubernetes, targetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}}}
+  plan: {{canary: {{stepWeight: 10}}}}
+  analysis:
+    metrics: [{{name: errors, interval: 1s, templateRef: {{name: errors}}, thresholdRange: {{max: 1}}}}]
+"#,
+        double.url()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynatrace_values_pass_fail_and_no_series_is_no_data() {
+    let double = CloudDouble::dynatrace(DT_TOKEN);
+    double.serve(Some(0.5));
+    let healthy = check(&dynatrace(&double, DT_TOKEN), plain).await;
+    println!("{healthy:?}");
+    assert_eq!(
+        (healthy.outcome, healthy.value),
+        (CheckOutcome::Pass, Some(0.5))
+    );
+    let request = double.seen().pop().unwrap();
+    println!("{} {} {:?}", request.method, request.path, request.query);
+    assert_eq!(
+        (request.method.as_str(), request.path.as_str()),
+        ("GET", "/api/v2/metrics/query")
+    );
+    assert_eq!(
+        request.header("authorization"),
+        Some(format!("Api-Token {DT_TOKEN}").as_str())
+    );
+    assert_eq!(
+        request.query["metricSelector"],
+        DT_SELECTOR.replace("{{ target }}", "web")
+    );
+    assert_eq!(request.query["resolution"], "Inf");
+    let from: i64 = request.query["from"].parse().unwrap();
+    let to: i64 = request.query["to"].parse().unwrap();
+    // Ten intervals of 1s, in milliseconds, as Flagger asks.
+    assert_eq!(to - from, 10_000);
+
+    double.serve(Some(2.5));
+    let bad = check(&dynatrace(&double, DT_TOKEN), plain).await;
+    assert_eq!((bad.outcome, bad.value), (CheckOutcome::Fail, Some(2.5)));
+
+    double.serve(None);
+    let none = check(&dynatrace(&double, DT_TOKEN), plain).await;
+    println!("{none:?}");
+    assert_eq!(none.outcome, CheckOutcome::NoData);
+    assert!(none.message.contains("no series"), "{}", none.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_dynatrace_token_is_in_the_message_without_the_token_and_limits_are_waited_out() {
+    let double = CloudDouble::dynatrace(DT_TOKEN);
+    double.serve(Some(0.5));
+    let wrong = "dt0c01.WRONG.000000000000000";
+    let refused = check(&dynatrace(&double, wrong), plain).await;
+    println!("{refused:?}");
+    assert_eq!(refused.outcome, CheckOutcome::NoData);
+    assert!(
+        refused
+            .message
+            .contains("401 Unauthorized: Token Authentication failed"),
+        "{}",
+        refused.message
+    );
+    for secret in [wrong, DT_TOKEN] {
+        assert!(!refused.message.contains(secret), "{}", refused.message);
+    }
+    assert_eq!(double.seen().len(), 1);
+
+    double.fail_next(Fault::RateLimited(1));
+    double.fail_next(Fault::Unavailable);
+    let result = check(&dynatrace(&double, DT_TOKEN), |source| {
+        source.with_timeout(Duration::from_secs(30))
+    })
+    .await;
+    println!("{result:?}");
+    assert_eq!(
+        (result.outcome, result.value),
+        (CheckOutcome::Pass, Some(0.5))
+    );
+    let statuses: Vec<u16> = double.seen().iter().map(|seen| seen.status).collect();
+    assert_eq!(statuses, [401, 429, 503, 200]);
+
+    for _ in 0..100 {
+        double.fail_next(Fault::Slow(Duration::from_secs(30)));
+    }
+    let slow = check(&dynatrace(&double, DT_TOKEN), |source| {
+        source.with_timeout(Duration::from_millis(200))
+    })
+    .await;
+    println!("{slow:?}");
+    assert_eq!(slow.outcome, CheckOutcome::NoData);
+    assert!(
+        slow.message.contains("no answer within"),
+        "{}",
+        slow.message
+    );
+}

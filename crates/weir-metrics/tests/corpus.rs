@@ -156,6 +156,10 @@ async fn the_corpus_templates_of_datadog_newrelic_graphite_and_cloudwatch_read_t
                     ))),
                     "{token: corpus-token, org: corpus-org}",
                 ),
+                Some(Provider::Dynatrace) => (
+                    Some(Double::Cloud(CloudDouble::dynatrace("corpus-token"))),
+                    "{dynatrace_token: corpus-token}",
+                ),
                 None => (None, "{}"),
             };
             if let Some(double) = &double {

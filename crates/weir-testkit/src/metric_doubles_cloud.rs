@@ -22,6 +22,11 @@
 //!   not a Flux query: `400 {"code":"invalid",...}`; rate limit: `429` with `Retry-After`.
 //!   The Debian `influxdb` package on this machine is 1.6, without `/api/v2/query` or Flux, so
 //!   this double stands in for a real server.
+//! - [`CloudDouble::dynatrace`]: the Metrics API v2, `GET /api/v2/metrics/query?metricSelector=
+//!   &resolution=&from=&to=` (times in ms) with `Authorization: Api-Token <token>`, answering
+//!   one series per result. No or a wrong token: `401 {"error":{"code":401,"message":...}}`;
+//!   no `metricSelector`: `400 Constraints violated.`; rate limit: `429` with `Retry-After`
+//!   and `X-RateLimit-Reset` (a Unix time in microseconds, as Dynatrace sends it).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
@@ -51,6 +56,9 @@ enum Service {
     },
     InfluxDb {
         org: String,
+        token: String,
+    },
+    Dynatrace {
         token: String,
     },
 }
@@ -90,6 +98,13 @@ impl CloudDouble {
     pub fn influxdb(org: &str, token: &str) -> CloudDouble {
         CloudDouble::start(Service::InfluxDb {
             org: org.into(),
+            token: token.into(),
+        })
+    }
+
+    /// A Dynatrace environment accepting API token `token`.
+    pub fn dynatrace(token: &str) -> CloudDouble {
+        CloudDouble::start(Service::Dynatrace {
             token: token.into(),
         })
     }
@@ -262,8 +277,39 @@ fn influx_error(status: StatusCode, code: &str, message: &str) -> Response<Full<
     response
 }
 
+fn dynatrace_error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(
+        serde_json::json!({"error": {"code": status.as_u16(), "message": message}}).to_string(),
+    )));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json;charset=utf-8"),
+    );
+    response
+}
+
 fn rate_limited(service: &Service, seconds: u64) -> Response<Full<Bytes>> {
     match service {
+        Service::Dynatrace { .. } => {
+            let mut response = dynatrace_error(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests");
+            let reset = (jiff::Timestamp::now().as_microsecond()
+                + i64::try_from(seconds)
+                    .unwrap_or(i64::MAX)
+                    .saturating_mul(1_000_000))
+            .to_string();
+            let headers = response.headers_mut();
+            headers.insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_str(&seconds.to_string()).unwrap(),
+            );
+            headers.insert(
+                "x-ratelimit-reset",
+                http::HeaderValue::from_str(&reset).unwrap(),
+            );
+            headers.insert("x-ratelimit-limit", http::HeaderValue::from_static("50"));
+            response
+        }
         Service::InfluxDb { .. } => {
             let mut response = influx_error(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -288,6 +334,9 @@ fn rate_limited(service: &Service, seconds: u64) -> Response<Full<Bytes>> {
 
 fn unavailable(service: &Service) -> Response<Full<Bytes>> {
     match service {
+        Service::Dynatrace { .. } => {
+            dynatrace_error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable")
+        }
         Service::InfluxDb { .. } => influx_error(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
@@ -323,7 +372,94 @@ fn normal(service: &Service, value: Option<f64>, request: &Received<'_>) -> Resp
             get_metric_data(value, request)
         }
         Service::InfluxDb { org, token } => influx_query(org, token, value, request),
+        Service::Dynatrace { token } => dynatrace_query(token, value, request),
     }
+}
+
+/// `GET /api/v2/metrics/query` as Dynatrace checks and answers it.
+fn dynatrace_query(
+    token: &str,
+    value: Option<f64>,
+    request: &Received<'_>,
+) -> Response<Full<Bytes>> {
+    let authorization = request
+        .headers
+        .get("authorization")
+        .and_then(|value| value.to_str().ok());
+    match authorization {
+        None => {
+            return dynatrace_error(StatusCode::UNAUTHORIZED, "Missing authorization parameter.");
+        }
+        Some(presented) if presented.strip_prefix("Api-Token ") != Some(token) => {
+            return dynatrace_error(StatusCode::UNAUTHORIZED, "Token Authentication failed");
+        }
+        Some(_) => {}
+    }
+    if request.path != "/api/v2/metrics/query" {
+        return dynatrace_error(StatusCode::NOT_FOUND, "HTTP 404 Not Found");
+    }
+    if request.method != "GET" {
+        return dynatrace_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "HTTP 405 Method Not Allowed",
+        );
+    }
+    let query: BTreeMap<String, String> = form_urlencoded::parse(request.query.as_bytes())
+        .into_owned()
+        .collect();
+    let violated = |message: &str| {
+        let mut response = Response::new(Full::new(Bytes::from(
+            serde_json::json!({"error": {"code": 400, "message": "Constraints violated.",
+                "constraintViolations": [{"path": "metricSelector", "message": message,
+                "parameterLocation": "QUERY", "location": null}]}})
+            .to_string(),
+        )));
+        *response.status_mut() = StatusCode::BAD_REQUEST;
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json;charset=utf-8"),
+        );
+        response
+    };
+    let Some(selector) = query
+        .get("metricSelector")
+        .filter(|selector| !selector.trim().is_empty())
+    else {
+        return violated("must not be empty");
+    };
+    let millis = |name: &str| query.get(name).and_then(|text| text.parse::<i64>().ok());
+    let (Some(from), Some(to)) = (millis("from"), millis("to")) else {
+        return violated("from and to must be timestamps in milliseconds");
+    };
+    if from >= to {
+        return dynatrace_error(
+            StatusCode::BAD_REQUEST,
+            "The timeframe's start must be before its end.",
+        );
+    }
+    let data = match value {
+        None => Vec::new(),
+        Some(value) => vec![serde_json::json!({
+            "dimensions": ["SERVICE-8E3A1F2B4C5D6E7F"],
+            "dimensionMap": {"dt.entity.service": "SERVICE-8E3A1F2B4C5D6E7F"},
+            "timestamps": [to],
+            "values": [value],
+        })],
+    };
+    let mut response = Response::new(Full::new(Bytes::from(
+        serde_json::json!({
+            "totalCount": 1,
+            "nextPageKey": null,
+            "resolution": query.get("resolution").cloned().unwrap_or_else(|| "1m".into()),
+            "result": [{"metricId": selector, "dataPointCountRatio": 0.0001, "dimensionCountRatio": 0.0001, "data": data}],
+        })
+        .to_string(),
+    )));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json;charset=utf-8"),
+    );
+    response
 }
 
 /// `POST /api/v2/query` as InfluxDB v2 checks and answers it.
