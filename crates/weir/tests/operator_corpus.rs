@@ -83,7 +83,7 @@ fn canary_status(cluster: &Cluster, corpus: &CorpusCanary) -> Value {
 /// Whether the Canary names a mesh that is gone (App Mesh, OSM): weir refuses it.
 fn names_a_retired_mesh(corpus: &CorpusCanary) -> bool {
     let provider = corpus.provider();
-    provider.starts_with("appmesh") || provider == "osm" || corpus.stem.contains("osm")
+    provider.starts_with("appmesh") || provider == "osm"
 }
 
 /// The resources whose writes are the Canary's traffic story: not the harness's inputs (the
