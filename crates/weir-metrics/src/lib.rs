@@ -1,6 +1,6 @@
 //! Metric providers other than Prometheus, as Flagger calls them: a `MetricTemplate` with
-//! `spec.provider.type` [`datadog`], [`newrelic`], [`graphite`], [`cloudwatch`], [`influxdb`] or
-//! [`dynatrace`].
+//! `spec.provider.type` [`datadog`], [`newrelic`], [`graphite`], [`cloudwatch`], [`influxdb`],
+//! [`dynatrace`] or [`stackdriver`].
 //!
 //! Every provider works the same way: the template's query is rendered with the placeholders
 //! every metric source shares ([`weir_core::query::variables`]), sent to the backend at the
@@ -33,6 +33,7 @@ pub mod dynatrace;
 pub mod graphite;
 pub mod influxdb;
 pub mod newrelic;
+pub mod stackdriver;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -50,13 +51,14 @@ use weir_http::retry::{Backoff, worth_retrying};
 use weir_store::RolloutKey;
 
 /// The providers this crate queries, by the name templates use.
-pub const PROVIDERS: [&str; 6] = [
+pub const PROVIDERS: [&str; 7] = [
     "datadog",
     "newrelic",
     "graphite",
     "cloudwatch",
     "influxdb",
     "dynatrace",
+    "stackdriver",
 ];
 
 /// How long one request may take before it counts as no answer.
@@ -86,6 +88,8 @@ pub enum Provider {
     InfluxDb,
     /// Dynatrace's Metrics API v2.
     Dynatrace,
+    /// Google Cloud Monitoring's `timeSeries:query` (MQL), with a service account's key.
+    Stackdriver,
 }
 
 impl Provider {
@@ -98,6 +102,7 @@ impl Provider {
             "cloudwatch" => Some(Provider::CloudWatch),
             "influxdb" => Some(Provider::InfluxDb),
             "dynatrace" => Some(Provider::Dynatrace),
+            "stackdriver" => Some(Provider::Stackdriver),
             _ => None,
         }
     }
@@ -111,6 +116,7 @@ impl Provider {
             Provider::CloudWatch => "cloudwatch",
             Provider::InfluxDb => "influxdb",
             Provider::Dynatrace => "dynatrace",
+            Provider::Stackdriver => "stackdriver",
         }
     }
 
@@ -118,6 +124,7 @@ impl Provider {
         match self {
             Provider::Datadog => Some(datadog::DEFAULT_ADDRESS),
             Provider::NewRelic => Some(newrelic::DEFAULT_ADDRESS),
+            Provider::Stackdriver => Some(stackdriver::DEFAULT_ADDRESS),
             Provider::Graphite
             | Provider::CloudWatch
             | Provider::InfluxDb
@@ -136,6 +143,7 @@ impl Provider {
             Provider::CloudWatch => (&cloudwatch::SECRET_KEYS, false),
             Provider::InfluxDb => (&influxdb::SECRET_KEYS, false),
             Provider::Dynatrace => (&dynatrace::SECRET_KEYS, true),
+            Provider::Stackdriver => (&stackdriver::SECRET_KEYS, true),
         }
     }
 
@@ -359,6 +367,10 @@ impl MetricsSource {
                 }
             }
         }
+        if provider == Provider::Stackdriver {
+            stackdriver::ServiceAccount::parse(credentials.get(stackdriver::SECRET_KEYS[1]))
+                .map_err(|error| format!("MetricTemplate {name}: {error}"))?;
+        }
         if provider == Provider::CloudWatch && spec.secret_ref.is_none() {
             // Flagger's SDK reads these from its environment: so does weir without a Secret.
             for key in keys.iter().chain(provider.optional_keys()) {
@@ -397,12 +409,26 @@ impl MetricsSource {
             Provider::CloudWatch => cloudwatch::request(plan, now),
             Provider::InfluxDb => influxdb::request(plan),
             Provider::Dynatrace => dynatrace::request(plan, now),
+            Provider::Stackdriver => stackdriver::request(plan),
         }
     }
 
     /// Queries the backend, trying again within the interval, and reads the number. `Err`: the
     /// backend's error (scrubbed).
     pub async fn run(&self, plan: &Plan) -> Result<Reading, String> {
+        let exchanged;
+        let plan = if plan.provider == Provider::Stackdriver {
+            let token = self.google_token(plan).await?;
+            let mut with_token = plan.clone();
+            with_token
+                .credentials
+                .0
+                .insert(stackdriver::ACCESS_TOKEN, token);
+            exchanged = with_token;
+            &exchanged
+        } else {
+            plan
+        };
         let budget = plan.interval.max(self.timeout);
         let deadline = tokio::time::Instant::now() + budget;
         let mut attempt: u32 = 0;
@@ -446,6 +472,7 @@ impl MetricsSource {
                         Provider::CloudWatch => cloudwatch::read(&answer.body),
                         Provider::InfluxDb => influxdb::read(&answer.body),
                         Provider::Dynatrace => dynatrace::read(&answer.body),
+                        Provider::Stackdriver => stackdriver::read(&answer.body),
                     };
                     return reading.map_err(|error| show(format!("{}: {error}", request.shown)));
                 }
@@ -475,6 +502,38 @@ impl MetricsSource {
             }
             tokio::time::sleep(wait).await;
         }
+    }
+
+    /// An access token for a Stackdriver plan's service account (one attempt: a refused key
+    /// is final, and the query's own retries cover an unavailable service).
+    async fn google_token(&self, plan: &Plan) -> Result<String, String> {
+        let account =
+            stackdriver::ServiceAccount::parse(plan.credentials.get(stackdriver::SECRET_KEYS[1]))?;
+        let form = account.token_form(self.clock.now())?;
+        let url = account.token_uri();
+        let show = |text: String| plan.credentials.scrub(&text);
+        let answer = self
+            .http
+            .request(
+                Method::POST,
+                url,
+                vec![(
+                    "content-type",
+                    "application/x-www-form-urlencoded".to_string(),
+                )],
+                Bytes::from(form),
+                self.timeout,
+            )
+            .await
+            .map_err(|error| show(format!("token exchange: {error}")))?;
+        if answer.status != StatusCode::OK {
+            return Err(show(format!(
+                "token exchange at {url} answered {}: {}",
+                answer.status,
+                error_text(Provider::Stackdriver, &answer.body)
+            )));
+        }
+        stackdriver::read_token(&answer.body).map_err(|error| show(format!("{url}: {error}")))
     }
 
     /// How long an answer asks to wait: `Retry-After` (seconds or an HTTP date), else Datadog's
@@ -521,6 +580,7 @@ fn error_text(provider: Provider, body: &[u8]) -> String {
             Provider::NewRelic => newrelic::error_message(&json),
             Provider::InfluxDb => influxdb::error_message(&json),
             Provider::Dynatrace => dynatrace::error_message(&json),
+            Provider::Stackdriver => stackdriver::error_message(&json),
             Provider::Graphite | Provider::CloudWatch => None,
         });
     let text = from_xml

@@ -597,3 +597,188 @@ async fn a_refused_dynatrace_token_is_in_the_message_without_the_token_and_limit
         slow.message
     );
 }
+
+const GCP_PROJECT: &str = "weir-shop-prod";
+const MQL: &str = "fetch k8s_container\n| metric 'istio.io/service/server/request_count'\n| filter resource.namespace_name == '{{ namespace }}' && metric.destination_workload_name == '{{ target }}'\n| align delta(1m) | every 1m | group_by [], [value: sum(value.request_count)]";
+
+fn stackdriver(double: &CloudDouble, key: &str, project: &str) -> String {
+    let query = MQL
+        .lines()
+        .map(|line| format!("    {line}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: gcp, namespace: shop}}
+stringData:
+  project: {project}
+  serviceAccountKey: '{}'
+---
+apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {{name: errors, namespace: shop}}
+spec:
+  provider: {{type: stackdriver, address: "{}", secretRef: {{name: gcp}}}}
+  query: |
+{query}
+---
+apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: web, namespace: shop}}
+spec:
+  target: {{kind: kubernetes, targetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}}}
+  plan: {{canary: {{stepWeight: 10}}}}
+  analysis:
+    metrics: [{{name: errors, interval: 1s, templateRef: {{name: errors}}, thresholdRange: {{max: 1}}}}]
+"#,
+        key.replace('\'', "''"),
+        double.url()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stackdriver_exchanges_the_key_for_a_token_and_reads_the_first_point() {
+    let double = CloudDouble::stackdriver(GCP_PROJECT);
+    let key = double.service_account_key();
+    double.serve(Some(0.5));
+    let healthy = check(&stackdriver(&double, &key, GCP_PROJECT), plain).await;
+    println!("{healthy:?}");
+    assert_eq!(
+        (healthy.outcome, healthy.value),
+        (CheckOutcome::Pass, Some(0.5))
+    );
+    let seen = double.seen();
+    for request in &seen {
+        println!("{} {} -> {}", request.method, request.path, request.status);
+    }
+    assert_eq!(
+        seen.iter()
+            .map(|seen| (seen.path.as_str(), seen.status))
+            .collect::<Vec<_>>(),
+        [
+            ("/token", 200),
+            (
+                format!("/v3/projects/{GCP_PROJECT}/timeSeries:query").as_str(),
+                200
+            )
+        ]
+    );
+    let token_form: std::collections::BTreeMap<String, String> =
+        form_urlencoded::parse(seen[0].body.as_bytes())
+            .into_owned()
+            .collect();
+    assert_eq!(
+        token_form["grant_type"],
+        "urn:ietf:params:oauth:grant-type:jwt-bearer"
+    );
+    assert!(
+        seen[1]
+            .header("authorization")
+            .unwrap()
+            .starts_with("Bearer ya29.")
+    );
+    let body: serde_json::Value = serde_json::from_str(&seen[1].body).unwrap();
+    let query = body["query"].as_str().unwrap();
+    assert!(
+        query.contains(
+            "resource.namespace_name == 'shop' && metric.destination_workload_name == 'web'"
+        ),
+        "{query}"
+    );
+
+    double.serve(Some(5.0));
+    let bad = check(&stackdriver(&double, &key, GCP_PROJECT), plain).await;
+    assert_eq!((bad.outcome, bad.value), (CheckOutcome::Fail, Some(5.0)));
+
+    double.serve(None);
+    let none = check(&stackdriver(&double, &key, GCP_PROJECT), plain).await;
+    println!("{none:?}");
+    assert_eq!(none.outcome, CheckOutcome::NoData);
+    assert!(none.message.contains("no time series"), "{}", none.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stackdriver_refusals_name_googles_error_without_credentials_and_quotas_are_waited_out() {
+    let double = CloudDouble::stackdriver(GCP_PROJECT);
+    let key = double.service_account_key();
+    double.serve(Some(0.5));
+    // Another project: the token is good, the project refused.
+    let other = check(&stackdriver(&double, &key, "someone-elses-project"), plain).await;
+    println!("{other:?}");
+    assert!(
+        other.message.contains("403 Forbidden: PERMISSION_DENIED"),
+        "{}",
+        other.message
+    );
+    assert!(
+        !other.message.contains("someone-elses-project"),
+        "{}",
+        other.message
+    );
+
+    // A key of an account Google does not know: the grant is refused.
+    let elsewhere = key.replace(
+        weir_testkit::metric_doubles_cloud::TEST_SERVICE_ACCOUNT,
+        "intruder@elsewhere.iam.gserviceaccount.com",
+    );
+    let refused = check(&stackdriver(&double, &elsewhere, GCP_PROJECT), plain).await;
+    println!("{refused:?}");
+    assert_eq!(refused.outcome, CheckOutcome::NoData);
+    assert!(
+        refused.message.contains("token exchange") && refused.message.contains("invalid_grant"),
+        "{}",
+        refused.message
+    );
+    assert!(
+        !refused.message.contains("PRIVATE KEY"),
+        "{}",
+        refused.message
+    );
+
+    double.fail_next(Fault::RateLimited(1));
+    double.fail_next(Fault::Unavailable);
+    let result = check(&stackdriver(&double, &key, GCP_PROJECT), |source| {
+        source.with_timeout(Duration::from_secs(30))
+    })
+    .await;
+    println!("{result:?}");
+    assert_eq!(
+        (result.outcome, result.value),
+        (CheckOutcome::Pass, Some(0.5))
+    );
+    let statuses: Vec<u16> = double
+        .seen()
+        .iter()
+        .filter(|seen| seen.path.ends_with("timeSeries:query"))
+        .map(|seen| seen.status)
+        .collect();
+    assert_eq!(statuses, [403, 429, 503, 200]);
+
+    for _ in 0..100 {
+        double.fail_next(Fault::Slow(Duration::from_secs(30)));
+    }
+    let slow = check(&stackdriver(&double, &key, GCP_PROJECT), |source| {
+        source.with_timeout(Duration::from_millis(200))
+    })
+    .await;
+    println!("{slow:?}");
+    assert_eq!(slow.outcome, CheckOutcome::NoData);
+    assert!(
+        slow.message.contains("no answer within"),
+        "{}",
+        slow.message
+    );
+}
+
+#[test]
+fn a_stackdriver_template_without_a_usable_key_is_refused_when_applied() {
+    let double = CloudDouble::stackdriver(GCP_PROJECT);
+    let yaml = stackdriver(&double, "{\"type\": \"service_account\"}", GCP_PROJECT);
+    let (catalog, rollout) = catalog_and_rollout(&yaml);
+    let errors = MetricsSource::new(catalog).validate(&rollout);
+    println!("{errors:?}");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].message.contains("no client_email"), "{errors:?}");
+}

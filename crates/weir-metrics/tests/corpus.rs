@@ -160,6 +160,9 @@ async fn the_corpus_templates_of_datadog_newrelic_graphite_and_cloudwatch_read_t
                     Some(Double::Cloud(CloudDouble::dynatrace("corpus-token"))),
                     "{dynatrace_token: corpus-token}",
                 ),
+                // Flagger's corpus holds none (its key would name the double's token endpoint,
+                // see cloud_providers.rs).
+                Some(Provider::Stackdriver) => (None, "{}"),
                 None => (None, "{}"),
             };
             if let Some(double) = &double {

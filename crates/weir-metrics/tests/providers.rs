@@ -337,19 +337,14 @@ async fn graphite_reads_the_last_non_null_value_with_basic_auth() {
 
 #[test]
 fn unsupported_providers_and_missing_secret_keys_are_refused_when_applied() {
-    let yaml = documents(
-        "stackdriver",
-        "https://monitoring.googleapis.com",
-        "{x: \"z\"}",
-        "[]",
-    );
+    let yaml = documents("keptn", "https://keptn.example", "{x: \"z\"}", "[]");
     let (catalog, rollout) = catalog_and_rollout(&yaml);
     let source = MetricsSource::new(catalog);
     assert!(!source.handles(&rollout, &rollout.spec.analysis.metrics[0]));
     let errors = source.validate(&rollout);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].path, "spec.analysis.metrics[0].templateRef");
-    assert!(errors[0].message.contains("\"stackdriver\""), "{errors:?}");
+    assert!(errors[0].message.contains("\"keptn\""), "{errors:?}");
 
     let yaml = documents(
         "datadog",

@@ -27,6 +27,14 @@
 //!   one series per result. No or a wrong token: `401 {"error":{"code":401,"message":...}}`;
 //!   no `metricSelector`: `400 Constraints violated.`; rate limit: `429` with `Retry-After`
 //!   and `X-RateLimit-Reset` (a Unix time in microseconds, as Dynatrace sends it).
+//! - [`CloudDouble::stackdriver`]: Google's OAuth 2.0 token endpoint (`POST /token`, the JWT
+//!   bearer grant: the assertion's RS256 signature is verified with the service account's
+//!   public key, and its `iss`, `aud`, `scope`, `iat` and `exp` checked; refusals are
+//!   `400 {"error":"invalid_grant","error_description":...}`) and Cloud Monitoring's
+//!   `POST /v3/projects/{project}/timeSeries:query` (`{"query": <MQL>}`, a token it issued as
+//!   `Bearer`, else `401 UNAUTHENTICATED`; another project `403 PERMISSION_DENIED`; a query
+//!   that is not MQL `400 INVALID_ARGUMENT`). Faults apply to the query, not to the token.
+//!   [`CloudDouble::service_account_key`] is the JSON key to put in the Secret.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
@@ -61,7 +69,17 @@ enum Service {
     Dynatrace {
         token: String,
     },
+    Stackdriver {
+        project: String,
+        issued: Vec<String>,
+    },
 }
+
+/// A 2048-bit RSA key made for these tests only (PKCS#8 PEM), as a service account's.
+pub const TEST_SERVICE_ACCOUNT_PEM: &str = "-----BEGIN PRIVATE KEY-----\nMIIEvgIBADANBgkqhkiG9w0BAQEFAASCBKgwggSkAgEAAoIBAQCMZOZQEc/ZfXuz\nK6SroLfCmaI5TrXM02s7xsFppjFBkAUxUH7rR9aO048SGRcJI9S3jEQfsMdSqqZ5\nh2v7OpULS84uBkkyjPZ0qg/DR1U5xCfknqMCFUYbrlsZWCujvr/Epi/ReCdzzM2s\nDyhYuuHUF4hk9OyF3OGoobJ8kFm9fb1RiUrGwHGwE++WUfxbsUTLnRuGxwkJ7gj4\ns649qSWV6Q+iHP3YzDh11fdTl2YQ8uvWhkoC9KB5vSUjoQm/GeQ0okTiZHZi7cuE\nJwKuwLqCuSXYb2RFUN3gA33RYk+wbb1Xi+Waaf+0ZIe/N4FqgAJNPZl6Ktu6MqDU\nFMxzovC5AgMBAAECggEAJQ5Uw/mPlOZMCiSQ2EQZfKG0cc/WqHN9ME/rqQkWoyly\nVWvbtBpIBXbNoodAz0bH1JKPQJYWZjloq1cVJ0B1KoAdsYQzOcZ/HpfshSyE0DR4\nGx3MBLa8xH2mye+9xQCJ+Uur/2vpbeU2vB1cFt9sz+BOPedvrn14ilvzknE/XoY3\nlMN6PU5idPOWqWZ1e8P4RlhFpoI5E6oZgP3/j85WeedBtKmJnhfJgd+UeQ7RxzDQ\nScDqpWMWv7/CqSmL+uzob7QRcA5IiHXWc21WH+Bj4zhM0GV+cLo4Gc0M0ioV8H5F\nGhXioZyqbFvk0X3m5+U2fLSjkgbTjp1AvIHQhDlKKQKBgQDFEyB9qrw2zSBVTPDm\n/63RiPRWxEkQzz+RGnGZ6KLLIGqos4x/B6UQ3ElRh0obN8xiXxj40NqqCLdC1AMu\n4k5gOyC39lbjaPTXIRlJM2yfCrtUeGozCysoGaIBE6qq3jbvYKpy3wvKuQgwoTyR\nh0z09f8vtAuvpO/a3BLy7IbZZwKBgQC2XzgB7oORS5UonNTNOU1bmzX0diEJGiok\n8iBUHtS2RVco7HHMGtzeHGtQdI1NXS6YdvcX+guTXKbG6yApWfwYuqkMSKv6acqP\nUWLjDNQgJq5JD/NzQj9jugz5NzT+Qpj9YFsta0Ej8okbGY8xCZZZtPduYahW1P1n\nQZTpNu3w3wKBgFjxevZ8ehmZloApC4iV2FL7JpuKVxeZEa1ha+f0kJRwevLMphom\nzx6+7PA4yP9jvYCgPtr9F9Mpv9wPZ6hfRtQzm16rdSeJlQcKzyi0Zs+YvlcvSW7k\nGYQtnWozABHB3LVIwWS6uc2ymLmp63YaxGbCJ3vWHHgXTpFORdcRXQL9AoGBAIP4\nma4ELJ8648BU5UVxPwKYac3yoetVTMQZlr1o5iLUQMNzftHlaoksZZf+D7a5RJu+\nEwb9wdysgl+WDFsALAa1JNmnyRPX9GYLzhRh1ytA8oQaj+CLQxXmr7a0dZu9E7rf\nPHu8jpH107ORpmYk+vEFnLv63Xegf5N2CM1PG5ZfAoGBAJ3bUDd4E3v7LrH83j+f\nKa9pylBM4ZKrFNi4zSlDmaAB8sUXiR6XFKRwjAfp6mOyCrXBip4LoAEMklbbJivy\naMy4aG9vnI0RUjdXN/Pm+uIldis/CECSmTXN36V5ZlDkirRV2YkLL40cJCdLGBTW\nAB6vfzGErTx1oTZ+uVLfQH4l\n-----END PRIVATE KEY-----\n";
+
+/// The test service account's e-mail.
+pub const TEST_SERVICE_ACCOUNT: &str = "weir-canary@weir-test.iam.gserviceaccount.com";
 
 struct State {
     service: Service,
@@ -107,6 +125,31 @@ impl CloudDouble {
         CloudDouble::start(Service::Dynatrace {
             token: token.into(),
         })
+    }
+
+    /// Google's token endpoint and Cloud Monitoring for `project`, trusting
+    /// [`TEST_SERVICE_ACCOUNT`] with the key [`TEST_SERVICE_ACCOUNT_PEM`].
+    pub fn stackdriver(project: &str) -> CloudDouble {
+        CloudDouble::start(Service::Stackdriver {
+            project: project.into(),
+            issued: Vec::new(),
+        })
+    }
+
+    /// A service account's JSON key for this double (its `token_uri` here), as Google's
+    /// console downloads it.
+    pub fn service_account_key(&self) -> String {
+        serde_json::json!({
+            "type": "service_account",
+            "project_id": "weir-test",
+            "private_key_id": "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567",
+            "private_key": TEST_SERVICE_ACCOUNT_PEM,
+            "client_email": TEST_SERVICE_ACCOUNT,
+            "client_id": "104242424242424242424",
+            "auth_uri": "https://accounts.google.com/o/oauth2/auth",
+            "token_uri": format!("{}/token", self.url()),
+        })
+        .to_string()
     }
 
     fn start(service: Service) -> CloudDouble {
@@ -203,7 +246,14 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
         .unwrap_or_default();
     let (service, value, fault) = {
         let mut state = state.lock().unwrap();
-        (state.service.clone(), state.value, state.faults.pop_front())
+        let token_request =
+            matches!(state.service, Service::Stackdriver { .. }) && parts.uri.path() == "/token";
+        let fault = if token_request {
+            None
+        } else {
+            state.faults.pop_front()
+        };
+        (state.service.clone(), state.value, fault)
     };
     let received = Received {
         method: parts.method.as_str(),
@@ -212,7 +262,7 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
         headers: &parts.headers,
         body: &body,
     };
-    let response = match fault {
+    let mut response = match fault {
         Some(Fault::RateLimited(seconds)) => rate_limited(&service, seconds),
         Some(Fault::Unavailable) => unavailable(&service),
         Some(Fault::Slow(delay)) => {
@@ -221,6 +271,16 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
         }
         None => normal(&service, value, &received),
     };
+    if let (Service::Stackdriver { .. }, Some(token)) =
+        (&service, response.headers_mut().remove("x-issued-token"))
+    {
+        // The token endpoint's grant: remembered for the query endpoint.
+        if let (Service::Stackdriver { issued, .. }, Ok(token)) =
+            (&mut state.lock().unwrap().service, token.to_str())
+        {
+            issued.push(token.to_string());
+        }
+    }
     let query: BTreeMap<String, String> = form_urlencoded::parse(received.query.as_bytes())
         .into_owned()
         .collect();
@@ -289,8 +349,30 @@ fn dynatrace_error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
     response
 }
 
+fn google_error(status: StatusCode, code: &str, message: &str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(
+        serde_json::json!({"error": {"code": status.as_u16(), "message": message, "status": code}})
+            .to_string(),
+    )));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json; charset=UTF-8"),
+    );
+    response
+}
+
 fn rate_limited(service: &Service, seconds: u64) -> Response<Full<Bytes>> {
     match service {
+        // Google's APIs answer a quota with 429 RESOURCE_EXHAUSTED and no Retry-After.
+        Service::Stackdriver { .. } => {
+            let _ = seconds;
+            google_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "RESOURCE_EXHAUSTED",
+                "Quota exceeded for quota metric 'Time series queries' and limit 'Time series queries per minute' of service 'monitoring.googleapis.com'.",
+            )
+        }
         Service::Dynatrace { .. } => {
             let mut response = dynatrace_error(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests");
             let reset = (jiff::Timestamp::now().as_microsecond()
@@ -334,6 +416,11 @@ fn rate_limited(service: &Service, seconds: u64) -> Response<Full<Bytes>> {
 
 fn unavailable(service: &Service) -> Response<Full<Bytes>> {
     match service {
+        Service::Stackdriver { .. } => google_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "UNAVAILABLE",
+            "The service is currently unavailable.",
+        ),
         Service::Dynatrace { .. } => {
             dynatrace_error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable")
         }
@@ -373,7 +460,246 @@ fn normal(service: &Service, value: Option<f64>, request: &Received<'_>) -> Resp
         }
         Service::InfluxDb { org, token } => influx_query(org, token, value, request),
         Service::Dynatrace { token } => dynatrace_query(token, value, request),
+        Service::Stackdriver { project, issued } => {
+            if request.path == "/token" {
+                google_token(request)
+            } else {
+                monitoring_query(project, issued, value, request)
+            }
+        }
     }
+}
+
+/// Google's token endpoint: the JWT bearer grant, checked as Google checks it.
+fn google_token(request: &Received<'_>) -> Response<Full<Bytes>> {
+    let oauth_error = |code: &str, description: &str| {
+        let mut response = Response::new(Full::new(Bytes::from(
+            serde_json::json!({"error": code, "error_description": description}).to_string(),
+        )));
+        *response.status_mut() = StatusCode::BAD_REQUEST;
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json; charset=utf-8"),
+        );
+        response
+    };
+    if request.method != "POST" {
+        return oauth_error("invalid_request", "Method not allowed");
+    }
+    let form: BTreeMap<String, String> =
+        form_urlencoded::parse(request.body).into_owned().collect();
+    let grant = form
+        .get("grant_type")
+        .map(String::as_str)
+        .unwrap_or_default();
+    if grant != "urn:ietf:params:oauth:grant-type:jwt-bearer" {
+        return oauth_error(
+            "unsupported_grant_type",
+            &format!("Invalid grant_type: {grant}"),
+        );
+    }
+    let Some(assertion) = form.get("assertion") else {
+        return oauth_error("invalid_request", "Missing required parameter: assertion");
+    };
+    let parts: Vec<&str> = assertion.split('.').collect();
+    let [header, claims, signature] = parts.as_slice() else {
+        return oauth_error("invalid_grant", "Invalid JWT: malformed");
+    };
+    use base64::Engine as _;
+    let decode = |part: &str| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(part)
+            .ok()
+    };
+    let json = |part: &str| {
+        decode(part).and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+    };
+    let (Some(header_json), Some(claims_json), Some(signature)) =
+        (json(header), json(claims), decode(signature))
+    else {
+        return oauth_error("invalid_grant", "Invalid JWT: malformed");
+    };
+    if header_json["alg"] != "RS256" {
+        return oauth_error("invalid_grant", "Invalid JWT: unsupported algorithm");
+    }
+    let Some(public_key) = test_public_key() else {
+        return oauth_error("invalid_grant", "Invalid JWT Signature.");
+    };
+    let verified = ring::signature::UnparsedPublicKey::new(
+        &ring::signature::RSA_PKCS1_2048_8192_SHA256,
+        public_key,
+    )
+    .verify(format!("{header}.{claims}").as_bytes(), &signature);
+    if verified.is_err() {
+        return oauth_error("invalid_grant", "Invalid JWT Signature.");
+    }
+    if claims_json["iss"] != TEST_SERVICE_ACCOUNT {
+        return oauth_error("invalid_grant", "Invalid grant: account not found");
+    }
+    let host = request
+        .headers
+        .get(http::header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default();
+    if claims_json["aud"] != format!("http://{host}/token").as_str() {
+        return oauth_error(
+            "invalid_grant",
+            "Invalid JWT: Failed audience check. The right audience is this token endpoint.",
+        );
+    }
+    let scope = claims_json["scope"].as_str().unwrap_or_default();
+    if !scope.split(' ').any(|scope| {
+        matches!(
+            scope,
+            "https://www.googleapis.com/auth/monitoring.read"
+                | "https://www.googleapis.com/auth/monitoring"
+                | "https://www.googleapis.com/auth/cloud-platform"
+        )
+    }) {
+        return oauth_error(
+            "invalid_scope",
+            "Invalid OAuth scope or ID token audience provided.",
+        );
+    }
+    let now = jiff::Timestamp::now().as_second();
+    let (iat, exp) = (
+        claims_json["iat"].as_i64().unwrap_or(0),
+        claims_json["exp"].as_i64().unwrap_or(0),
+    );
+    if exp <= now || iat > now + 300 || exp - iat > 3600 {
+        return oauth_error(
+            "invalid_grant",
+            "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim.",
+        );
+    }
+    let token = format!("ya29.c.weir-test-{}-{}", now, &signature.len());
+    let mut response = Response::new(Full::new(Bytes::from(
+        serde_json::json!({"access_token": token, "expires_in": 3599, "token_type": "Bearer"})
+            .to_string(),
+    )));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json; charset=utf-8"),
+    );
+    response.headers_mut().insert(
+        "x-issued-token",
+        http::HeaderValue::from_str(&token).unwrap(),
+    );
+    response
+}
+
+/// The test service account's public key (RSAPublicKey DER).
+fn test_public_key() -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let body: String = TEST_SERVICE_ACCOUNT_PEM
+        .lines()
+        .filter(|line| !line.starts_with("-----"))
+        .collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .ok()?;
+    let pair = ring::signature::RsaKeyPair::from_pkcs8(&der).ok()?;
+    Some(
+        ring::signature::KeyPair::public_key(&pair)
+            .as_ref()
+            .to_vec(),
+    )
+}
+
+/// Cloud Monitoring's `timeSeries:query` on a token the endpoint issued.
+fn monitoring_query(
+    project: &str,
+    issued: &[String],
+    value: Option<f64>,
+    request: &Received<'_>,
+) -> Response<Full<Bytes>> {
+    let Some(asked) = request
+        .path
+        .strip_prefix("/v3/projects/")
+        .and_then(|rest| rest.strip_suffix("/timeSeries:query"))
+    else {
+        return google_error(
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+            "Requested entity was not found.",
+        );
+    };
+    if request.method != "POST" {
+        return google_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "METHOD_NOT_ALLOWED",
+            "Method not allowed",
+        );
+    }
+    let bearer = request
+        .headers
+        .get("authorization")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "));
+    if !bearer.is_some_and(|token| issued.iter().any(|issued| issued == token)) {
+        return google_error(
+            StatusCode::UNAUTHORIZED,
+            "UNAUTHENTICATED",
+            "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.",
+        );
+    }
+    if asked != project {
+        return google_error(
+            StatusCode::FORBIDDEN,
+            "PERMISSION_DENIED",
+            &format!(
+                "Permission monitoring.timeSeries.list denied (or the resource may not exist) for project {asked}."
+            ),
+        );
+    }
+    let query = serde_json::from_slice::<serde_json::Value>(request.body)
+        .ok()
+        .and_then(|body| {
+            body.get("query")
+                .and_then(|query| query.as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    if query.trim().is_empty() {
+        return google_error(
+            StatusCode::BAD_REQUEST,
+            "INVALID_ARGUMENT",
+            "Query is empty.",
+        );
+    }
+    if !query.trim_start().starts_with("fetch ") {
+        return google_error(
+            StatusCode::BAD_REQUEST,
+            "INVALID_ARGUMENT",
+            &format!(
+                "Query parsing failed: Line 1, column 1: expected a table operation such as 'fetch', found '{}'.",
+                query.split_whitespace().next().unwrap_or_default()
+            ),
+        );
+    }
+    let descriptor = serde_json::json!({
+        "labelDescriptors": [{"key": "resource.project_id"}],
+        "pointDescriptors": [{"key": "value.error_rate", "valueType": "DOUBLE", "metricKind": "GAUGE"}],
+    });
+    let body = match value {
+        None => serde_json::json!({"timeSeriesDescriptor": descriptor}),
+        Some(value) => serde_json::json!({
+            "timeSeriesDescriptor": descriptor,
+            "timeSeriesData": [{
+                "labelValues": [{"stringValue": project}],
+                "pointData": [
+                    {"values": [{"doubleValue": value}], "timeInterval": {"startTime": "2026-01-01T00:01:00Z", "endTime": "2026-01-01T00:01:00Z"}},
+                    {"values": [{"doubleValue": value * 3.0}], "timeInterval": {"startTime": "2026-01-01T00:00:00Z", "endTime": "2026-01-01T00:00:00Z"}},
+                ],
+            }],
+        }),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json; charset=UTF-8"),
+    );
+    response
 }
 
 /// `GET /api/v2/metrics/query` as Dynatrace checks and answers it.

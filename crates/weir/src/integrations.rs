@@ -250,7 +250,7 @@ mod tests {
     }
 
     /// `weir run`, `weir serve` and `weir operator` share these providers: a Datadog template
-    /// is evaluated by weir-metrics, a Stackdriver one refused when the rollout is applied.
+    /// is evaluated by weir-metrics, a Keptn one refused when the rollout is applied.
     #[test]
     fn templates_of_other_providers_go_to_weir_metrics_or_are_refused() {
         let integrations = IntegrationArgs {
@@ -265,7 +265,7 @@ mod tests {
         for template in [
             "apiVersion: v1\nkind: Secret\nmetadata: {name: dd, namespace: shop}\nstringData: {datadog_api_key: a, datadog_application_key: b}\n",
             "apiVersion: flagger.app/v1beta1\nkind: MetricTemplate\nmetadata: {name: dd, namespace: shop}\nspec:\n  provider: {type: datadog, secretRef: {name: dd}}\n  query: avg:errors{service:{{ target }}}\n",
-            "apiVersion: flagger.app/v1beta1\nkind: MetricTemplate\nmetadata: {name: cw, namespace: shop}\nspec:\n  provider: {type: stackdriver}\n  query: \"fetch k8s_container\"\n",
+            "apiVersion: flagger.app/v1beta1\nkind: MetricTemplate\nmetadata: {name: cw, namespace: shop}\nspec:\n  provider: {type: keptn}\n  query: \"keptnmetric/shop/errors\"\n",
         ] {
             integrations.catalog.update(|catalog| {
                 catalog.add(load(template));
@@ -294,6 +294,6 @@ mod tests {
             .collect();
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert_eq!(errors[0].path, "spec.analysis.metrics[1].templateRef");
-        assert!(errors[0].message.contains("\"stackdriver\""), "{errors:?}");
+        assert!(errors[0].message.contains("\"keptn\""), "{errors:?}");
     }
 }

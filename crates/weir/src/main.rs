@@ -137,7 +137,7 @@ enum Command {
     /// /metrics on the same address. The client verbs below talk to it.
     ///
     /// Judging with Prometheus: `--prometheus URL` (docs/PROMETHEUS.md). Metric templates
-    /// (Prometheus, Datadog, New Relic, Graphite, CloudWatch, InfluxDB, Dynatrace:
+    /// (Prometheus, Datadog, New Relic, Graphite, CloudWatch, InfluxDB, Dynatrace, Stackdriver:
     /// docs/METRIC-PROVIDERS.md), alert providers and secrets that rollouts name: `--catalog
     /// FILE|DIR`, read at start.
     ///
