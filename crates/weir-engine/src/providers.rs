@@ -302,11 +302,91 @@ impl Providers {
         self
     }
 
+    /// These providers with `source` asked before the metric sources already there, which no
+    /// longer report (at validation and refusal) the metrics `source` handles: a source of
+    /// provider types the others refuse as unknown.
+    pub fn with_metrics_first(mut self, source: Arc<dyn MetricSource>) -> Providers {
+        let others = std::mem::take(&mut self.metrics);
+        self.metrics.push(Arc::clone(&source));
+        for other in others {
+            self.metrics.push(Arc::new(Beside {
+                first: Arc::clone(&source),
+                other,
+            }));
+        }
+        self
+    }
+
     /// The provider for a rollout's target kind.
     pub fn target(&self, rollout: &Rollout) -> Option<&Arc<dyn TargetProvider>> {
         self.targets
             .iter()
             .find(|(kind, _)| *kind == rollout.spec.target.kind())
             .map(|(_, provider)| provider)
+    }
+}
+
+/// A metric source with the metrics `first` handles left out of what it reports at validation
+/// and refusal ([`Providers::with_metrics_first`]).
+struct Beside {
+    first: Arc<dyn MetricSource>,
+    other: Arc<dyn MetricSource>,
+}
+
+impl Beside {
+    /// `errors` without those about a metric `first` handles.
+    fn without_firsts(&self, rollout: &Rollout, errors: Vec<FieldError>) -> Vec<FieldError> {
+        let firsts: Vec<String> = rollout
+            .spec
+            .analysis
+            .metrics
+            .iter()
+            .enumerate()
+            .filter(|(_, metric)| self.first.handles(rollout, metric))
+            .map(|(index, _)| format!("spec.analysis.metrics[{index}]"))
+            .collect();
+        errors
+            .into_iter()
+            .filter(|error| {
+                !firsts.iter().any(|prefix| {
+                    error
+                        .path
+                        .strip_prefix(prefix.as_str())
+                        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+                })
+            })
+            .collect()
+    }
+}
+
+impl MetricSource for Beside {
+    fn handles(&self, rollout: &Rollout, metric: &Metric) -> bool {
+        self.other.handles(rollout, metric)
+    }
+
+    fn validate(&self, rollout: &Rollout) -> Vec<FieldError> {
+        self.without_firsts(rollout, self.other.validate(rollout))
+    }
+
+    fn refuse(&self, rollout: &Rollout) -> Vec<FieldError> {
+        self.without_firsts(rollout, self.other.refuse(rollout))
+    }
+
+    fn check<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        rollout: &'a Rollout,
+        metric: &'a Metric,
+    ) -> BoxFuture<'a, CheckResult> {
+        self.other.check(key, rollout, metric)
+    }
+
+    fn judge_window<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        rollout: &'a Rollout,
+        run: u64,
+    ) -> BoxFuture<'a, Option<weir_analysis::Window>> {
+        self.other.judge_window(key, rollout, run)
     }
 }

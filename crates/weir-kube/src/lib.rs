@@ -10,7 +10,8 @@
 //! Application), `basic_canary` (the canary without a mesh: replica counts that split traffic
 //! by pod ratio, as Argo Rollouts' basic canary does; pure), `controller` (the operator's loop:
 //! watch -> reconcile -> error policy over rollouts, Flagger's Canaries and its catalog objects,
-//! and status changes published as Kubernetes Events).
+//! and status changes published as Kubernetes Events), `metrics` (metric providers that read
+//! Kubernetes APIs: `externalmetrics`).
 
 #![forbid(unsafe_code)]
 
@@ -19,6 +20,7 @@ pub mod controller;
 pub mod crd;
 pub mod flagger;
 pub mod leader;
+pub mod metrics;
 pub mod routes;
 pub mod status_to;
 pub mod store;

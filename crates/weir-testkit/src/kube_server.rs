@@ -95,6 +95,10 @@
 //!   the structural `openAPIV3Schema` (honouring `x-kubernetes-preserve-unknown-fields`,
 //!   `additionalProperties`, `x-kubernetes-embedded-resource`); built-in kinds, the top level
 //!   and `metadata` only.
+//! - **External Metrics API** (`external.metrics.k8s.io/v1beta1`) once a test enables it
+//!   ([`KubeServer::serve_external_metrics`], [`KubeServer::set_external_metric`]): discovery
+//!   and `GET .../namespaces/NS/METRIC?labelSelector=` answered as a metrics adapter behind
+//!   kube-apiserver answers (an `ExternalMetricValueList`; an unknown metric 404).
 //! - **Direct access for tests**: [`KubeServer::get`], [`KubeServer::list`],
 //!   [`KubeServer::create`], [`KubeServer::merge_patch`], [`KubeServer::delete`], write
 //!   counts per resource ([`KubeServer::writes`]), every request by verb and resource
@@ -129,6 +133,7 @@
 //! `kubectl explain` (the OpenAPI documents carry no schemas for built-in kinds).
 
 mod discovery;
+mod external_metrics;
 mod fields;
 mod protobuf;
 mod serve;
@@ -425,6 +430,51 @@ preferences: {{}}
         let state = self.shared.lock();
         let rt = Self::resolve(&state, api_version, kind)?;
         state.get(&rt, namespace, name)
+    }
+
+    /// Serves the External Metrics API (`external.metrics.k8s.io/v1beta1`) from now on, as a
+    /// cluster with a metrics adapter registered does (see `kube_server/external_metrics.rs`).
+    pub fn serve_external_metrics(&self) {
+        let mut state = self.shared.lock();
+        if state.external_metrics.is_none() {
+            state.external_metrics = Some(external_metrics::ExternalMetrics::default());
+        }
+    }
+
+    /// Sets the series of external metric `name` in `namespace` with `labels` to `value`, a
+    /// Quantity as text (`"42"`, `"1500m"`, `"2k"`); serves the API if it was not yet.
+    pub fn set_external_metric(
+        &self,
+        namespace: &str,
+        name: &str,
+        labels: &[(&str, &str)],
+        value: &str,
+    ) {
+        self.serve_external_metrics();
+        let labels = labels
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect();
+        if let Some(metrics) = self.shared.lock().external_metrics.as_mut() {
+            metrics.set(namespace, name, labels, value);
+        }
+    }
+
+    /// Forgets external metric `name` in `namespace`: asked for, it is a 404 again.
+    pub fn remove_external_metric(&self, namespace: &str, name: &str) {
+        if let Some(metrics) = self.shared.lock().external_metrics.as_mut() {
+            metrics.remove(namespace, name);
+        }
+    }
+
+    /// Every request for an external metric so far, as `PATH?QUERY`, in order.
+    pub fn external_metric_requests(&self) -> Vec<String> {
+        self.shared
+            .lock()
+            .external_metrics
+            .as_ref()
+            .map(|metrics| metrics.requests.clone())
+            .unwrap_or_default()
     }
 
     /// The objects of `kind` in `namespace` (`""`: all namespaces), by namespace and name.

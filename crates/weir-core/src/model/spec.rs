@@ -776,7 +776,7 @@ pub struct MetricProvider {
 }
 
 /// The metric providers weir knows.
-pub const METRIC_PROVIDER_TYPES: [&str; 10] = [
+pub const METRIC_PROVIDER_TYPES: [&str; 11] = [
     "prometheus",
     "datadog",
     "cloudwatch",
@@ -787,4 +787,6 @@ pub const METRIC_PROVIDER_TYPES: [&str; 10] = [
     "dynatrace",
     "keptn",
     "splunk",
+    // Flagger 1.43: the Kubernetes External Metrics API (weir operator only).
+    "externalmetrics",
 ];

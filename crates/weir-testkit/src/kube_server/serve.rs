@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::ApiError;
 use super::discovery;
+use super::external_metrics;
 use super::store::{State, Validation, WriteCtx, not_found};
 use super::table::{FieldSelector, LabelSelector, partial_metadata, table};
 use super::types::ResourceType;
@@ -196,7 +197,11 @@ pub(crate) async fn handle(
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let method = parts.method.clone();
     let get = method == Method::GET;
+    let external_metrics = shared.lock().external_metrics.is_some();
     let response = match segments.as_slice() {
+        ["apis", external_metrics::GROUP, rest @ ..] if external_metrics => {
+            serve_external_metrics(&shared, &method, rest, &parts.uri, &query)
+        }
         ["version"] if get => ok(&version_body()),
         ["healthz" | "readyz" | "livez"] if get => {
             let mut response = Response::new(full("ok"));
@@ -229,13 +234,28 @@ pub(crate) async fn handle(
             match discovery_version(&accept) {
                 Some(version) => json_response(
                     200,
-                    &discovery::aggregated(&state.types, false, version),
+                    &with_external_metrics(
+                        discovery::aggregated(&state.types, false, version),
+                        state.external_metrics.is_some(),
+                        external_metrics::aggregated(),
+                    ),
                     &format!(
                         "application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
                     ),
                     &[],
                 ),
-                None => ok(&discovery::api_group_list(&state.types)),
+                None => ok(&with_external_metrics(
+                    discovery::api_group_list(&state.types),
+                    state.external_metrics.is_some(),
+                    {
+                        let mut group = external_metrics::api_group();
+                        if let Some(map) = group.as_object_mut() {
+                            map.remove("kind");
+                            map.remove("apiVersion");
+                        }
+                        group
+                    },
+                )),
             }
         }
         ["openapi", "v3"] if get => ok(&discovery::openapi_index(&shared.lock().types)),
@@ -290,6 +310,58 @@ pub(crate) async fn handle(
             .count_request(method.as_str(), "(discovery and other paths)");
     }
     Ok(response)
+}
+
+/// `list` (an `APIGroupList`'s `groups` or an `APIGroupDiscoveryList`'s `items`) with `entry`
+/// added when the External Metrics API is served.
+fn with_external_metrics(mut list: Value, served: bool, entry: Value) -> Value {
+    if served {
+        for field in ["groups", "items"] {
+            if let Some(entries) = list.get_mut(field).and_then(Value::as_array_mut) {
+                entries.push(entry.clone());
+            }
+        }
+    }
+    list
+}
+
+/// A request under `/apis/external.metrics.k8s.io` (`rest`: the segments after the group).
+fn serve_external_metrics(
+    shared: &Shared,
+    method: &Method,
+    rest: &[&str],
+    uri: &http::Uri,
+    query: &HashMap<String, String>,
+) -> Response<Body> {
+    if method != Method::GET {
+        let status = external_metrics::status(
+            405,
+            "MethodNotAllowed",
+            &format!("the server does not allow this method on the requested resource ({method})"),
+        );
+        return json_response(405, &status, "application/json", &[]);
+    }
+    match rest {
+        [] => ok(&external_metrics::api_group()),
+        [external_metrics::VERSION] => ok(&external_metrics::resource_list()),
+        [external_metrics::VERSION, "namespaces", namespace, name] => {
+            let mut state = shared.lock();
+            let Some(metrics) = state.external_metrics.as_mut() else {
+                return error(&page_not_found());
+            };
+            metrics.requests.push(match uri.query() {
+                Some(query) => format!("{}?{query}", uri.path()),
+                None => uri.path().to_string(),
+            });
+            let (code, body) = metrics.get(
+                namespace,
+                name,
+                query.get("labelSelector").map(String::as_str),
+            );
+            json_response(code, &body, "application/json", &[])
+        }
+        _ => error(&page_not_found()),
+    }
 }
 
 fn openapi(shared: &Shared, group: &str, version: &str) -> Response<Body> {

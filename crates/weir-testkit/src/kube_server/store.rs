@@ -85,6 +85,8 @@ pub(crate) struct State {
     notify: watch::Sender<u64>,
     /// In-process subscribers to every event ([`super::KubeServer::subscribe`]).
     pub subscribers: Vec<Subscriber>,
+    /// The External Metrics API, once a test enables it.
+    pub external_metrics: Option<super::external_metrics::ExternalMetrics>,
 }
 
 fn key(rt: &ResourceType) -> ResKey {
@@ -220,6 +222,7 @@ impl State {
             serial: 0,
             notify,
             subscribers: Vec::new(),
+            external_metrics: None,
         };
         let namespaces = state
             .find("", "v1", "namespaces")
