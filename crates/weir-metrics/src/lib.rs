@@ -1,6 +1,6 @@
 //! Metric providers other than Prometheus, as Flagger calls them: a `MetricTemplate` with
 //! `spec.provider.type` [`datadog`], [`newrelic`], [`graphite`], [`cloudwatch`], [`influxdb`],
-//! [`dynatrace`] or [`stackdriver`].
+//! [`dynatrace`], [`stackdriver`] or [`splunk`].
 //!
 //! Every provider works the same way: the template's query is rendered with the placeholders
 //! every metric source shares ([`weir_core::query::variables`]), sent to the backend at the
@@ -21,7 +21,7 @@
 //!   the interval is not made;
 //! - each request has a timeout ([`DEFAULT_QUERY_TIMEOUT`] unless [`MetricsSource::with_timeout`]).
 //!
-//! A template of a provider no source of weir queries (stackdriver, ...) is refused
+//! A template of a provider no source of weir queries (keptn) is refused
 //! here when a rollout using it is applied.
 
 #![forbid(unsafe_code)]
@@ -33,6 +33,7 @@ pub mod dynatrace;
 pub mod graphite;
 pub mod influxdb;
 pub mod newrelic;
+pub mod splunk;
 pub mod stackdriver;
 
 use std::collections::BTreeMap;
@@ -51,7 +52,7 @@ use weir_http::retry::{Backoff, worth_retrying};
 use weir_store::RolloutKey;
 
 /// The providers this crate queries, by the name templates use.
-pub const PROVIDERS: [&str; 7] = [
+pub const PROVIDERS: [&str; 8] = [
     "datadog",
     "newrelic",
     "graphite",
@@ -59,6 +60,7 @@ pub const PROVIDERS: [&str; 7] = [
     "influxdb",
     "dynatrace",
     "stackdriver",
+    "splunk",
 ];
 
 /// How long one request may take before it counts as no answer.
@@ -90,6 +92,8 @@ pub enum Provider {
     Dynatrace,
     /// Google Cloud Monitoring's `timeSeries:query` (MQL), with a service account's key.
     Stackdriver,
+    /// Splunk Observability's SignalFlow (`/v2/signalflow/execute`).
+    Splunk,
 }
 
 impl Provider {
@@ -103,6 +107,7 @@ impl Provider {
             "influxdb" => Some(Provider::InfluxDb),
             "dynatrace" => Some(Provider::Dynatrace),
             "stackdriver" => Some(Provider::Stackdriver),
+            "splunk" => Some(Provider::Splunk),
             _ => None,
         }
     }
@@ -117,6 +122,7 @@ impl Provider {
             Provider::InfluxDb => "influxdb",
             Provider::Dynatrace => "dynatrace",
             Provider::Stackdriver => "stackdriver",
+            Provider::Splunk => "splunk",
         }
     }
 
@@ -128,7 +134,8 @@ impl Provider {
             Provider::Graphite
             | Provider::CloudWatch
             | Provider::InfluxDb
-            | Provider::Dynatrace => None,
+            | Provider::Dynatrace
+            | Provider::Splunk => None,
         }
     }
 
@@ -144,6 +151,7 @@ impl Provider {
             Provider::InfluxDb => (&influxdb::SECRET_KEYS, false),
             Provider::Dynatrace => (&dynatrace::SECRET_KEYS, true),
             Provider::Stackdriver => (&stackdriver::SECRET_KEYS, true),
+            Provider::Splunk => (&splunk::SECRET_KEYS, true),
         }
     }
 
@@ -410,6 +418,7 @@ impl MetricsSource {
             Provider::InfluxDb => influxdb::request(plan),
             Provider::Dynatrace => dynatrace::request(plan, now),
             Provider::Stackdriver => stackdriver::request(plan),
+            Provider::Splunk => splunk::request(plan, now),
         }
     }
 
@@ -473,6 +482,7 @@ impl MetricsSource {
                         Provider::InfluxDb => influxdb::read(&answer.body),
                         Provider::Dynatrace => dynatrace::read(&answer.body),
                         Provider::Stackdriver => stackdriver::read(&answer.body),
+                        Provider::Splunk => splunk::read(&answer.body),
                     };
                     return reading.map_err(|error| show(format!("{}: {error}", request.shown)));
                 }
@@ -581,6 +591,7 @@ fn error_text(provider: Provider, body: &[u8]) -> String {
             Provider::InfluxDb => influxdb::error_message(&json),
             Provider::Dynatrace => dynatrace::error_message(&json),
             Provider::Stackdriver => stackdriver::error_message(&json),
+            Provider::Splunk => splunk::error_message(&json),
             Provider::Graphite | Provider::CloudWatch => None,
         });
     let text = from_xml

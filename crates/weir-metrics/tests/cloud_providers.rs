@@ -782,3 +782,136 @@ fn a_stackdriver_template_without_a_usable_key_is_refused_when_applied() {
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].message.contains("no client_email"), "{errors:?}");
 }
+
+const SF_TOKEN: &str = "sf-access-token-0123456789";
+const SIGNALFLOW: &str = "A = data('requests.errors', filter=filter('app', '{{ target }}')).sum()\nB = data('requests.count', filter=filter('app', '{{ target }}')).sum()\n(A / B * 100).publish('error_rate')";
+
+fn splunk(double: &CloudDouble, token: &str, program: &str) -> String {
+    let program = program
+        .lines()
+        .map(|line| format!("    {line}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    format!(
+        r#"
+apiVersion: v1
+kind: Secret
+metadata: {{name: splunk, namespace: shop}}
+stringData: {{sf_token_key: "{token}"}}
+---
+apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {{name: errors, namespace: shop}}
+spec:
+  provider: {{type: splunk, address: "{}", secretRef: {{name: splunk}}}}
+  query: |
+{program}
+---
+apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: web, namespace: shop}}
+spec:
+  target: {{kind: kubernetes, targetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}}}
+  plan: {{canary: {{stepWeight: 10}}}}
+  analysis:
+    metrics: [{{name: errors, interval: 1s, templateRef: {{name: errors}}, thresholdRange: {{max: 1}}}}]
+"#,
+        double.url()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn splunk_reads_the_last_value_of_the_stream() {
+    let double = CloudDouble::splunk(SF_TOKEN);
+    double.serve(Some(0.5));
+    let healthy = check(&splunk(&double, SF_TOKEN, SIGNALFLOW), plain).await;
+    println!("{healthy:?}");
+    // The older point is three times the newest: the last is read, as in Flagger.
+    assert_eq!(
+        (healthy.outcome, healthy.value),
+        (CheckOutcome::Pass, Some(0.5))
+    );
+    let request = double.seen().pop().unwrap();
+    println!(
+        "{} {} {:?}\n{}",
+        request.method, request.path, request.query, request.body
+    );
+    assert_eq!(
+        (request.method.as_str(), request.path.as_str()),
+        ("POST", "/v2/signalflow/execute")
+    );
+    assert_eq!(request.header("x-sf-token"), Some(SF_TOKEN));
+    assert_eq!(request.query["immediate"], "true");
+    let start: i64 = request.query["start"].parse().unwrap();
+    let stop: i64 = request.query["stop"].parse().unwrap();
+    assert_eq!(stop - start, 10_000);
+    assert!(
+        request.body.contains("filter('app', 'web')"),
+        "{}",
+        request.body
+    );
+
+    double.serve(Some(9.0));
+    let bad = check(&splunk(&double, SF_TOKEN, SIGNALFLOW), plain).await;
+    assert_eq!((bad.outcome, bad.value), (CheckOutcome::Fail, Some(9.0)));
+
+    double.serve(None);
+    let none = check(&splunk(&double, SF_TOKEN, SIGNALFLOW), plain).await;
+    println!("{none:?}");
+    assert_eq!(none.outcome, CheckOutcome::NoData);
+    assert!(none.message.contains("no values"), "{}", none.message);
+
+    let unpublished = check(&splunk(&double, SF_TOKEN, "data('x').sum()"), plain).await;
+    println!("{unpublished:?}");
+    assert!(
+        unpublished.message.contains("Unable to compile program"),
+        "{}",
+        unpublished.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_splunk_token_is_in_the_message_without_it_and_limits_are_waited_out() {
+    let double = CloudDouble::splunk(SF_TOKEN);
+    double.serve(Some(0.5));
+    let wrong = "sf-wrong-token-00000000";
+    let refused = check(&splunk(&double, wrong, SIGNALFLOW), plain).await;
+    println!("{refused:?}");
+    assert!(
+        refused.message.contains("401 Unauthorized: Unauthorized"),
+        "{}",
+        refused.message
+    );
+    for secret in [wrong, SF_TOKEN] {
+        assert!(!refused.message.contains(secret), "{}", refused.message);
+    }
+
+    double.fail_next(Fault::RateLimited(1));
+    double.fail_next(Fault::Unavailable);
+    let result = check(&splunk(&double, SF_TOKEN, SIGNALFLOW), |source| {
+        source.with_timeout(Duration::from_secs(30))
+    })
+    .await;
+    println!("{result:?}");
+    assert_eq!(
+        (result.outcome, result.value),
+        (CheckOutcome::Pass, Some(0.5))
+    );
+    let statuses: Vec<u16> = double.seen().iter().map(|seen| seen.status).collect();
+    assert_eq!(statuses, [401, 429, 503, 200]);
+
+    for _ in 0..100 {
+        double.fail_next(Fault::Slow(Duration::from_secs(30)));
+    }
+    let slow = check(&splunk(&double, SF_TOKEN, SIGNALFLOW), |source| {
+        source.with_timeout(Duration::from_millis(200))
+    })
+    .await;
+    println!("{slow:?}");
+    assert_eq!(slow.outcome, CheckOutcome::NoData);
+    assert!(
+        slow.message.contains("no answer within"),
+        "{}",
+        slow.message
+    );
+}

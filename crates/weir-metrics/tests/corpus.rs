@@ -163,6 +163,10 @@ async fn the_corpus_templates_of_datadog_newrelic_graphite_and_cloudwatch_read_t
                 // Flagger's corpus holds none (its key would name the double's token endpoint,
                 // see cloud_providers.rs).
                 Some(Provider::Stackdriver) => (None, "{}"),
+                Some(Provider::Splunk) => (
+                    Some(Double::Cloud(CloudDouble::splunk("corpus-token"))),
+                    "{sf_token_key: corpus-token}",
+                ),
                 None => (None, "{}"),
             };
             if let Some(double) = &double {

@@ -35,6 +35,11 @@
 //!   `Bearer`, else `401 UNAUTHENTICATED`; another project `403 PERMISSION_DENIED`; a query
 //!   that is not MQL `400 INVALID_ARGUMENT`). Faults apply to the query, not to the token.
 //!   [`CloudDouble::service_account_key`] is the JSON key to put in the Secret.
+//! - [`CloudDouble::splunk`]: Splunk Observability's `POST /v2/signalflow/execute?start=&stop=
+//!   &immediate=true` with `X-SF-Token` and the SignalFlow program as `text/plain`, answering
+//!   Server-Sent Events (`control-message` STREAM_START/JOB_START, `metadata`, `data`
+//!   `[{tsId, value}]`, END_OF_CHANNEL) and ending the stream. A missing or wrong token: `401
+//!   {"code":401,"message":"Unauthorized"}`; a program that publishes nothing: an `error` event.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
@@ -72,6 +77,9 @@ enum Service {
     Stackdriver {
         project: String,
         issued: Vec<String>,
+    },
+    Splunk {
+        token: String,
     },
 }
 
@@ -133,6 +141,13 @@ impl CloudDouble {
         CloudDouble::start(Service::Stackdriver {
             project: project.into(),
             issued: Vec::new(),
+        })
+    }
+
+    /// Splunk Observability's SignalFlow API accepting access token `token`.
+    pub fn splunk(token: &str) -> CloudDouble {
+        CloudDouble::start(Service::Splunk {
+            token: token.into(),
         })
     }
 
@@ -362,8 +377,28 @@ fn google_error(status: StatusCode, code: &str, message: &str) -> Response<Full<
     response
 }
 
+fn splunk_error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(
+        serde_json::json!({"code": status.as_u16(), "message": message}).to_string(),
+    )));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
 fn rate_limited(service: &Service, seconds: u64) -> Response<Full<Bytes>> {
     match service {
+        Service::Splunk { .. } => {
+            let mut response = splunk_error(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests");
+            response.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_str(&seconds.to_string()).unwrap(),
+            );
+            response
+        }
         // Google's APIs answer a quota with 429 RESOURCE_EXHAUSTED and no Retry-After.
         Service::Stackdriver { .. } => {
             let _ = seconds;
@@ -416,6 +451,9 @@ fn rate_limited(service: &Service, seconds: u64) -> Response<Full<Bytes>> {
 
 fn unavailable(service: &Service) -> Response<Full<Bytes>> {
     match service {
+        Service::Splunk { .. } => {
+            splunk_error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable")
+        }
         Service::Stackdriver { .. } => google_error(
             StatusCode::SERVICE_UNAVAILABLE,
             "UNAVAILABLE",
@@ -460,6 +498,7 @@ fn normal(service: &Service, value: Option<f64>, request: &Received<'_>) -> Resp
         }
         Service::InfluxDb { org, token } => influx_query(org, token, value, request),
         Service::Dynatrace { token } => dynatrace_query(token, value, request),
+        Service::Splunk { token } => signalflow_execute(token, value, request),
         Service::Stackdriver { project, issued } => {
             if request.path == "/token" {
                 google_token(request)
@@ -1234,4 +1273,86 @@ fn get_metric_data(value: Option<f64>, request: &Received<'_>) -> Response<Full<
             "<GetMetricDataResponse xmlns=\"http://monitoring.amazonaws.com/doc/2010-08-01/\">\n  <GetMetricDataResult>\n    <MetricDataResults>{members}</MetricDataResults>\n    <Messages/>\n  </GetMetricDataResult>\n  <ResponseMetadata>\n    <RequestId>{REQUEST_ID}</RequestId>\n  </ResponseMetadata>\n</GetMetricDataResponse>\n"
         ),
     )
+}
+
+/// `POST /v2/signalflow/execute` as Splunk Observability checks and streams it.
+fn signalflow_execute(
+    token: &str,
+    value: Option<f64>,
+    request: &Received<'_>,
+) -> Response<Full<Bytes>> {
+    if request.path != "/v2/signalflow/execute" {
+        return splunk_error(StatusCode::NOT_FOUND, "Not Found");
+    }
+    if request.method != "POST" {
+        return splunk_error(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+    }
+    let presented = request
+        .headers
+        .get("x-sf-token")
+        .and_then(|value| value.to_str().ok());
+    if presented != Some(token) {
+        return splunk_error(StatusCode::UNAUTHORIZED, "Unauthorized");
+    }
+    let query: BTreeMap<String, String> = form_urlencoded::parse(request.query.as_bytes())
+        .into_owned()
+        .collect();
+    let millis = |name: &str| query.get(name).and_then(|text| text.parse::<i64>().ok());
+    let (Some(start), Some(stop)) = (millis("start"), millis("stop")) else {
+        return splunk_error(
+            StatusCode::BAD_REQUEST,
+            "start and stop must be epoch milliseconds",
+        );
+    };
+    if start >= stop {
+        return splunk_error(StatusCode::BAD_REQUEST, "start must be before stop");
+    }
+    let program = String::from_utf8_lossy(request.body);
+    let event = |kind: &str, json: serde_json::Value| {
+        // SignalFlow pretty-prints its messages over several data: lines.
+        let pretty = serde_json::to_string_pretty(&json).unwrap();
+        let data: String = pretty
+            .lines()
+            .map(|line| format!("data: {line}\n"))
+            .collect();
+        format!("event: {kind}\n{data}\n")
+    };
+    let mut stream = event(
+        "control-message",
+        serde_json::json!({"type": "control-message", "event": "STREAM_START", "timestampMs": stop}),
+    );
+    if !program.contains(".publish(") {
+        stream.push_str(&event(
+            "error",
+            serde_json::json!({"type": "error", "message": "Unable to compile program: the program publishes no stream", "error": 400}),
+        ));
+    } else {
+        stream.push_str(&event(
+            "control-message",
+            serde_json::json!({"type": "control-message", "event": "JOB_START", "handle": "E3h5l1zAgAA", "timestampMs": stop}),
+        ));
+        if let Some(value) = value {
+            stream.push_str(&event(
+                "metadata",
+                serde_json::json!({"type": "metadata", "tsId": "AAAAAKzGpQg", "properties": {"sf_metric": "errors", "sf_isPreQuantized": false}}),
+            ));
+            // An older point, then the newest: the newest is the one read.
+            for (at, point) in [(stop - 60_000, value * 3.0), (stop, value)] {
+                stream.push_str(&event(
+                    "data",
+                    serde_json::json!({"type": "data", "data": [{"tsId": "AAAAAKzGpQg", "value": point}], "logicalTimestampMs": at, "maxDelayMs": 0}),
+                ));
+            }
+        }
+        stream.push_str(&event(
+            "control-message",
+            serde_json::json!({"type": "control-message", "event": "END_OF_CHANNEL", "timestampMs": stop}),
+        ));
+    }
+    let mut response = Response::new(Full::new(Bytes::from(stream)));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/event-stream"),
+    );
+    response
 }

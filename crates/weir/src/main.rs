@@ -137,8 +137,8 @@ enum Command {
     /// /metrics on the same address. The client verbs below talk to it.
     ///
     /// Judging with Prometheus: `--prometheus URL` (docs/PROMETHEUS.md). Metric templates
-    /// (Prometheus, Datadog, New Relic, Graphite, CloudWatch, InfluxDB, Dynatrace, Stackdriver:
-    /// docs/METRIC-PROVIDERS.md), alert providers and secrets that rollouts name: `--catalog
+    /// (Prometheus, Datadog, New Relic, Graphite, CloudWatch, InfluxDB, Dynatrace, Stackdriver,
+    /// Splunk: docs/METRIC-PROVIDERS.md), alert providers and secrets that rollouts name: `--catalog
     /// FILE|DIR`, read at start.
     ///
     /// Example: weir serve --prometheus http://127.0.0.1:9090 --catalog ops/weir/
