@@ -915,3 +915,32 @@ async fn a_refused_splunk_token_is_in_the_message_without_it_and_limits_are_wait
         slow.message
     );
 }
+
+/// A key Google never issued (made for this test): its JWT's signature does not verify against
+/// the account's public key.
+const FORGED_KEY_PEM: &str = "-----BEGIN PRIVATE KEY-----\nMIIEvgIBADANBgkqhkiG9w0BAQEFAASCBKgwggSkAgEAAoIBAQC48aTBocQXOX3Q\nDagTQ+Ea2THDViUcji/tecsTaQh5nmUVnj8HtTdCGiKYfQWEDxED0DmT9i94xm0F\nDc8nFWba8mwMrKJCA1dUsdkazPsAVCmNdz94aPgefJAuRamBADg38sBb5r++fweH\n9Xj/QEhk+Zbo99SaMKB5giyx607Uv0enmcz0cM0Y1nKJuXfp1SpFlBhY5b/YM9tJ\nAvBpFqUbR6YRxcflY982tm0ttLwoBKUXUt5PUa1pbly4F2pYSbCMDkdBvo/bO00R\nI9JgQehKIxO18EPOtnPsV6T7Ir9IpmwXTXBsiccGHrG4oigTonYtF632vBQA9lY5\nQnS5po5tAgMBAAECggEAHrvxgEgsuRtRwCB03Pa70uVjMq3/LtamOlWyHMCoquVa\nsRQCL3q6+x4yv5qPLxn93t9coi0YSH7ZISzhTwJsfFgrApQxxrydZ7LCfISx9aUG\n3r6BarYu/Yn/v+DNwWVS8mFB/EPFe5fKnZp6iBibr0QXAxIkX5dTI74xRUPwbsQu\neCr6noHJ8dlrRShBQrp/wplzvIQEFOTAfUvVcSL8VuOSAHlEfuBqcdTtFGEprHhC\nl8yA4/rAWt27Or09+BhnkeWN/N02XFHEgdwqoH5ifCgI0epKGPCFNf6vMLccxoUp\nltj0fYLn97U7NopEa6GH0Md884SBKgAZcnmgMCpy4QKBgQDik129iAcYWCvaeS3Z\nlkUcV4f8Uy0Gxby9vdDOUCJwaoGgD7QBNjV+RpqT5HHBaIFd8eyreTzv0gCpqyVZ\nF+An+/ZPz0aCWH20dAy5IsxLGCGjn7mcmXd9V34/xfzVXTwB6Q/6txlZU5M24JVn\nbyWCi++op5i//OkJXjL9a5tPaQKBgQDQ9jUVhgZEPVTvxi9HSQ+zvIQTC0BQHx2A\nvIbOgxhqtZ4pE9VYBC3+ubtEIrrtc9mExslmU2Xl0ZRXJ+tB8od8zY7WXWc3qtaW\nM4i2pFHizmxpn7gNK4wO5c4buDVechrAZiu0gT9QXxhZ3vL9wnV9aY7vTsZS5jGP\nFMPbNXEqZQKBgQDGlufY0bt2SQHW8dOQHTfiCY51SOn0P6iYniDAVFh7M7797gWV\n8k+cqIGgEuDp5pFNKFiKSy9v/B78l7eaiWS9ZwiTF1fzs2AqpHTqaGergjEp2zuy\n2Ih04hUUDJL46ElKW17YH1gmhSxJMzuAd1jnPYQHzS4DSMdwoJIMsR5l0QKBgGP0\ncd4S1yqLP/bWEUWDIFy0n2TQq/nneGBdTgq40NQyfi5eC15n2WyQgZCNIGd3VCRc\nRniJCiQNxWyPbsyD6+V6GopV8YrCUJVWn13majkYzukTeqHqI7v4l0fRLM45vKwt\n81gLvzJ92pMav5c9DqBn/vRf9SQwcqJjp3BTNwe1AoGBAKggrXuvGUQmAUFi9PG2\nNOC7bUYIjF122c7RVrtKFcRvSVdi6ios0mzi1qVPMAg2EvAINL3fvQqDV1pghaLH\nEDV5TaNQk8efP1feSGPA7TF7P2gm7anZb1bA+DWc4O+En3r9lJETrq/RSGFhlEM6\nGl8GKwnjoe5nqmAHm6aaKi3c\n-----END PRIVATE KEY-----\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jwt_signed_with_another_key_is_refused_by_the_token_endpoint() {
+    let double = CloudDouble::stackdriver(GCP_PROJECT);
+    double.serve(Some(0.5));
+    let mut key: serde_json::Value = serde_json::from_str(&double.service_account_key()).unwrap();
+    key["private_key"] = FORGED_KEY_PEM.into();
+    let result = check(&stackdriver(&double, &key.to_string(), GCP_PROJECT), plain).await;
+    println!("{result:?}");
+    assert_eq!(result.outcome, CheckOutcome::NoData);
+    assert!(
+        result
+            .message
+            .contains("400 Bad Request: invalid_grant: Invalid JWT Signature."),
+        "{}",
+        result.message
+    );
+    // No query was sent without a token.
+    assert!(
+        double
+            .seen()
+            .iter()
+            .all(|seen| seen.path == "/token" && seen.status == 400)
+    );
+}

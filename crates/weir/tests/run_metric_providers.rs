@@ -1,5 +1,5 @@
-//! Local rollouts judged by a Datadog, a New Relic, a CloudWatch or an InfluxDB MetricTemplate
-//! through `weir run`: the
+//! Local rollouts judged by a Datadog, New Relic, CloudWatch, InfluxDB, Stackdriver, Dynatrace
+//! or Splunk MetricTemplate through `weir run`: the
 //! template and its Secret sit beside the rollout in its file, the template's address is
 //! weir-testkit's double of the service (which refuses any request the service would refuse). A
 //! healthy value promotes the canary; a bad one, or no data under `noData: fail`, rolls it back
@@ -335,5 +335,102 @@ fn an_influxdb_template_promotes_a_healthy_canary_and_rolls_back_on_no_records()
             !text.contains(INFLUX_TOKEN) && !text.contains(INFLUX_ORG),
             "{text}"
         );
+    }
+}
+
+/// A template of `provider` at `address` with its Secret `stringData`.
+fn template(provider: &str, address: &str, secret: &str, query: &str) -> String {
+    let query = query
+        .lines()
+        .map(|line| format!("    {line}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    format!(
+        r#"apiVersion: v1
+kind: Secret
+metadata: {{name: creds}}
+stringData: {secret}
+---
+apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {{name: error-percentage}}
+spec:
+  provider: {{type: {provider}, address: "{address}", secretRef: {{name: creds}}}}
+  query: |
+{query}
+"#
+    )
+}
+
+#[test]
+fn stackdriver_dynatrace_and_splunk_templates_judge_canaries() {
+    let runtime = runtime();
+    let versions = sample_apps(&runtime, &["v1", "v2"]);
+    let google = CloudDouble::stackdriver("shop-project");
+    let key = google.service_account_key().replace('\'', "''");
+    let dynatrace = CloudDouble::dynatrace("dt0c01.E2E.secret-token");
+    let splunk = CloudDouble::splunk("sf-e2e-secret-token");
+    let cases = [
+        (
+            "stackdriver",
+            &google,
+            template(
+                "stackdriver",
+                &google.url(),
+                &format!("{{project: shop-project, serviceAccountKey: '{key}'}}"),
+                "fetch k8s_container\n| metric 'istio.io/service/server/request_count'\n| filter metric.destination_workload_name == '{{ target }}'",
+            ),
+            ["shop-project", "PRIVATE KEY"],
+        ),
+        (
+            "dynatrace",
+            &dynatrace,
+            template(
+                "dynatrace",
+                &dynatrace.url(),
+                "{dynatrace_token: dt0c01.E2E.secret-token}",
+                "builtin:service.errors.total.rate:filter(eq(\"dt.entity.service.name\",\"{{ target }}\")):merge(\"dt.entity.service\"):avg",
+            ),
+            ["dt0c01.E2E.secret-token", "dt0c01.E2E.secret-token"],
+        ),
+        (
+            "splunk",
+            &splunk,
+            template(
+                "splunk",
+                &splunk.url(),
+                "{sf_token_key: sf-e2e-secret-token}",
+                "data('errors', filter=filter('app', '{{ target }}')).sum().publish()",
+            ),
+            ["sf-e2e-secret-token", "sf-e2e-secret-token"],
+        ),
+    ];
+    for (provider, double, text, secrets) in &cases {
+        let yaml = documents(text, &versions[0].to_string(), &versions[1].to_string());
+        double.serve(Some(0.2));
+        let (code, events, printed) = run(&yaml);
+        println!("{provider}: {:#?}", messages(&events, "Advanced"));
+        assert_eq!(code, Some(0), "{provider}: {events:#?}");
+        let request = double.seen().pop().unwrap();
+        println!(
+            "{provider} received: {} {} {:?}\n{}",
+            request.method, request.path, request.query, request.body
+        );
+        assert_eq!(request.status, 200, "{provider}");
+
+        double.serve(Some(6.0));
+        let (code, events, printed_too) = run(&yaml);
+        println!("{provider}: {:#?}", messages(&events, "ChecksFailed"));
+        assert_eq!(code, Some(1), "{provider}: {events:#?}");
+        let all = serde_json::to_string(&events).unwrap();
+        assert!(
+            all.contains(&format!("{provider}: 6.0000 (accepted <= 1)")),
+            "{all}"
+        );
+        for text in [printed, printed_too] {
+            for secret in secrets {
+                assert!(!text.contains(secret), "{provider}: {text}");
+            }
+        }
     }
 }
