@@ -11,7 +11,7 @@
 //! by pod ratio, as Argo Rollouts' basic canary does; pure), `controller` (the operator's loop:
 //! watch -> reconcile -> error policy over rollouts, Flagger's Canaries and its catalog objects,
 //! and status changes published as Kubernetes Events), `metrics` (metric providers that read
-//! Kubernetes APIs: `externalmetrics`).
+//! Kubernetes APIs: `externalmetrics`, `keptn`).
 
 #![forbid(unsafe_code)]
 

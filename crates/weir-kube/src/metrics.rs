@@ -1,6 +1,7 @@
 //! Metric providers that read Kubernetes APIs, for `weir operator`: MetricTemplates of
-//! `spec.provider.type` `externalmetrics` (Flagger 1.43), queried through the operator's own
-//! Kubernetes client (or `provider.address` and a Secret's `token`).
+//! `spec.provider.type` `externalmetrics` (Flagger 1.43) and `keptn`, queried through the
+//! operator's own Kubernetes client (externalmetrics: or `provider.address` and a Secret's
+//! `token`).
 //!
 //! **externalmetrics**: the External Metrics API that a metrics adapter (KEDA's,
 //! prometheus-adapter, a cloud's) registers with the API server. The rendered query is
@@ -12,6 +13,16 @@
 //! request goes to the operator's API server with its credentials; with one, to that address,
 //! with the Secret's `token` (if `secretRef` names one) as a Bearer token, `insecureSkipVerify`
 //! honoured. Each query has 5 s, as in Flagger.
+//!
+//! **keptn**: Keptn's metrics operator's objects (`metrics.keptn.sh/v1beta1`), read and written
+//! through the operator's client (`address` and `secretRef` are not used). The rendered query,
+//! trimmed and lowercased as Flagger does (names and arguments too), is
+//! `KIND/NAMESPACE/NAME[/DURATION[/K=V;K=V]]`: for `keptnmetric` (or `keptnmetrics`) the value
+//! is the KeptnMetric's `status.value` (text read as a number; none is an error); for
+//! `analysis` (or `analyses`) weir creates an Analysis `NAME-XXXXXX` of AnalysisDefinition
+//! `NAME` over the most recent `DURATION` (default `1m`) with the arguments, waits (checking
+//! every second, 10 s at most) for `status.state: Completed`, reads 1 when `status.pass` is true
+//! and 0 otherwise, and deletes it (also after a timeout).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +36,7 @@ use weir_engine::{BoxFuture, MetricSource};
 use weir_store::RolloutKey;
 
 /// The provider types this module queries.
-pub const PROVIDERS: [&str; 1] = ["externalmetrics"];
+pub const PROVIDERS: [&str; 2] = ["externalmetrics", "keptn"];
 
 /// How long one query may take (Flagger's 5 s).
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -72,6 +83,40 @@ impl KubeMetrics {
     ) -> Option<&'a MetricTemplate> {
         let reference = metric.template_ref.as_ref()?;
         catalog.metric_template(reference, rollout.metadata.namespace_or_default())
+    }
+
+    /// The rendered query of `metric`'s template and the template.
+    fn rendered<'a>(
+        catalog: &'a Catalog,
+        rollout: &Rollout,
+        metric: &Metric,
+    ) -> Result<(&'a MetricTemplate, String), String> {
+        let template = Self::template(catalog, rollout, metric)
+            .ok_or_else(|| "the MetricTemplate is not loaded".to_string())?;
+        let name = &template.metadata.name;
+        let query = template
+            .spec
+            .query
+            .as_deref()
+            .ok_or_else(|| format!("MetricTemplate {name} has no query"))?;
+        let query = weir_core::query::render(query, &weir_core::query::variables(rollout, metric))
+            .map_err(|error| format!("MetricTemplate {name}: {error}"))?;
+        Ok((template, query))
+    }
+
+    fn keptn_plan(
+        catalog: &Catalog,
+        rollout: &Rollout,
+        metric: &Metric,
+    ) -> Result<KeptnQuery, String> {
+        let (template, query) = Self::rendered(catalog, rollout, metric)?;
+        KeptnQuery::parse(&query).map_err(|why| {
+            format!(
+                "MetricTemplate {}: the query {query:?} is not \
+                 keptnmetric|analysis/NAMESPACE/NAME[/DURATION[/K=V;...]]: {why}",
+                template.metadata.name
+            )
+        })
     }
 
     fn plan(catalog: &Catalog, rollout: &Rollout, metric: &Metric) -> Result<Plan, String> {
@@ -303,7 +348,12 @@ impl MetricSource for KubeMetrics {
                 // A missing Secret is the catalog's check's to report.
                 continue;
             }
-            if let Err(reason) = Self::plan(&catalog, rollout, metric) {
+            let planned = if template.spec.provider.provider_type == "keptn" {
+                Self::keptn_plan(&catalog, rollout, metric).map(|_| ())
+            } else {
+                Self::plan(&catalog, rollout, metric).map(|_| ())
+            };
+            if let Err(reason) = planned {
                 errors.push(FieldError::new(
                     format!("spec.analysis.metrics[{index}].templateRef"),
                     reason,
@@ -326,24 +376,37 @@ impl MetricSource for KubeMetrics {
                 value,
                 message,
             };
-            let plan = match Self::plan(&self.catalog.snapshot(), rollout, metric) {
+            let judged = |value: f64, message: String| {
+                let range = metric.threshold_range.unwrap_or_default();
+                let outcome = if range.contains(value) {
+                    CheckOutcome::Pass
+                } else {
+                    CheckOutcome::Fail
+                };
+                result(outcome, Some(value), message)
+            };
+            let catalog = self.catalog.snapshot();
+            if Self::template(&catalog, rollout, metric)
+                .is_some_and(|template| template.spec.provider.provider_type == "keptn")
+            {
+                let query = match Self::keptn_plan(&catalog, rollout, metric) {
+                    Ok(query) => query,
+                    Err(reason) => return result(CheckOutcome::NoData, None, reason),
+                };
+                return match query.run(&self.client).await {
+                    Ok(value) => judged(value, format!("keptn: {value:.4} ({})", query.describe())),
+                    Err(error) => result(CheckOutcome::NoData, None, format!("keptn: {error}")),
+                };
+            }
+            let plan = match Self::plan(&catalog, rollout, metric) {
                 Ok(plan) => plan,
                 Err(reason) => return result(CheckOutcome::NoData, None, reason),
             };
             match self.run(&plan).await {
-                Ok(Some(value)) => {
-                    let range = metric.threshold_range.unwrap_or_default();
-                    let outcome = if range.contains(value) {
-                        CheckOutcome::Pass
-                    } else {
-                        CheckOutcome::Fail
-                    };
-                    result(
-                        outcome,
-                        Some(value),
-                        format!("externalmetrics: {value:.4} ({})", plan.path),
-                    )
-                }
+                Ok(Some(value)) => judged(
+                    value,
+                    format!("externalmetrics: {value:.4} ({})", plan.path),
+                ),
                 Ok(None) => result(
                     CheckOutcome::NoData,
                     None,
@@ -362,10 +425,286 @@ impl MetricSource for KubeMetrics {
     }
 }
 
+/// Keptn's metrics API group and version, as Flagger reads it.
+const KEPTN_API: (&str, &str) = ("metrics.keptn.sh", "v1beta1");
+
+/// How long an Analysis is waited for, and how often it is looked at (Flagger's 10 s and 1 s).
+const ANALYSIS_TIMEOUT: Duration = Duration::from_secs(10);
+const ANALYSIS_POLL: Duration = Duration::from_secs(1);
+
+/// A Keptn query, parsed.
+#[derive(Debug, Clone, PartialEq)]
+enum KeptnQuery {
+    /// `status.value` of KeptnMetric `name` in `namespace`.
+    Metric { namespace: String, name: String },
+    /// An Analysis of AnalysisDefinition `name` in `namespace`.
+    Analysis {
+        namespace: String,
+        name: String,
+        recent: String,
+        args: std::collections::BTreeMap<String, String>,
+    },
+}
+
+fn keptn_resource(kind: &str, plural: &str) -> kube::api::ApiResource {
+    let (group, version) = KEPTN_API;
+    kube::api::ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: format!("{group}/{version}"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+impl KeptnQuery {
+    /// `KIND/NAMESPACE/NAME[/DURATION[/K=V;K=V]]`, lowercased and trimmed first (Flagger's
+    /// reading).
+    fn parse(query: &str) -> Result<KeptnQuery, String> {
+        let query = query.trim().to_lowercase();
+        let parts: Vec<&str> = query.split('/').collect();
+        if parts.len() < 3 {
+            return Err("fewer than 3 parts".into());
+        }
+        if parts.len() > 5 {
+            return Err("more than 5 parts".into());
+        }
+        let (namespace, name) = (parts[1].to_string(), parts[2].to_string());
+        if namespace.is_empty() || name.is_empty() {
+            return Err("an empty namespace or name".into());
+        }
+        match parts[0] {
+            "keptnmetric" | "keptnmetrics" => {
+                if parts.len() > 3 {
+                    return Err("a keptnmetric query has no duration or arguments".into());
+                }
+                Ok(KeptnQuery::Metric { namespace, name })
+            }
+            "analysis" | "analyses" => {
+                let recent = parts.get(3).map_or("1m", |duration| *duration);
+                if recent.is_empty() {
+                    return Err("an empty duration".into());
+                }
+                let mut args = std::collections::BTreeMap::new();
+                for pair in parts.get(4).iter().flat_map(|args| args.split(';')) {
+                    if pair.is_empty() {
+                        continue;
+                    }
+                    let (key, value) = pair
+                        .split_once('=')
+                        .ok_or_else(|| format!("the argument {pair:?} is not K=V"))?;
+                    args.insert(key.to_string(), value.to_string());
+                }
+                Ok(KeptnQuery::Analysis {
+                    namespace,
+                    name,
+                    recent: recent.to_string(),
+                    args,
+                })
+            }
+            other => Err(format!("{other:?} is neither keptnmetric nor analysis")),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            KeptnQuery::Metric { namespace, name } => format!("KeptnMetric {namespace}/{name}"),
+            KeptnQuery::Analysis {
+                namespace, name, ..
+            } => format!("Analysis of {namespace}/{name}"),
+        }
+    }
+
+    async fn run(&self, client: &kube::Client) -> Result<f64, String> {
+        use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+        let api_error = |doing: &str, error: kube::Error| match error {
+            kube::Error::Api(status) => format!(
+                "{doing}: {} {}: {}",
+                status.code, status.reason, status.message
+            ),
+            other => format!("{doing}: {other}"),
+        };
+        match self {
+            KeptnQuery::Metric { namespace, name } => {
+                let api: Api<DynamicObject> = Api::namespaced_with(
+                    client.clone(),
+                    namespace,
+                    &keptn_resource("KeptnMetric", "keptnmetrics"),
+                );
+                let doing = format!("reading KeptnMetric {namespace}/{name}");
+                let object = tokio::time::timeout(QUERY_TIMEOUT, api.get(name))
+                    .await
+                    .map_err(|_| {
+                        format!("{doing}: no answer within {} s", QUERY_TIMEOUT.as_secs())
+                    })?
+                    .map_err(|error| api_error(&doing, error))?;
+                let value = object
+                    .data
+                    .pointer("/status/value")
+                    .and_then(Value::as_str)
+                    .filter(|value| !value.is_empty())
+                    .ok_or_else(|| format!("KeptnMetric {namespace}/{name} has no status.value"))?;
+                value
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|value| value.is_finite())
+                    .ok_or_else(|| {
+                        format!(
+                            "KeptnMetric {namespace}/{name}: status.value {value:?} is not a number"
+                        )
+                    })
+            }
+            KeptnQuery::Analysis {
+                namespace,
+                name,
+                recent,
+                args,
+            } => {
+                let api: Api<DynamicObject> = Api::namespaced_with(
+                    client.clone(),
+                    namespace,
+                    &keptn_resource("Analysis", "analyses"),
+                );
+                let analysis_name = format!("{name}-{}", suffix());
+                let object: DynamicObject = serde_json::from_value(serde_json::json!({
+                    "apiVersion": format!("{}/{}", KEPTN_API.0, KEPTN_API.1),
+                    "kind": "Analysis",
+                    "metadata": {"name": analysis_name, "namespace": namespace},
+                    "spec": {
+                        "analysisDefinition": {"name": name},
+                        "timeframe": {"recent": recent},
+                        "args": args,
+                    },
+                }))
+                .map_err(|error| format!("building the Analysis: {error}"))?;
+                let doing = format!("creating Analysis {namespace}/{analysis_name}");
+                api.create(&PostParams::default(), &object)
+                    .await
+                    .map_err(|error| api_error(&doing, error))?;
+                let outcome = wait_for_analysis(&api, &analysis_name).await;
+                // Deleted whatever the outcome; a failure to delete is said, not hidden.
+                let deleted = api
+                    .delete(&analysis_name, &DeleteParams::default())
+                    .await
+                    .map_err(|error| {
+                        api_error(
+                            &format!("deleting Analysis {namespace}/{analysis_name}"),
+                            error,
+                        )
+                    });
+                match (outcome, deleted) {
+                    (Ok(pass), _) => Ok(if pass { 1.0 } else { 0.0 }),
+                    (Err(error), Ok(_)) => {
+                        Err(format!("Analysis {namespace}/{analysis_name}: {error}"))
+                    }
+                    (Err(error), Err(also)) => Err(format!(
+                        "Analysis {namespace}/{analysis_name}: {error}; {also}"
+                    )),
+                }
+            }
+        }
+    }
+}
+
+/// Waits for Analysis `name` to complete; whether it passed.
+async fn wait_for_analysis(
+    api: &kube::api::Api<kube::api::DynamicObject>,
+    name: &str,
+) -> Result<bool, String> {
+    let started = tokio::time::Instant::now();
+    loop {
+        match api.get(name).await {
+            Ok(object) => {
+                let status = object.data.get("status");
+                let state = status
+                    .and_then(|status| status.get("state"))
+                    .and_then(Value::as_str);
+                if state == Some("Completed") {
+                    return Ok(status
+                        .and_then(|status| status.get("pass"))
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false));
+                }
+            }
+            Err(kube::Error::Api(status)) => {
+                return Err(format!(
+                    "{} {}: {}",
+                    status.code, status.reason, status.message
+                ));
+            }
+            // Another error (the connection): looked at again at the next poll.
+            Err(_) => {}
+        }
+        if started.elapsed() + ANALYSIS_POLL > ANALYSIS_TIMEOUT {
+            return Err(format!(
+                "not completed within {} s",
+                ANALYSIS_TIMEOUT.as_secs()
+            ));
+        }
+        tokio::time::sleep(ANALYSIS_POLL).await;
+    }
+}
+
+/// Six lowercase hex characters, different for each Analysis this process creates.
+fn suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.subsec_nanos());
+    // A SplitMix64 step mixes the time and the count, so names do not run in sequence.
+    let mut mixed = (u64::from(nanos) << 20 ^ count).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    mixed ^= mixed >> 31;
+    format!("{:06x}", mixed & 0xff_ffff)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keptn_queries_are_lowercased_and_read_as_flagger_reads_them() {
+        assert_eq!(
+            KeptnQuery::parse(" KeptnMetric/Shop/Error-Rate \n").unwrap(),
+            KeptnQuery::Metric {
+                namespace: "shop".into(),
+                name: "error-rate".into()
+            }
+        );
+        assert_eq!(
+            KeptnQuery::parse("analyses/shop/slo/5m/Service=PodInfo;tier=web").unwrap(),
+            KeptnQuery::Analysis {
+                namespace: "shop".into(),
+                name: "slo".into(),
+                recent: "5m".into(),
+                args: [("service", "podinfo"), ("tier", "web")]
+                    .iter()
+                    .map(|(key, value)| (key.to_string(), value.to_string()))
+                    .collect(),
+            }
+        );
+        assert!(matches!(
+            KeptnQuery::parse("analysis/shop/slo").unwrap(),
+            KeptnQuery::Analysis { recent, args, .. } if recent == "1m" && args.is_empty()
+        ));
+        for bad in [
+            "keptnmetric/shop",
+            "metric/shop/x",
+            "keptnmetric/shop/x/1m",
+            "analysis//x",
+            "analysis/shop/x/1m/novalue",
+            "analysis/shop/x/1m/a=b/extra",
+        ] {
+            assert!(KeptnQuery::parse(bad).is_err(), "{bad}");
+        }
+        assert_ne!(suffix(), suffix());
+        assert_eq!(suffix().len(), 6);
+    }
 
     #[test]
     fn quantities_read_as_kubernetes_writes_them() {

@@ -1259,6 +1259,9 @@ const USED: &[(&str, &str, &[&str])] = &[
     ("flagger.app", "canaries/finalizers", &["update"]),
     ("flagger.app", "metrictemplates", &["get", "list", "watch"]),
     ("flagger.app", "alertproviders", &["get", "list", "watch"]),
+    // MetricTemplates of type keptn.
+    ("metrics.keptn.sh", "keptnmetrics", &["get"]),
+    ("metrics.keptn.sh", "analyses", &["get", "create", "delete"]),
     // Mode revisions lists a component's Deployments (and its Services when reverting).
     (
         "apps",

@@ -81,7 +81,7 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
         if let Some(fence) = fence {
             targets = targets.with_fence(fence);
         }
-        // Templates of the Kubernetes-backed providers (externalmetrics) through the cluster.
+        // Templates of the Kubernetes-backed providers (externalmetrics, keptn) through the cluster.
         let providers = weir_kube::metrics::KubeMetrics::new(client.clone(), integrations.catalog.clone())
             .add_to(targets.add_to(integrations.shared_providers()));
         let (engine, handle) = Engine::new(store.clone(), providers, EngineOptions::default());
