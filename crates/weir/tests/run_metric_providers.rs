@@ -135,6 +135,11 @@ spec:
 
 /// Runs the rollout to its end; its exit code, its events and everything it printed.
 fn run(yaml: &str) -> (Option<i32>, Vec<Value>, String) {
+    run_with_env(yaml, &[])
+}
+
+/// [`run`] with these variables in weir's environment.
+fn run_with_env(yaml: &str, env: &[(&str, &str)]) -> (Option<i32>, Vec<Value>, String) {
     let dir = TempDb::new();
     let file = dir.file("rollout.yaml");
     std::fs::write(&file, yaml).unwrap();
@@ -148,7 +153,7 @@ fn run(yaml: &str) -> (Option<i32>, Vec<Value>, String) {
             "--output",
             "json",
         ],
-        &[],
+        env,
     );
     let status = run.wait();
     let lines = run.lines();
@@ -433,4 +438,51 @@ fn stackdriver_dynatrace_and_splunk_templates_judge_canaries() {
             }
         }
     }
+}
+
+/// Without a `secretRef`, as Flagger's SDK does, weir signs CloudWatch requests with the
+/// credentials in its environment.
+#[test]
+fn a_cloudwatch_template_without_a_secret_signs_with_weirs_environment() {
+    let runtime = runtime();
+    let versions = sample_apps(&runtime, &["v1", "v2"]);
+    let cloudwatch = CloudDouble::cloudwatch(
+        "eu-central-1",
+        AWS_KEY_ID,
+        AWS_SECRET,
+        Some("env-session-token-0001"),
+    );
+    let template = cloudwatch_template(&cloudwatch.url());
+    let template = template
+        .split("---\n")
+        .nth(1)
+        .unwrap()
+        .replace(", secretRef: {name: aws}", "");
+    assert!(!template.contains("secretRef"), "{template}");
+    let yaml = documents(
+        &template,
+        &versions[0].to_string(),
+        &versions[1].to_string(),
+    );
+    cloudwatch.serve(Some(0.3));
+    let (code, events, printed) = run_with_env(
+        &yaml,
+        &[
+            ("AWS_ACCESS_KEY_ID", AWS_KEY_ID),
+            ("AWS_SECRET_ACCESS_KEY", AWS_SECRET),
+            ("AWS_SESSION_TOKEN", "env-session-token-0001"),
+        ],
+    );
+    assert_eq!(code, Some(0), "{events:#?}");
+    let request = cloudwatch.seen().pop().unwrap();
+    println!("CloudWatch received: {:?}", request.header("authorization"));
+    assert_eq!(request.status, 200);
+    assert_eq!(
+        request.header("x-amz-security-token"),
+        Some("env-session-token-0001")
+    );
+    assert!(
+        !printed.contains(AWS_SECRET) && !printed.contains("env-session-token-0001"),
+        "{printed}"
+    );
 }
