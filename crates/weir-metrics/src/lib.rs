@@ -37,6 +37,7 @@ pub mod splunk;
 pub mod stackdriver;
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -242,6 +243,8 @@ pub struct MetricsSource {
     clock: SharedClock,
     timeout: Duration,
     backoff: Backoff,
+    /// Stackdriver's access tokens by [`stackdriver::cache_key`], with when they stop being used.
+    tokens: Arc<Mutex<BTreeMap<String, (String, tokio::time::Instant)>>>,
 }
 
 impl MetricsSource {
@@ -253,6 +256,7 @@ impl MetricsSource {
             clock: SystemClock::shared(),
             timeout: DEFAULT_QUERY_TIMEOUT,
             backoff: Backoff::default(),
+            tokens: Arc::default(),
         }
     }
 
@@ -493,6 +497,15 @@ impl MetricsSource {
                         answer.status,
                         error_text(plan.provider, &answer.body)
                     ));
+                    if plan.provider == Provider::Stackdriver
+                        && answer.status == StatusCode::UNAUTHORIZED
+                        && let Ok(mut tokens) = self.tokens.lock()
+                    {
+                        // A token the API no longer takes: the next check asks for another.
+                        tokens.remove(&stackdriver::cache_key(
+                            plan.credentials.get(stackdriver::SECRET_KEYS[1]),
+                        ));
+                    }
                     let throttled = plan.provider == Provider::CloudWatch
                         && answer.status == StatusCode::BAD_REQUEST
                         && cloudwatch::throttled(&answer.body);
@@ -517,8 +530,16 @@ impl MetricsSource {
     /// An access token for a Stackdriver plan's service account (one attempt: a refused key
     /// is final, and the query's own retries cover an unavailable service).
     async fn google_token(&self, plan: &Plan) -> Result<String, String> {
-        let account =
-            stackdriver::ServiceAccount::parse(plan.credentials.get(stackdriver::SECRET_KEYS[1]))?;
+        let key = plan.credentials.get(stackdriver::SECRET_KEYS[1]);
+        let cache_key = stackdriver::cache_key(key);
+        let now = tokio::time::Instant::now();
+        if let Ok(tokens) = self.tokens.lock()
+            && let Some((token, until)) = tokens.get(&cache_key)
+            && *until > now
+        {
+            return Ok(token.clone());
+        }
+        let account = stackdriver::ServiceAccount::parse(key)?;
         let form = account.token_form(self.clock.now())?;
         let url = account.token_uri();
         let show = |text: String| plan.credentials.scrub(&text);
@@ -543,7 +564,15 @@ impl MetricsSource {
                 error_text(Provider::Stackdriver, &answer.body)
             )));
         }
-        stackdriver::read_token(&answer.body).map_err(|error| show(format!("{url}: {error}")))
+        let (token, expires_in) = stackdriver::read_token(&answer.body)
+            .map_err(|error| show(format!("{url}: {error}")))?;
+        // Kept until a minute before it expires (a short-lived one is used once).
+        if let Some(keep) = expires_in.checked_sub(60).filter(|keep| *keep > 0)
+            && let Ok(mut tokens) = self.tokens.lock()
+        {
+            tokens.insert(cache_key, (token.clone(), now + Duration::from_secs(keep)));
+        }
+        Ok(token)
     }
 
     /// How long an answer asks to wait: `Retry-After` (seconds or an HTTP date), else Datadog's

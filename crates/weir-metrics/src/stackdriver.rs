@@ -8,7 +8,9 @@
 //! Identity's metadata server, which weir does not read yet). Before each query the key is
 //! exchanged for an access token with the OAuth 2.0 JWT bearer grant (RFC 7523) at the key's
 //! `token_uri`: a JWT signed RS256 with the key's `private_key`, `iss` its `client_email`,
-//! scope `https://www.googleapis.com/auth/monitoring.read`, valid one hour.
+//! scope `https://www.googleapis.com/auth/monitoring.read`, valid one hour. The token is kept
+//! (by the key's SHA-256) until a minute before it expires, and dropped when the API answers
+//! `401`.
 //!
 //! The value, as in Flagger: the first series' first point's first value
 //! (`timeSeriesData[0].pointData[0].values[0]`). Flagger reads it as a double, so an `int64Value`
@@ -126,15 +128,28 @@ impl ServiceAccount {
     }
 }
 
-/// The access token in a token endpoint's `200` answer.
-pub fn read_token(body: &[u8]) -> Result<String, String> {
+/// The access token in a token endpoint's `200` answer, and for how many seconds it is valid
+/// (`expires_in`; none said: 0, used once).
+pub fn read_token(body: &[u8]) -> Result<(String, u64), String> {
     let json: Value = serde_json::from_slice(body)
         .map_err(|_| "the token endpoint answered 200 without JSON".to_string())?;
-    json.get("access_token")
+    let token = json
+        .get("access_token")
         .and_then(Value::as_str)
         .filter(|token| !token.is_empty())
         .map(str::to_string)
-        .ok_or_else(|| "the token endpoint's answer has no access_token".into())
+        .ok_or("the token endpoint's answer has no access_token")?;
+    let expires_in = json.get("expires_in").and_then(Value::as_u64).unwrap_or(0);
+    Ok((token, expires_in))
+}
+
+/// What a token is kept under: the SHA-256 of the service account's key (not the key).
+pub fn cache_key(service_account_key: &str) -> String {
+    ring::digest::digest(&ring::digest::SHA256, service_account_key.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 /// The query of `plan`, whose credentials hold an exchanged [`ACCESS_TOKEN`].

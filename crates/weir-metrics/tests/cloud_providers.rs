@@ -944,3 +944,65 @@ async fn a_jwt_signed_with_another_key_is_refused_by_the_token_endpoint() {
             .all(|seen| seen.path == "/token" && seen.status == 400)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stackdriver_token_is_kept_until_the_api_refuses_it() {
+    let double = CloudDouble::stackdriver(GCP_PROJECT);
+    double.serve(Some(0.5));
+    let (catalog, rollout) = catalog_and_rollout(&stackdriver(
+        &double,
+        &double.service_account_key(),
+        GCP_PROJECT,
+    ));
+    let source = MetricsSource::new(catalog);
+    let metric = &rollout.spec.analysis.metrics[0];
+    let key = RolloutKey::new("shop", "web");
+    let paths = || {
+        double
+            .seen()
+            .iter()
+            .map(|seen| {
+                (
+                    seen.path.rsplit('/').next().unwrap_or_default().to_string(),
+                    seen.status,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    for _ in 0..2 {
+        let result = source.check(&key, &rollout, metric).await;
+        assert_eq!(result.outcome, CheckOutcome::Pass, "{result:?}");
+    }
+    // One exchange for two queries.
+    let query = "timeSeries:query".to_string();
+    assert_eq!(
+        paths(),
+        [
+            ("token".to_string(), 200),
+            (query.clone(), 200),
+            (query.clone(), 200)
+        ]
+    );
+
+    double.revoke_tokens();
+    let refused = source.check(&key, &rollout, metric).await;
+    println!("{refused:?}");
+    assert!(
+        refused
+            .message
+            .contains("401 Unauthorized: UNAUTHENTICATED"),
+        "{}",
+        refused.message
+    );
+    let again = source.check(&key, &rollout, metric).await;
+    assert_eq!(again.outcome, CheckOutcome::Pass, "{again:?}");
+    // The refused token was dropped: a new exchange, then the query.
+    assert_eq!(
+        paths()[3..],
+        [
+            (query.clone(), 401),
+            ("token".to_string(), 200),
+            (query, 200)
+        ]
+    );
+}

@@ -151,6 +151,14 @@ impl CloudDouble {
         })
     }
 
+    /// Revokes every access token the Stackdriver double issued: the next query with one is
+    /// `401 UNAUTHENTICATED`, as after a token's revocation.
+    pub fn revoke_tokens(&self) {
+        if let Service::Stackdriver { issued, .. } = &mut self.state.lock().unwrap().service {
+            issued.clear();
+        }
+    }
+
     /// A service account's JSON key for this double (its `token_uri` here), as Google's
     /// console downloads it.
     pub fn service_account_key(&self) -> String {
