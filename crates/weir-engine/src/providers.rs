@@ -390,3 +390,144 @@ impl MetricSource for Beside {
         self.other.judge_window(key, rollout, run)
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use weir_core::document::{Document, load};
+    use weir_core::model::CheckOutcome;
+
+    /// A source of the metrics named `name`, refusing every other metric at validation.
+    struct Named(&'static str);
+
+    impl MetricSource for Named {
+        fn handles(&self, _rollout: &Rollout, metric: &Metric) -> bool {
+            metric.name == self.0
+        }
+
+        fn validate(&self, rollout: &Rollout) -> Vec<FieldError> {
+            rollout
+                .spec
+                .analysis
+                .metrics
+                .iter()
+                .enumerate()
+                .filter(|(_, metric)| metric.name != self.0)
+                .map(|(index, _)| {
+                    FieldError::new(
+                        format!("spec.analysis.metrics[{index}].templateRef"),
+                        format!("{} does not know it", self.0),
+                    )
+                })
+                .collect()
+        }
+
+        fn check<'a>(
+            &'a self,
+            _key: &'a RolloutKey,
+            _rollout: &'a Rollout,
+            metric: &'a Metric,
+        ) -> BoxFuture<'a, CheckResult> {
+            Box::pin(async move {
+                CheckResult {
+                    name: metric.name.clone(),
+                    outcome: CheckOutcome::Pass,
+                    value: None,
+                    message: self.0.to_string(),
+                }
+            })
+        }
+    }
+
+    struct Silent;
+
+    impl HookRunner for Silent {
+        fn call<'a>(
+            &'a self,
+            _key: &'a RolloutKey,
+            _status: &'a RolloutStatus,
+            _hook: &'a Webhook,
+            _delivery_id: &'a str,
+        ) -> BoxFuture<'a, HookResult> {
+            panic!("no hook is called")
+        }
+    }
+
+    impl Notifier for Silent {
+        fn notify<'a>(
+            &'a self,
+            _key: &'a RolloutKey,
+            _rollout: &'a Rollout,
+            _notification: &'a Notification,
+        ) -> BoxFuture<'a, Result<(), ProviderError>> {
+            panic!("nothing is notified")
+        }
+    }
+
+    #[test]
+    fn a_source_asked_first_keeps_the_others_from_refusing_its_metrics() {
+        let rollout = match load(
+            br#"
+apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {name: web}
+spec:
+  target: {kind: flag}
+  plan: {canary: {stepWeight: 10}}
+  analysis:
+    metrics:
+      - {name: outside, thresholdRange: {max: 1}, query: "x"}
+      - {name: inside, thresholdRange: {max: 1}, query: "y"}
+"#,
+        )
+        .remove(0)
+        .unwrap()
+        .document
+        {
+            Document::Rollout(rollout) => *rollout,
+            other => panic!("{other:?}"),
+        };
+        let silent = Arc::new(Silent);
+        let providers = Providers::new(
+            weir_core::catalog::Catalog::default(),
+            silent.clone(),
+            silent,
+        )
+        .with_metrics(Arc::new(Named("inside")))
+        .with_metrics_first(Arc::new(Named("outside")));
+        assert_eq!(providers.metrics.len(), 2);
+        // Each metric is handled by its own source, the first asked first.
+        let metrics = &rollout.spec.analysis.metrics;
+        assert!(providers.metrics[0].handles(&rollout, &metrics[0]));
+        assert!(providers.metrics[1].handles(&rollout, &metrics[1]));
+        assert!(!providers.metrics[1].handles(&rollout, &metrics[0]));
+        // The first refuses `inside` (which it does not handle); the other no longer refuses
+        // `outside`.
+        let errors: Vec<(String, String)> = providers
+            .metrics
+            .iter()
+            .flat_map(|source| source.validate(&rollout))
+            .map(|error| (error.path, error.message))
+            .collect();
+        assert_eq!(
+            errors,
+            [(
+                "spec.analysis.metrics[1].templateRef".to_string(),
+                "outside does not know it".to_string()
+            )]
+        );
+        // Checks go through to the source wrapped.
+        let key = RolloutKey::new("default", "web");
+        let checked = run_now(providers.metrics[1].check(&key, &rollout, &metrics[1]));
+        assert_eq!(checked.message, "inside");
+    }
+
+    /// Runs a future that never waits (the sources here answer at once).
+    fn run_now<T>(future: BoxFuture<'_, T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+}
