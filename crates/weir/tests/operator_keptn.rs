@@ -176,6 +176,12 @@ impl PlayedKeptn {
                     );
                 }
             }
+            // What arrived after the last look (the stop comes once every write is done).
+            seen.extend(
+                feed.take()
+                    .into_iter()
+                    .map(|change| (change.kind, change.object)),
+            );
             seen
         });
         PlayedKeptn {
