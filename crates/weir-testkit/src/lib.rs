@@ -27,6 +27,8 @@
 //!   sending traffic to Deployments or DaemonSets with no available pod.
 //! - [`kube_cluster`]: the operator tests' cluster on it.
 //! - [`prometheus`]: the real `prometheus` binary, on a port it picks, scraping given targets.
+//! - [`graphite`]: a real Graphite render API (graphite-api under gunicorn, from a Python
+//!   virtual environment) on a port it picks, over whisper files the test writes points into.
 //! - [`istio`]: Istio's request counters for the kube_cluster's `podinfo`, split as its
 //!   VirtualService says, at `/metrics` for Prometheus to scrape.
 //! - [`tls`]: a private CA and server certificates made with `openssl` (as docs/SECURITY.md
@@ -48,6 +50,7 @@ pub mod engine;
 pub mod fixtures;
 pub mod flagger_corpus;
 pub mod flags;
+pub mod graphite;
 pub mod http;
 pub mod istio;
 pub mod knative_controller;

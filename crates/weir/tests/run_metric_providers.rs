@@ -4,10 +4,12 @@
 //! weir-testkit's double of the service (which refuses any request the service would refuse). A
 //! healthy value promotes the canary; a bad one, or no data under `noData: fail`, rolls it back
 //! with the value or the reason in the history; the credentials appear in no output.
+//! Graphite's template reads a real graphite-api (weir-testkit's `graphite`) instead of a double.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::Value;
 use weir_testkit::fixtures::{TempDb, runtime, sample_apps};
+use weir_testkit::graphite::{self, GraphiteServer};
 use weir_testkit::metric_doubles::MetricDouble;
 use weir_testkit::metric_doubles_cloud::CloudDouble;
 use weir_testkit::process::Weir;
@@ -485,4 +487,86 @@ fn a_cloudwatch_template_without_a_secret_signs_with_weirs_environment() {
         !printed.contains(AWS_SECRET) && !printed.contains("env-session-token-0001"),
         "{printed}"
     );
+}
+
+/// A Graphite template read by weir from a real graphite-api (served by gunicorn over whisper
+/// files the test writes): the series of the canary at 0.25 promotes it; at 7.5 rolls it back,
+/// the value in the history; a target without a series is no data under `noData: fail`.
+#[test]
+fn a_graphite_template_against_graphite_api_promotes_a_healthy_canary_and_rolls_back_a_bad_one() {
+    if !graphite::required() {
+        return;
+    }
+    let runtime = runtime();
+    let versions = sample_apps(&runtime, &["v1", "v2"]);
+    let server = GraphiteServer::start().unwrap();
+    let template = |series: &str| {
+        format!(
+            r#"apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {{name: error-percentage}}
+spec:
+  provider: {{type: graphite, address: "{address}"}}
+  query: |
+    target=summarize(
+      {series},
+      '1min',
+      'avg'
+    )
+    &from=-2min
+"#,
+            address = server.url()
+        )
+    };
+    let yaml = |series: &str| {
+        documents(
+            &template(series),
+            &versions[0].to_string(),
+            &versions[1].to_string(),
+        )
+    };
+    // A point a second over the last 30 s: whatever minute the query's summary falls in, its
+    // average is the value fed.
+    let recent = |value: f64| -> Vec<(i64, f64)> {
+        let now = graphite::now();
+        (1..=30).map(|ago| (now - ago, value)).collect()
+    };
+    server.feed("shop.shop-metrics.canary.errors", &recent(0.25));
+    server.feed("shop.bad.canary.errors", &recent(7.5));
+
+    let (code, events, _) = run(&yaml("shop.{{ target }}.canary.errors"));
+    println!("healthy: {:#?}", checks(&events));
+    assert_eq!(code, Some(0), "{events:#?}");
+    assert!(!messages(&events, "Succeeded").is_empty(), "{events:#?}");
+    let all = serde_json::to_string(&events).unwrap();
+    assert!(
+        all.contains("0.2500"),
+        "the value read is in the history: {all}"
+    );
+
+    let (code, events, _) = run(&yaml("shop.bad.canary.errors"));
+    println!("bad: {:#?}", checks(&events));
+    assert_eq!(code, Some(1), "{events:#?}");
+    let all = serde_json::to_string(&events).unwrap();
+    assert!(all.contains("7.5000 (accepted <= 1)"), "{all}");
+
+    let (code, events, _) = run(&yaml("shop.unknown.canary.errors"));
+    println!("no series: {:#?}", checks(&events));
+    assert_eq!(code, Some(1), "{events:#?}");
+    assert!(
+        checks(&events)
+            .iter()
+            .any(|check| check.starts_with("graphite: no values found")),
+        "{events:#?}"
+    );
+}
+
+/// The messages of the checks in the events' evidence, in order.
+fn checks(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|event| event["evidence"]["checks"].as_array())
+        .flatten()
+        .filter_map(|check| check["message"].as_str().map(str::to_string))
+        .collect()
 }
