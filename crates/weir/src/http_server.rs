@@ -192,7 +192,8 @@ pub async fn serve(
     let (stop, stopping) = watch::channel(Stop::Running);
     let mut shutdown = pin!(shutdown);
     let mut refusals = Refusals {
-        answer: refusal(limits.max_connections),
+        answer: Arc::from(refusal(limits.max_connections)),
+        lingering: Arc::new(Semaphore::new(LINGERING_REFUSALS)),
         since_logged: 0,
         logged: None,
     };
@@ -276,22 +277,39 @@ fn accept_error_is_lasting(error: &io::Error) -> bool {
     )
 }
 
+/// How many refused connections at most are closed gracefully at once; beyond that (a flood)
+/// they are dropped without their answer.
+const LINGERING_REFUSALS: usize = 64;
+
+/// How long a refused connection is read from, at most, before it is closed.
+const LINGER: Duration = Duration::from_secs(2);
+
 /// Connections refused over the limit, and when that was last logged.
 struct Refusals {
     /// What a plain-HTTP connection over the limit is sent.
-    answer: Vec<u8>,
+    answer: Arc<[u8]>,
+    /// Slots for refused connections being closed gracefully.
+    lingering: Arc<Semaphore>,
     since_logged: u64,
     logged: Option<Instant>,
 }
 
 impl Refusals {
-    /// Answers 503 (plain HTTP: written once into the new socket's empty buffer, never waited
-    /// for) and closes the connection.
+    /// Answers 503 (plain HTTP) and closes the connection.
+    ///
+    /// The close lingers: closing a socket with unread bytes (the client's request, which may
+    /// arrive after the answer was written) makes the system reset the connection, and a reset
+    /// can discard the answer before the client reads it. So the answer is written, the sending
+    /// side shut, and what the client sends is read and thrown away until it closes or
+    /// [`LINGER`] passes. A bounded number linger at once; the rest are dropped.
     fn refuse(&mut self, tcp: TcpStream, tls: bool, limit: usize) {
-        if !tls {
-            let _ = tcp.try_write(&self.answer);
+        if let (false, Ok(slot)) = (tls, Arc::clone(&self.lingering).try_acquire_owned()) {
+            let answer = Arc::clone(&self.answer);
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(LINGER, answer_and_linger(tcp, &answer)).await;
+                drop(slot);
+            });
         }
-        drop(tcp);
         self.since_logged += 1;
         let now = Instant::now();
         if self
@@ -306,6 +324,16 @@ impl Refusals {
             self.logged = Some(now);
         }
     }
+}
+
+/// Writes `answer`, shuts the sending side and reads until the client closes.
+async fn answer_and_linger(mut tcp: TcpStream, answer: &[u8]) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if tcp.write_all(answer).await.is_err() || tcp.shutdown().await.is_err() {
+        return;
+    }
+    let mut sink = [0u8; 1024];
+    while matches!(tcp.read(&mut sink).await, Ok(read) if read > 0) {}
 }
 
 /// Serves one connection until it ends, times out or is closed by the shutdown.

@@ -81,10 +81,11 @@ fn a_listener_keeps_at_most_max_connections_and_answers_503_beyond() {
     let server = Weir::serve(
         WEIR,
         &db.path(),
-        &["--max-connections", "20", "--header-read-timeout", "2s"],
+        &["--max-connections", "20", "--header-read-timeout", "5s"],
     );
     let mut slow = half_heads(server.address("api"), 20);
-    // The 21st connection is refused at once, saying why.
+    // The 21st connection is refused at once, saying why (until the header-read timeout closes
+    // the slow ones, hence a timeout long enough for a loaded machine to probe in time).
     let refused = wait_until("the connection limit to be reached", || {
         http::get(server.address("api"), "/healthz").filter(|answer| answer.status == 503)
     });
