@@ -103,6 +103,10 @@ impl From<StoredRollout> for RolloutView {
     fn from(stored: StoredRollout) -> RolloutView {
         let mut document = stored.rollout;
         document.status = Some(stored.status);
+        // Every answer names the namespace, `default` included: a document that left it out
+        // (examples/local-urls.yaml) is stored under `default`, and a client must not have to
+        // know that rule to build a link.
+        document.metadata.namespace = Some(stored.key.namespace);
         RolloutView {
             document,
             version: stored.version,

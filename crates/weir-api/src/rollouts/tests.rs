@@ -232,3 +232,34 @@ fn rollback_belongs_to_stop_and_is_a_boolean() {
     let (command, _) = command_of(br#"{"command": "stop"}"#).unwrap();
     assert_eq!(command, Command::Stop { rollback: false });
 }
+
+/// A rollout whose document names no namespace (examples/local-urls.yaml) is stored under
+/// `default`, and every answer says so: a client never meets a rollout without a namespace.
+#[test]
+fn a_rollout_without_a_namespace_is_shown_in_default() {
+    let document = "apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {name: search}
+spec:
+  target: {kind: flag, revision: r1}
+  plan: {canary: {stepWeight: 50}}
+  analysis: {interval: 1s}
+";
+    let (rollout, _) = rollout_of(document.as_bytes(), Format::Yaml).unwrap();
+    assert_eq!(rollout.metadata.namespace, None);
+    let now = jiff::Timestamp::now();
+    let stored = weir_store::StoredRollout {
+        key: weir_store::RolloutKey::of(&rollout),
+        rollout,
+        status: weir_core::model::RolloutStatus::default(),
+        version: 1,
+        generation: 1,
+        pending_effects: Vec::new(),
+        last_event_seq: 0,
+        created_at: now,
+        updated_at: now,
+    };
+    let view = serde_json::to_value(crate::types::RolloutView::from(stored)).unwrap();
+    assert_eq!(view["metadata"]["namespace"], "default", "{view}");
+    assert_eq!(view["metadata"]["name"], "search", "{view}");
+}
