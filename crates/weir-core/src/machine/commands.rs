@@ -7,7 +7,10 @@ impl Machine<'_> {
     pub(super) fn command(&mut self, input: &CommandInput) -> Result<(), CommandRejected> {
         let phase = self.status.phase;
         let reject = |reason: &str| CommandRejected {
-            command: input.command.as_str(),
+            command: match input.command {
+                Command::PromoteStep => "promote one step",
+                _ => input.command.as_str(),
+            },
             phase,
             reason: reason.to_string(),
         };
@@ -21,7 +24,24 @@ impl Machine<'_> {
                     if phase == Phase::Waiting {
                         self.effects.push(Effect::ScaleCanary(Scale::Up));
                     }
-                    self.promote(format!("promoted by {}", input.actor), actor);
+                    self.promote(
+                        format!(
+                            "promoted by {} to the end: the remaining steps skipped",
+                            input.actor
+                        ),
+                        actor,
+                    );
+                }
+                _ => return Err(reject("no run is waiting to be promoted")),
+            },
+            Command::PromoteStep => match phase {
+                Phase::Progressing | Phase::WaitingPromotion => self
+                    .promote_step(&input.actor, actor)
+                    .map_err(|reason| reject(&reason))?,
+                Phase::Waiting | Phase::Held => {
+                    return Err(reject(
+                        "the run is not moving along its plan: resume it first (or promote all the way)",
+                    ));
                 }
                 _ => return Err(reject("no run is waiting to be promoted")),
             },
@@ -147,6 +167,90 @@ impl Machine<'_> {
             },
         }
         Ok(())
+    }
+
+    /// A person's one step along the plan ([`Command::PromoteStep`]): the next canary step or
+    /// schedule entry now, whatever holds it (a pause, the evidence, a confirm-traffic-increase
+    /// gate); the step's own pause applies after it. With no step left the run promotes.
+    pub(super) fn promote_step(&mut self, actor: &str, evidence: Evidence) -> Result<(), String> {
+        let promote_to_end = |machine: &mut Self, evidence: Evidence| {
+            machine.promote(
+                format!(
+                    "promoted by {actor} to the end: one step asked, and the plan had none left"
+                ),
+                evidence,
+            );
+        };
+        match &self.spec.plan {
+            Plan::Canary(_) => {
+                let planned = steps::weight_steps(self.spec);
+                let Some(next) = planned.get(self.status.steps_taken as usize).cloned() else {
+                    promote_to_end(self, evidence);
+                    return Ok(());
+                };
+                // A mirror interval not yet run is a step skipped too.
+                self.status.mirror_done = true;
+                self.status.mirror_weight = None;
+                self.status.canary_weight = next.weight;
+                self.status.steps_taken += 1;
+                self.status.waiting_for_resume = false;
+                self.status.pause_until = None;
+                self.status.evidence_wait_since = None;
+                self.set_phase(Phase::Progressing);
+                self.progressed();
+                self.apply_route();
+                let mut message = format!(
+                    "promoted one step by {actor} to {}: step {} of {}",
+                    next.weight,
+                    self.status.steps_taken,
+                    planned.len()
+                );
+                match next.pause {
+                    Some(Some(duration)) => {
+                        self.status.pause_until = Some(self.after(duration.get()));
+                        message.push_str(&format!(", pausing for {duration}"));
+                    }
+                    Some(None) => {
+                        self.status.waiting_for_resume = true;
+                        message.push_str(", paused until `weir resume`");
+                    }
+                    None => {}
+                }
+                self.event(EventReason::Advanced, message, evidence);
+                Ok(())
+            }
+            Plan::Schedule(_) => {
+                let entries = schedule_entries(self.spec);
+                let taken = self.status.steps_taken as usize;
+                let Some(&(at, weight)) = entries.get(taken) else {
+                    promote_to_end(self, evidence);
+                    return Ok(());
+                };
+                self.status.canary_weight = weight;
+                self.status.steps_taken = taken as u32 + 1;
+                self.status.triggered.push(TriggeredEntry {
+                    at,
+                    weight,
+                    triggered_at: self.now,
+                });
+                self.set_phase(Phase::Progressing);
+                self.progressed();
+                self.apply_route();
+                self.event(
+                    EventReason::Advanced,
+                    format!(
+                        "promoted one step by {actor} to {weight}: entry {} of {} (due {at}) taken now",
+                        taken + 1,
+                        entries.len()
+                    ),
+                    evidence,
+                );
+                Ok(())
+            }
+            Plan::BlueGreen(_) | Plan::Mirror(_) | Plan::AbTest(_) => {
+                Err("this plan counts iterations, not steps of weight: promote finishes it".into())
+            }
+        }
     }
 
     /// Records a person's decision about a gate for this run (see [`Command::OpenGate`]).

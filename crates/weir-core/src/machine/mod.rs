@@ -154,6 +154,11 @@ pub struct CommandInput {
 pub enum Command {
     /// Promote the canary now (also opens a confirm-promotion gate).
     Promote,
+    /// Take the plan's next step now (a canary step or a schedule entry), past its pause, the
+    /// evidence and any confirm-traffic-increase gate; the step's own pause then applies (Argo
+    /// Rollouts' `promote` without `--full`). With no step left it promotes as [`Command::Promote`].
+    /// The API's `{"command": "promote", "step": true}`, `weir promote NAME --step`.
+    PromoteStep,
     /// Roll back now.
     Abort,
     /// Stop moving the weight; analysis continues.
@@ -194,7 +199,8 @@ impl Command {
     /// The name used on the command line and in the API.
     pub fn as_str(&self) -> &'static str {
         match self {
-            Command::Promote => "promote",
+            // One step is `promote` with `"step": true` in the API and `--step` on the command line.
+            Command::Promote | Command::PromoteStep => "promote",
             Command::Abort => "abort",
             Command::Pause => "pause",
             Command::Resume => "resume",

@@ -17,6 +17,144 @@ fn promote_command_promotes_now_and_records_who() {
             .and_then(|e| e.evidence.actor.as_deref()),
         Some("alice")
     );
+    let message = &harness.events.last().map(|e| e.message.clone());
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("promoted by alice to the end")),
+        "{message:?}"
+    );
+}
+
+// === promote one step ===
+
+fn promote_step(harness: &mut Harness) -> Transition {
+    match harness.command(Command::PromoteStep) {
+        Ok(transition) => transition,
+        Err(rejected) => panic!("one step refused: {rejected}"),
+    }
+}
+
+fn refused_step(harness: &mut Harness) -> CommandRejected {
+    match harness.command(Command::PromoteStep) {
+        Ok(transition) => panic!("one step accepted: {transition:?}"),
+        Err(rejected) => rejected,
+    }
+}
+
+fn last_message(harness: &Harness) -> String {
+    harness
+        .events
+        .last()
+        .map(|event| event.message.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn promote_step_takes_the_next_step_now_and_the_history_says_so() {
+    let mut harness = Harness::running(CANARY);
+    harness.healthy();
+    assert_eq!(harness.weight(), 20);
+    let transition = promote_step(&mut harness);
+    assert_eq!(
+        (
+            harness.status.phase,
+            harness.weight(),
+            harness.status.steps_taken
+        ),
+        (Phase::Progressing, 40, 2)
+    );
+    // The route moves in the same transition.
+    assert!(transition.effects.iter().any(|effect| matches!(
+        effect,
+        Effect::SetRoute(route) if route.canary_weight.basis_points() == 4000
+    )));
+    let message = last_message(&harness);
+    assert!(
+        message.contains("promoted one step by alice to 40%: step 2 of 3"),
+        "{message}"
+    );
+    assert_eq!(harness.last_reason(), Some(EventReason::Advanced));
+    assert_eq!(
+        harness
+            .events
+            .last()
+            .and_then(|e| e.evidence.actor.as_deref()),
+        Some("alice")
+    );
+    // The plan goes on from there by itself.
+    harness.healthy();
+    assert_eq!(harness.weight(), 60);
+}
+
+#[test]
+fn promote_step_passes_a_pause_and_keeps_the_next_steps_own() {
+    let body = "  plan: {canary: {steps: [{weight: 10, pause: {}}, {weight: 30}, {weight: 50, pause: {}}]}}
+  analysis: {interval: 1m}
+";
+    let mut harness = Harness::running(body);
+    harness.healthy();
+    assert_eq!(harness.weight(), 10);
+    assert!(harness.status.waiting_for_resume);
+    promote_step(&mut harness);
+    assert_eq!(harness.weight(), 30);
+    assert!(!harness.status.waiting_for_resume);
+    promote_step(&mut harness);
+    assert_eq!(harness.weight(), 50);
+    // The step taken has a pause of its own: it applies.
+    assert!(harness.status.waiting_for_resume);
+    assert!(
+        last_message(&harness).contains("paused until"),
+        "{}",
+        last_message(&harness)
+    );
+    // No step left: one more step promotes, and says it went to the end.
+    promote_step(&mut harness);
+    assert_eq!(harness.status.phase, Phase::Promoting);
+    let message = last_message(&harness);
+    assert!(
+        message.contains("promoted by alice to the end"),
+        "{message}"
+    );
+}
+
+#[test]
+fn promote_step_takes_the_next_schedule_entry_ahead_of_its_time() {
+    let body = "  plan: {schedule: {manual: [{at: '2027-01-15T08:10:00Z', weight: 10}, {at: '2027-01-15T08:20:00Z', weight: 50}, {at: '2027-01-15T08:30:00Z', weight: 100}]}}\n  analysis: {interval: 1m, progressDeadline: 2h}\n";
+    let mut harness = Harness::running(body);
+    harness.healthy();
+    assert_eq!(harness.weight(), 0);
+    promote_step(&mut harness);
+    assert_eq!((harness.weight(), harness.status.steps_taken), (10, 1));
+    assert_eq!(harness.status.triggered.len(), 1);
+    assert_eq!(harness.status.triggered[0].triggered_at, harness.now);
+    let message = last_message(&harness);
+    assert!(
+        message.contains("promoted one step by alice to 10%: entry 1 of 3"),
+        "{message}"
+    );
+    // The entry is not taken twice when its time comes.
+    harness.healthy();
+    assert_eq!((harness.weight(), harness.status.triggered.len()), (10, 1));
+}
+
+#[test]
+fn promote_step_is_refused_where_no_run_moves_along_steps() {
+    let mut harness = Harness::new(spec(CANARY));
+    let rejected = refused_step(&mut harness);
+    assert_eq!(rejected.command, "promote one step");
+    assert_eq!(rejected.phase, Phase::Initialized);
+    let mut harness = Harness::running("  plan: {blueGreen: {iterations: 2}}\n");
+    let before = harness.status.clone();
+    let rejected = refused_step(&mut harness);
+    assert!(
+        rejected.reason.contains("iterations"),
+        "{}",
+        rejected.reason
+    );
+    assert_eq!(harness.status, before);
+    // The API and the command line name it `promote` (with `step`).
+    assert_eq!(Command::PromoteStep.as_str(), "promote");
 }
 
 #[test]
@@ -71,6 +209,7 @@ fn every_command_given_twice_is_refused_or_changes_something() {
         Command::Pause,
         Command::Resume,
         Command::Promote,
+        Command::PromoteStep,
         Command::Abort,
         Command::Retry,
         Command::SkipAnalysis,
