@@ -23,11 +23,16 @@ use weir_core::machine::Effect;
 use weir_core::model::{Event, Flag, Phase, Rollout, RolloutStatus};
 
 mod cluster;
+mod flag_records;
 mod postgres;
 mod sqlite;
 mod tokens;
 
 pub use cluster::{Cluster, Lease, LeaseSummary, Notice, PendingRequest};
+pub use flag_records::{
+    EvaluationCount, FieldChange, NewFlagChange, NewFlagTrigger, StoredFlagChange,
+    StoredFlagTrigger,
+};
 
 pub use postgres::{DEFAULT_ACQUIRE_TIMEOUT, PostgresOptions, PostgresStore};
 pub use sqlite::SqliteStore;
@@ -431,5 +436,70 @@ pub trait FlagStore: Clone + Send + Sync + 'static {
         &self,
         key: &FlagKey,
         expected_version: Option<u64>,
+    ) -> impl Future<Output = Result<(), FlagStoreError>> + Send;
+
+    /// Records a change of a flag in its history (kept after the flag is deleted).
+    fn record_flag_change(
+        &self,
+        change: &NewFlagChange,
+    ) -> impl Future<Output = Result<u64, FlagStoreError>> + Send;
+
+    /// Flag `key`'s history, newest first: at most `limit` changes with ids below `before`.
+    fn flag_history(
+        &self,
+        key: &FlagKey,
+        limit: usize,
+        before: Option<u64>,
+    ) -> impl Future<Output = Result<Vec<StoredFlagChange>, FlagStoreError>> + Send;
+
+    /// Adds `counts` to the stored counts (per flag, variation and minute), in one transaction.
+    fn add_evaluation_counts(
+        &self,
+        counts: &[EvaluationCount],
+    ) -> impl Future<Output = Result<(), FlagStoreError>> + Send;
+
+    /// Drops the counts of minutes before `minute`.
+    fn prune_evaluation_counts(
+        &self,
+        minute: i64,
+    ) -> impl Future<Output = Result<(), FlagStoreError>> + Send;
+
+    /// Flag `key`'s counts from minute `since` on, by minute and variation.
+    fn evaluation_counts(
+        &self,
+        key: &FlagKey,
+        since: i64,
+    ) -> impl Future<Output = Result<Vec<EvaluationCount>, FlagStoreError>> + Send;
+
+    /// Stores a new trigger.
+    fn create_trigger(
+        &self,
+        trigger: &NewFlagTrigger,
+    ) -> impl Future<Output = Result<(), FlagStoreError>> + Send;
+
+    /// Flag `key`'s triggers, oldest first.
+    fn list_triggers(
+        &self,
+        key: &FlagKey,
+    ) -> impl Future<Output = Result<Vec<StoredFlagTrigger>, FlagStoreError>> + Send;
+
+    /// The trigger `id`.
+    fn get_trigger(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<StoredFlagTrigger>, FlagStoreError>> + Send;
+
+    /// Deletes flag `key`'s trigger `id`; false when there is none.
+    fn delete_trigger(
+        &self,
+        key: &FlagKey,
+        id: &str,
+    ) -> impl Future<Output = Result<bool, FlagStoreError>> + Send;
+
+    /// Counts one use of trigger `id` at `at`.
+    fn trigger_used(
+        &self,
+        id: &str,
+        at: Timestamp,
     ) -> impl Future<Output = Result<(), FlagStoreError>> + Send;
 }

@@ -25,11 +25,14 @@ use crate::{
 };
 
 mod cluster;
+mod flag_records;
 mod flags;
 mod tokens;
 
 /// The schema (one migration holds every table; see the file for the reasoning).
 const MIGRATION_0001: &str = include_str!("../migrations/postgres/0001_schema.sql");
+/// Migration 2: flags' history, evaluation counts and triggers.
+const MIGRATION_0002: &str = include_str!("../migrations/postgres/0002_flag_records.sql");
 
 /// The columns `decode_rollout` reads, in any `SELECT` of a whole rollout.
 const ROLLOUT_COLUMNS: &str = "namespace, name, document, status, version, generation, \
@@ -50,13 +53,22 @@ const CREATE_ATTEMPTS: usize = 3;
 
 /// Migrations embedded in the binary, built without sqlx's proc macros (as `sqlite.rs` does).
 fn migrator() -> Migrator {
-    Migrator::with_migrations(vec![Migration::new(
-        1,
-        Cow::Borrowed("schema"),
-        MigrationType::Simple,
-        MIGRATION_0001.into_sql_str(),
-        false,
-    )])
+    Migrator::with_migrations(vec![
+        Migration::new(
+            1,
+            Cow::Borrowed("schema"),
+            MigrationType::Simple,
+            MIGRATION_0001.into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            2,
+            Cow::Borrowed("flag records"),
+            MigrationType::Simple,
+            MIGRATION_0002.into_sql_str(),
+            false,
+        ),
+    ])
 }
 
 // === impl PostgresStore ===

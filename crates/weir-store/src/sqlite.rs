@@ -36,6 +36,8 @@ const MIGRATION_0001: &str = include_str!("../migrations/sqlite/0001_rollouts_an
 const MIGRATION_0002: &str = include_str!("../migrations/sqlite/0002_flags.sql");
 /// Version 3: API tokens and the server's keys.
 const MIGRATION_0003: &str = include_str!("../migrations/sqlite/0003_tokens.sql");
+/// Version 4: flags' history, evaluation counts and triggers.
+const MIGRATION_0004: &str = include_str!("../migrations/sqlite/0004_flag_records.sql");
 
 /// The columns `decode_rollout` reads, in any `SELECT` of a whole rollout.
 const ROLLOUT_COLUMNS: &str = "namespace, name, document, status, version, generation, \
@@ -64,6 +66,13 @@ fn migrator() -> Migrator {
             Cow::Borrowed("tokens"),
             MigrationType::Simple,
             MIGRATION_0003.into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            4,
+            Cow::Borrowed("flag records"),
+            MigrationType::Simple,
+            MIGRATION_0004.into_sql_str(),
             false,
         ),
     ])
@@ -262,6 +271,7 @@ impl SqliteStore {
     }
 }
 
+pub(crate) mod flag_records;
 mod flags;
 mod tokens;
 

@@ -114,8 +114,8 @@ impl Backend for Sqlite {
             .await
             .unwrap()
             .get(0);
-        // 1: rollouts and events; 2: flags; 3: tokens and server keys.
-        assert_eq!(migrations, 3);
+        // 1: rollouts and events; 2: flags; 3: tokens and server keys; 4: flag records.
+        assert_eq!(migrations, 4);
     }
 }
 
@@ -177,8 +177,8 @@ impl Backend for Postgres {
         let migrations = self
             .rows("SELECT count(*) FROM _sqlx_migrations WHERE success", &[])
             .await;
-        // 1: every table (migrations/postgres/0001_schema.sql).
-        assert_eq!(migrations, [["1"]]);
+        // 1: every table (migrations/postgres/0001_schema.sql); 2: flag records.
+        assert_eq!(migrations, [["2"]]);
     }
 }
 
@@ -1689,6 +1689,114 @@ async fn token_stamps_change_with_every_creation_and_revocation<B: Backend>() {
     assert!(!format!("{hashed:?}").contains("aa11"));
 }
 
+async fn flag_history_counts_and_triggers_survive_reopening<B: Backend>() {
+    use weir_store::{EvaluationCount, FieldChange, NewFlagChange, NewFlagTrigger};
+    let db = B::fresh().await;
+    let store = db.open().await;
+    let key = FlagKey::new("shop", "banner");
+    let other = FlagKey::new("shop", "other");
+    for (n, action) in ["created", "updated", "disabled"].into_iter().enumerate() {
+        let change = NewFlagChange {
+            key: key.clone(),
+            at: at(n as i64),
+            actor: "ci".into(),
+            action: action.into(),
+            version: Some(n as u64 + 1),
+            address: (n == 2).then(|| "192.0.2.7".into()),
+            changes: vec![FieldChange {
+                path: "spec.enabled".into(),
+                before: Some(serde_json::json!(true)),
+                after: Some(serde_json::json!(false)),
+            }],
+        };
+        store.record_flag_change(&change).await.unwrap();
+    }
+    let elsewhere = NewFlagChange {
+        key: other.clone(),
+        at: at(9),
+        actor: "ci".into(),
+        action: "deleted".into(),
+        version: None,
+        address: None,
+        changes: vec![],
+    };
+    store.record_flag_change(&elsewhere).await.unwrap();
+    let counts = |minute: i64, count: u64| EvaluationCount {
+        key: key.clone(),
+        variation: "on".into(),
+        minute,
+        count,
+    };
+    store
+        .add_evaluation_counts(&[counts(100, 3), counts(101, 1)])
+        .await
+        .unwrap();
+    store
+        .add_evaluation_counts(&[counts(101, 4)])
+        .await
+        .unwrap();
+    store
+        .create_trigger(&NewFlagTrigger {
+            id: "t1".into(),
+            key: key.clone(),
+            action: "off".into(),
+            description: "alert".into(),
+            secret_hash: "ab".repeat(32),
+            created_by: "ci".into(),
+            created_at: at(1),
+        })
+        .await
+        .unwrap();
+    store.trigger_used("t1", at(5)).await.unwrap();
+    B::close(&store).await;
+
+    let store = db.open().await;
+    let history = store.flag_history(&key, 10, None).await.unwrap();
+    let actions: Vec<&str> = history.iter().map(|c| c.change.action.as_str()).collect();
+    assert_eq!(actions, ["disabled", "updated", "created"]);
+    assert_eq!(history[0].change.address.as_deref(), Some("192.0.2.7"));
+    assert_eq!(
+        history[0].change.changes[0].to_string(),
+        "spec.enabled: true -> false"
+    );
+    assert_eq!(history[2].change.at, at(0));
+    let page = store
+        .flag_history(&key, 1, Some(history[0].id))
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0].change.action, "updated");
+    let deleted = store.flag_history(&other, 10, None).await.unwrap();
+    assert_eq!(deleted[0].change.version, None);
+
+    let read = store.evaluation_counts(&key, 0).await.unwrap();
+    assert_eq!(read, [counts(100, 3), counts(101, 5)]);
+    assert_eq!(
+        store.evaluation_counts(&key, 101).await.unwrap(),
+        [counts(101, 5)]
+    );
+    store.prune_evaluation_counts(101).await.unwrap();
+    assert_eq!(
+        store.evaluation_counts(&key, 0).await.unwrap(),
+        [counts(101, 5)]
+    );
+
+    let triggers = store.list_triggers(&key).await.unwrap();
+    assert_eq!(triggers.len(), 1);
+    assert_eq!(
+        (triggers[0].uses, triggers[0].last_used_at),
+        (1, Some(at(5)))
+    );
+    assert_eq!(
+        store.get_trigger("t1").await.unwrap(),
+        Some(triggers[0].clone())
+    );
+    assert!(!store.delete_trigger(&other, "t1").await.unwrap());
+    assert!(store.delete_trigger(&key, "t1").await.unwrap());
+    assert_eq!(store.get_trigger("t1").await.unwrap(), None);
+    assert!(store.list_triggers(&key).await.unwrap().is_empty());
+}
+
 // === on both backends ===
 
 macro_rules! suite {
@@ -1729,6 +1837,7 @@ suite!(
     corrupt_rows_are_reported_with_the_rollout_not_panicked_on,
     a_batch_commits_every_item_that_is_current_and_only_those,
     flags_are_versioned_like_rollouts,
+    flag_history_counts_and_triggers_survive_reopening,
     tokens_round_trip_and_names_are_unique,
     token_stamps_change_with_every_creation_and_revocation,
 );

@@ -211,4 +211,65 @@ impl FlagStore for SqliteStore {
             .map_err(database("deleting", key))?;
         tx.commit().await.map_err(database("deleting", key))
     }
+
+    async fn record_flag_change(
+        &self,
+        change: &crate::NewFlagChange,
+    ) -> Result<u64, FlagStoreError> {
+        self.record_flag_change_impl(change).await
+    }
+
+    async fn flag_history(
+        &self,
+        key: &FlagKey,
+        limit: usize,
+        before: Option<u64>,
+    ) -> Result<Vec<crate::StoredFlagChange>, FlagStoreError> {
+        self.flag_history_impl(key, limit, before).await
+    }
+
+    async fn add_evaluation_counts(
+        &self,
+        counts: &[crate::EvaluationCount],
+    ) -> Result<(), FlagStoreError> {
+        self.add_evaluation_counts_impl(counts).await
+    }
+
+    async fn prune_evaluation_counts(&self, minute: i64) -> Result<(), FlagStoreError> {
+        self.prune_evaluation_counts_impl(minute).await
+    }
+
+    async fn evaluation_counts(
+        &self,
+        key: &FlagKey,
+        since: i64,
+    ) -> Result<Vec<crate::EvaluationCount>, FlagStoreError> {
+        self.evaluation_counts_impl(key, since).await
+    }
+
+    async fn create_trigger(&self, trigger: &crate::NewFlagTrigger) -> Result<(), FlagStoreError> {
+        self.create_trigger_impl(trigger).await
+    }
+
+    async fn list_triggers(
+        &self,
+        key: &FlagKey,
+    ) -> Result<Vec<crate::StoredFlagTrigger>, FlagStoreError> {
+        self.list_triggers_impl(key).await
+    }
+
+    async fn get_trigger(
+        &self,
+        id: &str,
+    ) -> Result<Option<crate::StoredFlagTrigger>, FlagStoreError> {
+        self.get_trigger_impl(id).await
+    }
+
+    async fn delete_trigger(&self, key: &FlagKey, id: &str) -> Result<bool, FlagStoreError> {
+        self.delete_trigger_impl(key, id).await
+    }
+
+    async fn trigger_used(&self, id: &str, at: Timestamp) -> Result<(), FlagStoreError> {
+        self.trigger_used_impl(id, at).await
+    }
 }
