@@ -424,3 +424,88 @@ mod tests {
         assert_eq!(started_port("Starting ChromeDriver 156.0 on port 0"), None);
     }
 }
+
+/// The axe-core version the dashboard's accessibility checks run (from the npm registry).
+pub const AXE_CORE_VERSION: &str = "4.14.1";
+
+/// axe-core's script (`axe.min.js`): `WEIR_AXE_CORE` names the file, else the copy in
+/// `target/axe/node_modules/axe-core/`, installed there with the machine's `npm` the first
+/// time it is missing (as `.ci/run` installs the Python tools into `target/`). `Err` says why
+/// there is none (no npm, no registry).
+pub fn axe_core() -> Result<String, String> {
+    static SOURCE: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+    SOURCE
+        .get_or_init(|| {
+            if let Some(path) = std::env::var_os("WEIR_AXE_CORE") {
+                return std::fs::read_to_string(&path)
+                    .map_err(|error| format!("WEIR_AXE_CORE={}: {error}", path.display()));
+            }
+            let prefix = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/axe");
+            let script = prefix.join("node_modules/axe-core/axe.min.js");
+            let installed =
+                std::fs::read_to_string(&prefix.join("node_modules/axe-core/package.json"))
+                    .is_ok_and(|package| {
+                        package.contains(&format!("\"version\": \"{AXE_CORE_VERSION}\""))
+                    });
+            if !installed {
+                std::fs::create_dir_all(&prefix)
+                    .map_err(|error| format!("cannot create {}: {error}", prefix.display()))?;
+                let npm = binary("WEIR_NPM", &["npm"]).ok_or("no npm on PATH (for axe-core)")?;
+                let output = Command::new(npm)
+                    .args(["install", "--no-audit", "--no-fund", "--prefix"])
+                    .arg(&prefix)
+                    .arg(format!("axe-core@{AXE_CORE_VERSION}"))
+                    .stdin(Stdio::null())
+                    .output()
+                    .map_err(|error| format!("cannot run npm: {error}"))?;
+                if !output.status.success() {
+                    return Err(format!(
+                        "npm install axe-core@{AXE_CORE_VERSION}: {}",
+                        String::from_utf8_lossy(&output.stderr)
+                    ));
+                }
+            }
+            std::fs::read_to_string(&script)
+                .map_err(|error| format!("{}: {error}", script.display()))
+        })
+        .clone()
+}
+
+impl Browser {
+    /// The WCAG 2.1 A and AA violations axe-core finds in the page as it is now (dialogs open,
+    /// errors shown), each as `{id, impact, help, nodes: [selector, ...]}`; `[]` when clean.
+    /// `axe` is [`axe_core`]'s script, injected once per loaded document.
+    pub fn axe_violations(&self, axe: &str) -> Value {
+        let present = self.execute("return typeof window.axe === 'object'", &[]);
+        if present != Value::Bool(true) {
+            self.execute(&format!("{axe}\n;return true;"), &[]);
+        }
+        self.execute(
+            "return window.axe.run(document, {
+               runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']},
+               resultTypes: ['violations'],
+             }).then(result => result.violations.map(v => ({
+               id: v.id, impact: v.impact, help: v.help,
+               nodes: v.nodes.map(n => n.target.join(' ') + ' ' + n.failureSummary),
+             })));",
+            &[],
+        )
+    }
+
+    /// Sets the `<select>` matching `selector` to `value` as a user's choice would (the page
+    /// hears `input` and `change`).
+    pub fn select_value(&self, selector: &str, value: &str) {
+        crate::wait::wait_until(&format!("{selector:?} to take {value:?}"), || {
+            let done = self.execute(
+                "const e = document.querySelector(arguments[0]);
+                 if (!e || e.disabled || ![...e.options].some(o => o.value === arguments[1])) return false;
+                 e.focus(); e.value = arguments[1];
+                 e.dispatchEvent(new Event('input', {bubbles: true}));
+                 e.dispatchEvent(new Event('change', {bubbles: true}));
+                 return true;",
+                &[json!(selector), json!(value)],
+            );
+            (done == Value::Bool(true)).then_some(())
+        });
+    }
+}
