@@ -30,6 +30,7 @@ use crate::model::{
 };
 use crate::units::Weight;
 
+pub use progress::EVIDENCE_RULE_JUDGE;
 pub use steps::{PlannedStep, canary_steps, max_weight, schedule_entries};
 
 // === inputs ===

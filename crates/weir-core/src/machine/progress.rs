@@ -341,7 +341,8 @@ impl Machine<'_> {
             }
             None => {}
         }
-        self.event(EventReason::Advanced, message, Evidence::default());
+        let evidence = self.health_shown(next.weight, false);
+        self.event(EventReason::Advanced, message, evidence);
     }
 
     pub(super) fn advance_schedule(&mut self, hooks: &[HookResult]) {
@@ -487,6 +488,8 @@ impl Machine<'_> {
             );
             return;
         }
+        let mut evidence = evidence;
+        evidence.verdict = self.health_shown(Weight::FULL, true).verdict;
         self.promote("analysis passed: promoting".into(), evidence);
     }
 }
@@ -517,7 +520,7 @@ impl Machine<'_> {
                         short_duration(self.now.duration_since(since)),
                         report.summary
                     ),
-                    Evidence::default(),
+                    rule_evidence(&report),
                 );
             }
             return true;
@@ -536,7 +539,7 @@ impl Machine<'_> {
         self.progressed();
         if waited <= deadline {
             let message = format!("holding at {current} before {before}: {}", report.summary);
-            self.wait_for_evidence(message, waited_since.is_none());
+            self.wait_for_evidence(message, waited_since.is_none(), &report);
             return false;
         }
         let late = format!(
@@ -553,7 +556,7 @@ impl Machine<'_> {
                 if starts {
                     self.notify(Severity::Warn, message.clone(), &Evidence::default());
                 }
-                self.wait_for_evidence(message, starts);
+                self.wait_for_evidence(message, starts, &report);
                 false
             }
             EvidenceDeadlineAction::Rollback => {
@@ -563,7 +566,7 @@ impl Machine<'_> {
                         "{late}: rolling back as onDeadline says; {}",
                         report.summary
                     ),
-                    Evidence::default(),
+                    rule_evidence(&report),
                 );
                 false
             }
@@ -576,26 +579,65 @@ impl Machine<'_> {
                         "{late}: {before} anyway as onDeadline says, WITHOUT evidence of health; {}",
                         report.summary
                     ),
-                    Evidence::default(),
+                    rule_evidence(&report),
                 );
                 true
             }
         }
     }
 
+    /// The judges' evidence of health that lets the run go to `weight` (or promote), as the
+    /// evidence of the event that moves it: empty when the evidence rule does not apply there
+    /// or no judge watches the run.
+    pub(super) fn health_shown(&self, weight: Weight, promotion: bool) -> Evidence {
+        match &self.evidence {
+            Some(report)
+                if report.healthy
+                    && self.spec.analysis.evidence.required_for(weight, promotion) =>
+            {
+                rule_evidence(report)
+            }
+            _ => Evidence::default(),
+        }
+    }
+
     /// Holds for evidence: an event when this stage of the wait `starts`; afterwards only the
     /// status message is kept current (counts move every tick; the history keeps the start and
     /// the end of the wait).
-    fn wait_for_evidence(&mut self, message: String, starts: bool) {
+    fn wait_for_evidence(&mut self, message: String, starts: bool, report: &EvidenceReport) {
         if starts {
             self.event(
                 EventReason::WaitingForEvidence,
                 message,
-                Evidence::default(),
+                rule_evidence(report),
             );
         } else {
             self.status.message = message;
         }
+    }
+}
+
+/// The name under which the history records the judges' report to the evidence rule.
+pub const EVIDENCE_RULE_JUDGE: &str = "evidence-rule";
+
+/// The judges' report to the evidence rule as an event's evidence (a verdict of
+/// [`EVIDENCE_RULE_JUDGE`]: pass once health is shown, inconclusive while it is not), so the
+/// history keeps the evidence of health that gated a step or the promotion (docs/DASHBOARD.md).
+fn rule_evidence(report: &EvidenceReport) -> Evidence {
+    Evidence {
+        verdict: Some(JudgeVerdict {
+            judge: EVIDENCE_RULE_JUDGE.into(),
+            outcome: if report.healthy {
+                VerdictOutcome::Pass
+            } else {
+                VerdictOutcome::Inconclusive
+            },
+            evidence: serde_json::json!({
+                "healthy": report.healthy,
+                "summary": report.summary,
+            }),
+        }),
+        ..Evidence::default()
     }
 }
 

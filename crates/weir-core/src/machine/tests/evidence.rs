@@ -188,3 +188,58 @@ fn from_weight_asks_for_evidence_before_each_increase_above_it() {
     harness.tick(shown);
     assert_eq!(harness.weight(), 50);
 }
+
+/// The evidence of health that let the run promote is in the history, on the events the rule
+/// decided: the wait, the evidence shown, and the promotion (docs/DASHBOARD.md, "Judge").
+#[test]
+fn the_history_keeps_the_evidence_of_health_that_gated_the_promotion() {
+    let judged = |event: &Event| {
+        event
+            .evidence
+            .verdict
+            .as_ref()
+            .filter(|verdict| verdict.judge == crate::machine::EVIDENCE_RULE_JUDGE)
+            .map(|verdict| (verdict.outcome, verdict.evidence["summary"].clone()))
+    };
+    // Health shown at once: the promotion carries it.
+    let mut harness = Harness::running(&plan("hold"));
+    harness.tick(shown);
+    harness.tick(shown);
+    assert!(promoted(&harness));
+    let promotion = harness.events.last().cloned();
+    assert_eq!(
+        promotion.as_ref().and_then(judged),
+        Some((
+            VerdictOutcome::Pass,
+            serde_json::json!("evidence of health after 410 canary requests")
+        )),
+        "{promotion:?}"
+    );
+    // Waited for: the wait and the evidence shown carry the judges' report too.
+    let mut harness = Harness::running(&plan("hold"));
+    harness.tick(waiting);
+    harness.tick(waiting);
+    let wait = harness.events.last().and_then(judged);
+    assert_eq!(
+        wait.map(|(outcome, _)| outcome),
+        Some(VerdictOutcome::Inconclusive)
+    );
+    harness.tick(shown);
+    let outcomes: Vec<Option<VerdictOutcome>> = harness
+        .events
+        .iter()
+        .rev()
+        .take(2)
+        .map(|event| judged(event).map(|(outcome, _)| outcome))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [Some(VerdictOutcome::Pass), Some(VerdictOutcome::Pass)]
+    );
+    // No judge watches the run: nothing is added.
+    let mut harness = Harness::running(&plan("hold"));
+    harness.healthy();
+    harness.healthy();
+    assert!(promoted(&harness));
+    assert!(harness.events.iter().all(|event| judged(event).is_none()));
+}
