@@ -107,6 +107,23 @@ spec:
 
 /// The template's documents and a local rollout judged by it alone.
 fn documents(template: &str, primary: &str, canary: &str) -> String {
+    documents_judged_by(
+        template,
+        primary,
+        canary,
+        "{name: error-percentage}",
+        "{max: 1}",
+    )
+}
+
+/// [`documents`] with the metric's `templateRef` and `thresholdRange` given (YAML flow maps).
+fn documents_judged_by(
+    template: &str,
+    primary: &str,
+    canary: &str,
+    template_ref: &str,
+    threshold_range: &str,
+) -> String {
     format!(
         r#"{template}---
 apiVersion: weir.dev/v1alpha1
@@ -129,8 +146,8 @@ spec:
     metrics:
       - name: error-percentage
         interval: 1m
-        templateRef: {{name: error-percentage}}
-        thresholdRange: {{max: 1}}
+        templateRef: {template_ref}
+        thresholdRange: {threshold_range}
 "#
     )
 }
@@ -569,4 +586,189 @@ fn checks(events: &[Value]) -> Vec<String> {
         .flatten()
         .filter_map(|check| check["message"].as_str().map(str::to_string))
         .collect()
+}
+
+/// A corpus template's text with its provider's `address` set to `address` (replaced, or added
+/// under `type:` where the template relies on the service's default).
+fn with_address(template: &str, address: &str) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    let mut set = false;
+    for line in template.lines() {
+        if line.trim_start().starts_with("address:") {
+            lines.push(format!("    address: \"{address}\""));
+            set = true;
+        } else {
+            lines.push(line.to_string());
+            if line.trim_start().starts_with("type:") && !template.contains("address:") {
+                lines.push(format!("    address: \"{address}\""));
+                set = true;
+            }
+        }
+    }
+    assert!(set, "no provider in {template}");
+    lines.join("\n") + "\n"
+}
+
+/// Flagger's own non-Prometheus MetricTemplates (the corpus at `../shared/compat/flagger`, when
+/// present), unchanged but for the address of the service, each judge a local rollout through
+/// `weir run`: a healthy value promotes, a bad one rolls back with the value in the history. Their
+/// services are weir-testkit's doubles; the CloudWatch template names no Secret, so weir signs
+/// with the AWS credentials of its environment, as Flagger does. The Graphite snippet without a
+/// query is refused, naming the field.
+#[test]
+fn flaggers_corpus_templates_promote_a_healthy_canary_and_roll_back_a_bad_one() {
+    let Some(dir) = weir_testkit::fixtures::compat_dir() else {
+        eprintln!("SKIPPED: no Flagger corpus (../shared/compat/flagger)");
+        return;
+    };
+    let runtime = runtime();
+    let versions = sample_apps(&runtime, &["v1", "v2"]);
+    let (primary, canary) = (versions[0].to_string(), versions[1].to_string());
+    let aws = [
+        ("AWS_ACCESS_KEY_ID", AWS_KEY_ID),
+        ("AWS_SECRET_ACCESS_KEY", AWS_SECRET),
+    ];
+    let mut files: Vec<_> = std::fs::read_dir(dir.join("metric-templates"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    let (mut judged, mut refused) = (Vec::new(), Vec::new());
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let name = file.file_name().unwrap().to_string_lossy().to_string();
+        let field = |key: &str| {
+            text.lines()
+                .find_map(|line| line.trim().strip_prefix(key))
+                .map(|value| value.split('#').next().unwrap().trim().to_string())
+        };
+        let provider = field("type: ").unwrap_or_default();
+        // Per provider: its double, the Secret the template names (in its namespace), the
+        // rollout's threshold on what the query measures, and a healthy and a bad value.
+        let namespace = field("namespace: ").unwrap_or_else(|| "default".into());
+        let secret_name = text
+            .split("secretRef:")
+            .nth(1)
+            .and_then(|rest| {
+                rest.lines()
+                    .find_map(|line| line.trim().strip_prefix("name: "))
+            })
+            .unwrap_or_default()
+            .to_string();
+        let secret = |keys: &str| {
+            format!(
+                "apiVersion: v1\nkind: Secret\nmetadata: {{name: {secret_name}, namespace: {namespace}}}\nstringData: {keys}\n---\n"
+            )
+        };
+        enum Double {
+            Plain(MetricDouble),
+            Cloud(CloudDouble),
+        }
+        let (double, secret, threshold, healthy, bad) = match provider.as_str() {
+            "datadog" => (
+                Double::Plain(MetricDouble::datadog(API_KEY, APP_KEY)),
+                secret(&format!(
+                    "{{datadog_api_key: {API_KEY}, datadog_application_key: {APP_KEY}}}"
+                )),
+                "{max: 5}",
+                0.5,
+                42.0,
+            ),
+            "newrelic" => (
+                Double::Plain(MetricDouble::newrelic(NR_ACCOUNT, NR_KEY)),
+                secret(&format!(
+                    "{{newrelic_account_id: \"{NR_ACCOUNT}\", newrelic_query_key: {NR_KEY}}}"
+                )),
+                "{max: 1}",
+                0.2,
+                12.5,
+            ),
+            "cloudwatch" => (
+                Double::Cloud(CloudDouble::cloudwatch(
+                    &field("region: ").unwrap(),
+                    AWS_KEY_ID,
+                    AWS_SECRET,
+                    None,
+                )),
+                String::new(),
+                "{max: 0.01}",
+                0.001,
+                0.2,
+            ),
+            "graphite" if text.contains("secretRef") => (
+                Double::Plain(MetricDouble::graphite(Some(("corpus", "corpus-password")))),
+                secret("{username: corpus, password: corpus-password}"),
+                "{max: 1}",
+                0.5,
+                5.0,
+            ),
+            "graphite" => (
+                Double::Plain(MetricDouble::graphite(None)),
+                String::new(),
+                "{min: 99}",
+                99.9,
+                80.0,
+            ),
+            _ => continue,
+        };
+        let (url, serve): (String, Box<dyn Fn(f64)>) = match &double {
+            Double::Plain(double) => (double.url(), Box::new(|value| double.serve(Some(value)))),
+            Double::Cloud(double) => (double.url(), Box::new(|value| double.serve(Some(value)))),
+        };
+        let template_ref = format!(
+            "{{name: {}, namespace: {namespace}}}",
+            field("name: ").unwrap()
+        );
+        let yaml = documents_judged_by(
+            &format!("{secret}{}", with_address(&text, &url)),
+            &primary,
+            &canary,
+            &template_ref,
+            threshold,
+        );
+        serve(healthy);
+        let (code, events, printed) = run_with_env(&yaml, &aws);
+        if !text.contains("query:") {
+            println!("{name} ({provider}): refused: {printed}");
+            assert_eq!(code, Some(2), "{name}: {printed}");
+            assert!(printed.contains("query"), "{name}: {printed}");
+            refused.push(name);
+            continue;
+        }
+        assert_eq!(code, Some(0), "{name}: {events:#?}");
+        let healthy_checks = checks(&events);
+        serve(bad);
+        let (code, events, printed) = run_with_env(&yaml, &aws);
+        assert_eq!(code, Some(1), "{name}: {events:#?}");
+        let bad_checks = checks(&events);
+        let request = match &double {
+            Double::Plain(double) => double.seen().pop().unwrap(),
+            Double::Cloud(double) => double.seen().pop().unwrap(),
+        };
+        println!(
+            "{name} ({provider}): {} {} {:?}\n  healthy: {:?}\n  bad: {:?}",
+            request.method,
+            request.path,
+            request.query,
+            healthy_checks.last(),
+            bad_checks.last()
+        );
+        assert_eq!(request.status, 200, "{name}: {request:?}");
+        assert!(
+            bad_checks
+                .iter()
+                .any(|check| check.contains(&format!("{bad:.4}"))),
+            "{name}: the bad value is in the history: {bad_checks:?}"
+        );
+        for credential in [API_KEY, APP_KEY, NR_KEY, AWS_SECRET, "corpus-password"] {
+            assert!(!printed.contains(credential), "{name}: {printed}");
+        }
+        judged.push(name);
+    }
+    println!("promoted and rolled back: {judged:?}\nrefused: {refused:?}");
+    assert_eq!(
+        (judged.len(), refused.len()),
+        (4, 1),
+        "{judged:?} {refused:?}"
+    );
 }
