@@ -63,21 +63,46 @@ pub fn request(
 
 /// Sends `text` as it is (a request head and body, e.g. an HTTP/1.0 request without `Host`) and
 /// reads the answer until the server closes the connection; `None` when nothing answers.
+///
+/// The request is written on a thread of its own while the answer is read: a server may answer
+/// (413, 431) before it has read a large body and then close, and a client that finished
+/// writing first could see its write fail or the answer discarded by the reset that follows.
+/// An answer cut by a reset is kept when it is whole (its `Content-Length` arrived).
 pub fn raw(address: SocketAddr, text: &str) -> Option<Response> {
     let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5)).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .ok()?;
-    stream.write_all(text.as_bytes()).ok()?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).ok()?;
+    let mut writer = stream.try_clone().ok()?;
+    let request = text.as_bytes().to_vec();
+    let writing = std::thread::spawn(move || writer.write_all(&request).is_ok());
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 16 * 1024];
+    let ended = loop {
+        match stream.read(&mut buffer) {
+            Ok(0) => break true,
+            Ok(read) => answer.extend_from_slice(&buffer[..read]),
+            Err(_) => break false,
+        }
+    };
+    // Unblocks a write the server stopped reading.
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    let _ = writing.join();
+    let answer = String::from_utf8_lossy(&answer);
     let (head, body) = answer.split_once("\r\n\r\n")?;
     let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some(Response {
+    let response = Response {
         status,
         head: head.to_string(),
         body: body.to_string(),
-    })
+    };
+    let whole = || {
+        response
+            .header("content-length")
+            .and_then(|length| length.parse::<usize>().ok())
+            .is_some_and(|length| response.body.len() >= length)
+    };
+    (ended || whole()).then_some(response)
 }
 
 /// A response whose body is still arriving (Server-Sent Events): the head, and the body read so

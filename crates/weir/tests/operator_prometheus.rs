@@ -119,11 +119,12 @@ fn a_failing_canary_judged_by_prometheus_rolls_back_to_the_primary() {
     assert_eq!(status["phase"], "Failed", "{status:#}");
     assert_eq!(status["conditions"][0]["type"], "Promoted", "{status:#}");
     assert_eq!(status["conditions"][0]["status"], "False", "{status:#}");
-    // The run reached its first step and went no further.
-    assert_eq!(
-        weights,
-        BTreeSet::from([0, 10]),
-        "canary weights on the VirtualService"
+    // The run went no further than its first step (the VirtualService's weights as polled: a
+    // loaded machine may poll too late to see the 10, so the step itself is read from the
+    // history below).
+    assert!(
+        weights.is_subset(&BTreeSet::from([0, 10])),
+        "canary weights on the VirtualService: {weights:?}"
     );
     // The primary never ran the failed revision.
     assert_eq!(primary_releases, BTreeSet::from(["null".to_string()]));
@@ -137,6 +138,12 @@ fn a_failing_canary_judged_by_prometheus_rolls_back_to_the_primary() {
         .iter()
         .filter(|event| event["run"].as_u64() == Some(run))
         .collect();
+    let steps: Vec<i64> = events
+        .iter()
+        .filter(|event| event["reason"] == "Advanced")
+        .filter_map(|event| event["canaryWeight"].as_i64())
+        .collect();
+    assert_eq!(steps, [10], "the run reached its first step: {history:#?}");
     let rolled_back = events
         .iter()
         .find(|event| event["reason"] == "RolledBack")

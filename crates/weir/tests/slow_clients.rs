@@ -81,11 +81,11 @@ fn a_listener_keeps_at_most_max_connections_and_answers_503_beyond() {
     let server = Weir::serve(
         WEIR,
         &db.path(),
-        &["--max-connections", "20", "--header-read-timeout", "5s"],
+        &["--max-connections", "20", "--header-read-timeout", "10m"],
     );
-    let mut slow = half_heads(server.address("api"), 20);
-    // The 21st connection is refused at once, saying why (until the header-read timeout closes
-    // the slow ones, hence a timeout long enough for a loaded machine to probe in time).
+    let slow = half_heads(server.address("api"), 20);
+    // The 21st connection is refused at once, saying why. (The slow ones stay open as long as
+    // the test needs: the header-read timeout is tested above.)
     let refused = wait_until("the connection limit to be reached", || {
         http::get(server.address("api"), "/healthz").filter(|answer| answer.status == 503)
     });
@@ -96,10 +96,8 @@ fn a_listener_keeps_at_most_max_connections_and_answers_503_beyond() {
         refused.body
     );
     assert!(refused.body.contains("\"unavailable\""), "{}", refused.body);
-    // Once the slow ones are closed (header-read timeout), others are served again.
-    for stream in &mut slow {
-        closed_by_server(stream);
-    }
+    // Once the slow ones are gone, others are served again.
+    drop(slow);
     wait_until("the server to answer again", || {
         (healthz(&server) == 200).then_some(())
     });
