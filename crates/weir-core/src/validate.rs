@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 
 use crate::error::{Errors, FieldError};
 use crate::model::{
-    AlertProvider, Analysis, CanaryPlan, Flag, MAX_WEBHOOK_RETRIES, METRIC_PROVIDER_TYPES,
-    MatchRule, MetricTemplate, ObjectMeta, Plan, REQUEST_DURATION, REQUEST_SUCCESS_RATE, Rollout,
-    SchedulePlan, Secret, SessionAffinity, StringMatch,
+    AlertProvider, Analysis, CanaryPlan, Flag, JudgeCounts, MAX_WEBHOOK_RETRIES,
+    METRIC_PROVIDER_TYPES, MatchRule, MetricTemplate, ObjectMeta, Plan, REQUEST_DURATION,
+    REQUEST_SUCCESS_RATE, Rollout, SchedulePlan, Secret, SessionAffinity, StringMatch,
 };
 use crate::units::{GoDuration, Weight};
 
@@ -28,6 +28,9 @@ pub fn rollout(rollout: &Rollout) -> Vec<FieldError> {
     target::target(&rollout.spec.target, &rollout.spec.plan, &mut errors);
     plan(&rollout.spec.plan, &mut errors);
     analysis(&rollout.spec.analysis, &mut errors);
+    if let Some(counts) = &rollout.spec.analysis.judge_counts {
+        judge_counts(rollout, counts, &mut errors);
+    }
     if let Some(affinity) = &rollout.spec.session_affinity {
         session_affinity(affinity, &rollout.spec.plan, &mut errors);
     }
@@ -640,6 +643,48 @@ fn analysis(analysis: &Analysis, errors: &mut Errors) {
                 &format!("{BASE}.alerts[{index}].providerRef.name"),
                 "is required",
             );
+        }
+    }
+}
+
+/// `spec.analysis.judgeCounts`: a template named, the four queries given and renderable (an
+/// unknown placeholder is named), and reads at least 1s apart. That the template is loaded and
+/// of a provider that can answer is checked by the metric source that reads it.
+fn judge_counts(rollout: &Rollout, counts: &JudgeCounts, errors: &mut Errors) {
+    const BASE: &str = "spec.analysis.judgeCounts";
+    if counts.template_ref.name.is_empty() {
+        errors.field(
+            &format!("{BASE}.templateRef.name"),
+            "is required: the MetricTemplate whose provider answers the count queries",
+        );
+    }
+    let interval = counts.interval();
+    if interval < MIN_INTERVAL {
+        errors.value(
+            &format!("{BASE}.interval"),
+            interval,
+            "the least time between two reads of the counts: at least 1s (default 30s)",
+        );
+    }
+    let mut variables = crate::query::variables(rollout, &counts.as_metric(interval));
+    variables.insert(
+        "intervalSeconds".into(),
+        interval.get().as_secs().to_string(),
+    );
+    for (field, query) in counts.queries() {
+        let path = format!("{BASE}.{field}");
+        if query.trim().is_empty() {
+            let (version, what) = field.split_once('.').unwrap_or((field, field));
+            errors.field(
+                &path,
+                format!(
+                    "is required: a query answering the number of {what} the {version} served in \
+                     the last {{{{ interval }}}} (all four of canary.requests, canary.errors, \
+                     primary.requests and primary.errors are needed)"
+                ),
+            );
+        } else if let Err(error) = crate::query::render(query, &variables) {
+            errors.value(&path, format!("{query:?}"), error.to_string());
         }
     }
 }

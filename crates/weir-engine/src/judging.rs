@@ -195,25 +195,39 @@ struct RunJudges {
 }
 
 /// What the target counted for the primary before run `run` started, for the judges' prior.
+/// None when the rollout's judges count from a backend of its own (`judgeCounts`): the target's
+/// counts are not mixed with it.
 async fn baseline_of(
     providers: &Providers,
     key: &RolloutKey,
     rollout: &Rollout,
 ) -> Option<Baseline> {
+    if rollout.spec.analysis.judge_counts.is_some() {
+        return None;
+    }
     providers
         .target(rollout)?
         .judge_baseline(key, rollout, latency_threshold(rollout))
         .await
 }
 
-/// What both versions served since the previous window: from the first metric source that
-/// counts requests for this rollout (Prometheus, when it judges it), else from the target.
+/// What both versions served since the previous window: when the rollout names counts for its
+/// judges (`judgeCounts`), from the first metric source that reads them and no other (none
+/// does: no window); else from the first metric source that counts requests for this rollout
+/// (Prometheus, when it judges it), else from the target.
 async fn window_of(
     providers: &Providers,
     key: &RolloutKey,
     rollout: &Rollout,
     run: u64,
 ) -> Option<weir_analysis::Window> {
+    if rollout.spec.analysis.judge_counts.is_some() {
+        let source = providers
+            .metrics
+            .iter()
+            .find(|source| source.reads_judge_counts(rollout))?;
+        return source.judge_window(key, rollout, run).await;
+    }
     for source in &providers.metrics {
         if let Some(window) = source.judge_window(key, rollout, run).await {
             return Some(window);

@@ -210,6 +210,13 @@ pub trait MetricSource: Send + Sync + 'static {
     ) -> BoxFuture<'a, Option<weir_analysis::Window>> {
         Box::pin(async { None })
     }
+
+    /// Whether this source reads the counts `rollout` names for its judges
+    /// (`spec.analysis.judgeCounts`). The judges then get their windows from the first source
+    /// that does, and from no other (false by default).
+    fn reads_judge_counts(&self, _rollout: &Rollout) -> bool {
+        false
+    }
 }
 
 /// Calls webhooks.
@@ -388,6 +395,10 @@ impl MetricSource for Beside {
         run: u64,
     ) -> BoxFuture<'a, Option<weir_analysis::Window>> {
         self.other.judge_window(key, rollout, run)
+    }
+
+    fn reads_judge_counts(&self, rollout: &Rollout) -> bool {
+        self.other.reads_judge_counts(rollout)
     }
 }
 

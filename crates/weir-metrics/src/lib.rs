@@ -28,6 +28,7 @@
 #![deny(missing_docs)]
 
 pub mod cloudwatch;
+pub mod counts;
 pub mod datadog;
 pub mod dynatrace;
 pub mod graphite;
@@ -36,16 +37,18 @@ pub mod newrelic;
 pub mod splunk;
 pub mod stackdriver;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use jiff::Timestamp;
+use weir_analysis::Window;
 use weir_core::FieldError;
 use weir_core::catalog::{Catalog, SharedCatalog};
-use weir_core::model::{CheckOutcome, CheckResult, Metric, MetricTemplate, Rollout};
+use weir_core::model::{CheckOutcome, CheckResult, JudgeCounts, Metric, MetricTemplate, Rollout};
+use weir_core::units::GoDuration;
 use weir_engine::clock::{SharedClock, SystemClock};
 use weir_engine::{BoxFuture, MetricSource};
 use weir_http::HttpClient;
@@ -245,6 +248,8 @@ pub struct MetricsSource {
     backoff: Backoff,
     /// Stackdriver's access tokens by [`stackdriver::cache_key`], with when they stop being used.
     tokens: Arc<Mutex<BTreeMap<String, (String, tokio::time::Instant)>>>,
+    /// Per rollout, where its reads of `judgeCounts` stand.
+    cursors: Arc<Mutex<HashMap<RolloutKey, counts::Cursor>>>,
 }
 
 impl MetricsSource {
@@ -257,6 +262,7 @@ impl MetricsSource {
             timeout: DEFAULT_QUERY_TIMEOUT,
             backoff: Backoff::default(),
             tokens: Arc::default(),
+            cursors: Arc::default(),
         }
     }
 
@@ -298,18 +304,53 @@ impl MetricsSource {
 
     /// What `metric` runs, or why it cannot run.
     pub fn plan(catalog: &Catalog, rollout: &Rollout, metric: &Metric) -> Result<Plan, String> {
+        Self::plan_query(catalog, rollout, metric, None)
+    }
+
+    /// What one of a rollout's `judgeCounts` queries runs for a read of the last `seconds`, or
+    /// why it cannot run: the template's provider with `query` instead of the template's, its
+    /// placeholders filled as a check's are, `{{ interval }}` being the time since the previous
+    /// read and `{{ intervalSeconds }}` the same in seconds.
+    pub fn count_plan(
+        catalog: &Catalog,
+        rollout: &Rollout,
+        counts: &JudgeCounts,
+        query: &str,
+        seconds: u64,
+    ) -> Result<Plan, String> {
+        let metric = counts.as_metric(GoDuration::from_secs(seconds.max(1)));
+        Self::plan_query(catalog, rollout, &metric, Some(query))
+    }
+
+    /// [`MetricsSource::plan`] with `query` instead of the template's, when given.
+    fn plan_query(
+        catalog: &Catalog,
+        rollout: &Rollout,
+        metric: &Metric,
+        query: Option<&str>,
+    ) -> Result<Plan, String> {
         let template = Self::template(catalog, rollout, metric)
             .ok_or_else(|| "the metric names no loaded MetricTemplate".to_string())?;
         let name = &template.metadata.name;
         let spec = &template.spec.provider;
         let provider = Provider::of(&spec.provider_type).ok_or_else(|| unsupported(template))?;
-        let query = template
-            .spec
-            .query
-            .as_deref()
-            .ok_or_else(|| format!("MetricTemplate {name} has no query"))?;
-        let query = weir_core::query::render(query, &weir_core::query::variables(rollout, metric))
-            .map_err(|error| error.to_string())?;
+        let mut variables = weir_core::query::variables(rollout, metric);
+        let query = match query {
+            Some(query) => {
+                let seconds = metric
+                    .interval
+                    .map_or(0, |interval| interval.get().as_secs());
+                variables.insert("intervalSeconds".into(), seconds.to_string());
+                query
+            }
+            None => template
+                .spec
+                .query
+                .as_deref()
+                .ok_or_else(|| format!("MetricTemplate {name} has no query"))?,
+        };
+        let query =
+            weir_core::query::render(query, &variables).map_err(|error| error.to_string())?;
         let region = match provider {
             Provider::CloudWatch => {
                 let region = spec.region.as_deref().ok_or_else(|| {
@@ -595,6 +636,68 @@ impl MetricsSource {
     }
 }
 
+impl MetricsSource {
+    /// The judges' window of `rollout`'s `judgeCounts` in run `run` ([`counts`]): `None` when
+    /// it names none; else the counts since the previous read, or an empty window (the run's
+    /// first call, not yet time to read, a read that failed or held no number).
+    async fn counts_window(&self, key: &RolloutKey, rollout: &Rollout, run: u64) -> Option<Window> {
+        let counts = rollout.spec.analysis.judge_counts.as_ref()?;
+        let step = {
+            let mut cursors = self.cursors.lock().unwrap_or_else(PoisonError::into_inner);
+            let (step, cursor) = counts::next_step(
+                cursors.get(key).copied(),
+                run,
+                self.clock.now(),
+                counts.interval().get(),
+            );
+            cursors.insert(key.clone(), cursor);
+            step
+        };
+        let counts::Step::Read { seconds } = step else {
+            return Some(Window::default());
+        };
+        let catalog = self.catalog.snapshot();
+        let plans = counts.queries().map(|(field, query)| {
+            (
+                field,
+                Self::count_plan(&catalog, rollout, counts, query, seconds),
+            )
+        });
+        let [a, b, c, d] = &plans;
+        let (a, b, c, d) = tokio::join!(
+            self.read_count(key, a),
+            self.read_count(key, b),
+            self.read_count(key, c),
+            self.read_count(key, d)
+        );
+        Some(counts::window([a, b, c, d]))
+    }
+
+    /// One count query's number, or `None` (said in the log, with the reason).
+    async fn read_count(
+        &self,
+        key: &RolloutKey,
+        (field, plan): &(&'static str, Result<Plan, String>),
+    ) -> Option<f64> {
+        let reason = match plan {
+            Err(reason) => reason.clone(),
+            Ok(plan) => match self.run(plan).await {
+                Ok(Reading::Value(value, _)) if value.is_finite() && value >= 0.0 => {
+                    return Some(value);
+                }
+                Ok(Reading::Value(value, _)) => format!("{value} is not a count"),
+                Ok(Reading::NoData(reason)) => format!("no values found: {reason}"),
+                Err(error) => error,
+            },
+        };
+        tracing::warn!(
+            rollout = %key,
+            "judgeCounts.{field}: {reason}; the judges get an empty window"
+        );
+        None
+    }
+}
+
 /// The refusal of a template whose provider no source of weir queries.
 fn unsupported(template: &MetricTemplate) -> String {
     format!(
@@ -635,6 +738,89 @@ fn error_text(provider: Provider, body: &[u8]) -> String {
     }
 }
 
+/// Problems with a rollout's `judgeCounts`: a template that is not loaded, of a provider this
+/// crate does not query, whose Secret lacks a key; a query the provider cannot run. (Empty
+/// queries and unknown placeholders are weir-core's validation's to report.)
+fn validate_counts(catalog: &Catalog, rollout: &Rollout, counts: &JudgeCounts) -> Vec<FieldError> {
+    const BASE: &str = "spec.analysis.judgeCounts";
+    let namespace = rollout.metadata.namespace_or_default();
+    let reference = &counts.template_ref;
+    if reference.name.is_empty() {
+        return Vec::new();
+    }
+    let Some(template) = catalog.metric_template(reference, namespace) else {
+        return vec![FieldError::with_value(
+            format!("{BASE}.templateRef.name"),
+            format!("{:?}", reference.name),
+            format!(
+                "no MetricTemplate {}/{} is loaded (its provider answers the count queries)",
+                reference.namespace.as_deref().unwrap_or(namespace),
+                reference.name
+            ),
+        )];
+    };
+    let provider_type = &template.spec.provider.provider_type;
+    if Provider::of(provider_type).is_none() {
+        return vec![FieldError::with_value(
+            format!("{BASE}.templateRef"),
+            format!("{:?}", reference.name),
+            format!(
+                "MetricTemplate {} uses provider {provider_type:?}: judge counts are read from {}{}",
+                template.metadata.name,
+                PROVIDERS.join(", "),
+                if provider_type == "prometheus" {
+                    " (weir's router counts reach the judges through Prometheus with --prometheus)"
+                } else {
+                    ""
+                }
+            ),
+        )];
+    }
+    if let Some(secret) = &template.spec.provider.secret_ref
+        && catalog
+            .secret(secret, template.metadata.namespace_or_default())
+            .is_none()
+    {
+        return vec![FieldError::new(
+            format!("{BASE}.templateRef"),
+            format!(
+                "MetricTemplate {}: its provider.secretRef names Secret {}, which is not loaded",
+                template.metadata.name, secret.name
+            ),
+        )];
+    }
+    let mut failures: Vec<(&str, String)> = Vec::new();
+    for (field, query) in counts.queries() {
+        if query.trim().is_empty() {
+            continue;
+        }
+        match MetricsSource::count_plan(catalog, rollout, counts, query, 1) {
+            // Unknown placeholders: weir-core's validation names them at this path.
+            Err(reason) if reason.contains("unknown variable") || reason.contains("`{{") => {}
+            Err(reason) => failures.push((field, reason)),
+            Ok(_) => {}
+        }
+    }
+    // A problem of the template (address, Secret keys) is the same for every query: said once.
+    // (CloudWatch's plan also reads the query, whose problem is each query's own.)
+    let first = failures.first().map(|(_, reason)| reason.clone());
+    if provider_type != "cloudwatch"
+        && failures.len() == 4
+        && failures
+            .iter()
+            .all(|(_, reason)| Some(reason) == first.as_ref())
+    {
+        return vec![FieldError::new(
+            format!("{BASE}.templateRef"),
+            first.unwrap_or_default(),
+        )];
+    }
+    failures
+        .into_iter()
+        .map(|(field, reason)| FieldError::new(format!("{BASE}.{field}"), reason))
+        .collect()
+}
+
 impl MetricSource for MetricsSource {
     fn handles(&self, rollout: &Rollout, metric: &Metric) -> bool {
         Self::template(&self.catalog.snapshot(), rollout, metric)
@@ -643,7 +829,10 @@ impl MetricSource for MetricsSource {
 
     fn validate(&self, rollout: &Rollout) -> Vec<FieldError> {
         let catalog = self.catalog.snapshot();
-        let mut errors = Vec::new();
+        let mut errors = match &rollout.spec.analysis.judge_counts {
+            Some(counts) => validate_counts(&catalog, rollout, counts),
+            None => Vec::new(),
+        };
         for (index, metric) in rollout.spec.analysis.metrics.iter().enumerate() {
             let Some(template) = Self::template(&catalog, rollout, metric) else {
                 // No template, or one that is not loaded: the catalog's check says so.
@@ -679,6 +868,17 @@ impl MetricSource for MetricsSource {
         };
         let catalog = self.catalog.snapshot();
         let mut refusals = Vec::new();
+        if let Some(counts) = &rollout.spec.analysis.judge_counts
+            && let Ok(plan) =
+                Self::count_plan(&catalog, rollout, counts, &counts.canary.requests, 1)
+            && let Err(refusal) = policy.check_url(&plan.address)
+        {
+            refusals.push(FieldError::with_value(
+                "spec.analysis.judgeCounts.templateRef",
+                format!("{:?}", plan.address),
+                refusal.to_string(),
+            ));
+        }
         for (index, metric) in rollout.spec.analysis.metrics.iter().enumerate() {
             if let Ok(plan) = Self::plan(&catalog, rollout, metric)
                 && let Err(refusal) = policy.check_url(&plan.address)
@@ -742,6 +942,19 @@ impl MetricSource for MetricsSource {
                 Err(error) => result(CheckOutcome::NoData, None, format!("{name}: {error}")),
             }
         })
+    }
+
+    fn judge_window<'a>(
+        &'a self,
+        key: &'a RolloutKey,
+        rollout: &'a Rollout,
+        run: u64,
+    ) -> BoxFuture<'a, Option<Window>> {
+        Box::pin(self.counts_window(key, rollout, run))
+    }
+
+    fn reads_judge_counts(&self, rollout: &Rollout) -> bool {
+        rollout.spec.analysis.judge_counts.is_some()
     }
 }
 

@@ -17,8 +17,9 @@
 //!   authentication (401 with `WWW-Authenticate`); without `format=json` it answers a PNG, as
 //!   graphite-web does.
 //!
-//! What it serves is set with [`MetricDouble::serve`] (a value, or no data), and the next
-//! answers can be made faults first ([`MetricDouble::fail_next`]).
+//! What it serves is set with [`MetricDouble::serve`] (a value, or no data), or per query with
+//! [`MetricDouble::serve_for`] (the value of queries containing a text), and the next answers can
+//! be made faults first ([`MetricDouble::fail_next`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
@@ -83,6 +84,8 @@ impl Seen {
 struct State {
     service: Service,
     value: Option<f64>,
+    /// Values of the queries containing a text, first match first; others get `value`.
+    values_for: Vec<(String, Option<f64>)>,
     faults: VecDeque<Fault>,
     seen: Vec<Seen>,
 }
@@ -122,6 +125,7 @@ impl MetricDouble {
         let state = Arc::new(Mutex::new(State {
             service,
             value: None,
+            values_for: Vec::new(),
             faults: VecDeque::new(),
             seen: Vec::new(),
         }));
@@ -176,6 +180,18 @@ impl MetricDouble {
         self.state.lock().unwrap().value = value;
     }
 
+    /// Serves `value` to queries containing `text` (any query parameter's value: Datadog's
+    /// `query`, New Relic's `nrql`, Graphite's `target`) from now on, instead of what
+    /// [`MetricDouble::serve`] set; a later call for the same text replaces the value, and the
+    /// text given first wins when several match.
+    pub fn serve_for(&self, text: &str, value: Option<f64>) {
+        let mut state = self.state.lock().unwrap();
+        match state.values_for.iter_mut().find(|(known, _)| known == text) {
+            Some((_, served)) => *served = value,
+            None => state.values_for.push((text.to_string(), value)),
+        }
+    }
+
     /// Answers the next request with `fault` (queued after earlier ones).
     pub fn fail_next(&self, fault: Fault) {
         self.state.lock().unwrap().faults.push_back(fault);
@@ -213,7 +229,12 @@ async fn answer(state: &Mutex<State>, request: Request<Incoming>) -> Response<Fu
             .collect();
     let (service, value, fault) = {
         let mut state = state.lock().unwrap();
-        (state.service.clone(), state.value, state.faults.pop_front())
+        let value = state
+            .values_for
+            .iter()
+            .find(|(text, _)| query.values().any(|asked| asked.contains(text.as_str())))
+            .map_or(state.value, |(_, value)| *value);
+        (state.service.clone(), value, state.faults.pop_front())
     };
     let mut response = match fault {
         Some(Fault::RateLimited(seconds)) => rate_limited(&service, seconds),

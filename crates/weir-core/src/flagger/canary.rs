@@ -745,6 +745,7 @@ impl Converter<'_> {
             // Flagger promotes at the end of the plan unless a check failed; the
             // `weir.dev/promote-on` annotation opts into weir's evidence rule.
             evidence: EvidenceRule::no_harm(),
+            judge_counts: None,
         }
     }
 

@@ -340,6 +340,11 @@ pub struct Analysis {
     /// or only the absence of evidence of harm (Flagger's semantics).
     #[serde(default, skip_serializing_if = "EvidenceRule::is_default")]
     pub evidence: EvidenceRule,
+    /// Where the continuous judges read both versions' request and error counts: four queries
+    /// on a metric provider's backend (a MetricTemplate's provider), instead of weir's router
+    /// or Prometheus.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_counts: Option<JudgeCounts>,
 }
 
 impl Default for Analysis {
@@ -356,6 +361,7 @@ impl Default for Analysis {
             judges: Vec::new(),
             alerts: Vec::new(),
             evidence: EvidenceRule::default(),
+            judge_counts: None,
         }
     }
 }
@@ -376,6 +382,78 @@ impl Analysis {
 
 fn default_interval() -> GoDuration {
     GoDuration::from_secs(60)
+}
+
+/// Counts for the continuous judges from a metric provider (`spec.analysis.judgeCounts`).
+///
+/// Each query returns the number of requests (or errors) of one version in the last
+/// `{{ interval }}`, which weir renders as the time since its previous read, so successive reads
+/// cover the run without gaps or overlaps. The provider (type, address, Secret) is the
+/// template's; its query is not used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JudgeCounts {
+    /// The `MetricTemplate` whose provider answers the queries.
+    pub template_ref: TemplateRef,
+    /// Variables for the queries (`{{ variables.x }}`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub template_variables: BTreeMap<String, String>,
+    /// The canary's queries.
+    #[serde(default)]
+    pub canary: CountQueries,
+    /// The primary's queries.
+    #[serde(default)]
+    pub primary: CountQueries,
+    /// The least time between two reads (default 30s): each read is four queries, and hosted
+    /// backends limit how often they may be asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<GoDuration>,
+}
+
+/// The time between two reads of [`JudgeCounts`] when it sets none.
+pub const DEFAULT_JUDGE_COUNTS_INTERVAL: GoDuration = GoDuration::from_secs(30);
+
+impl JudgeCounts {
+    /// The least time between two reads.
+    pub fn interval(&self) -> GoDuration {
+        self.interval.unwrap_or(DEFAULT_JUDGE_COUNTS_INTERVAL)
+    }
+
+    /// The four queries with their field paths below `judgeCounts`, in the order weir reads
+    /// them: canary requests, canary errors, primary requests, primary errors.
+    pub fn queries(&self) -> [(&'static str, &str); 4] {
+        [
+            ("canary.requests", self.canary.requests.as_str()),
+            ("canary.errors", self.canary.errors.as_str()),
+            ("primary.requests", self.primary.requests.as_str()),
+            ("primary.errors", self.primary.errors.as_str()),
+        ]
+    }
+
+    /// The metric whose placeholders the queries are rendered with ([`crate::query::variables`]):
+    /// named `judgeCounts`, with these template variables and `interval` as its window.
+    pub fn as_metric(&self, interval: GoDuration) -> Metric {
+        Metric {
+            name: "judgeCounts".into(),
+            threshold_range: None,
+            template_ref: Some(self.template_ref.clone()),
+            template_variables: self.template_variables.clone(),
+            query: None,
+            interval: Some(interval),
+        }
+    }
+}
+
+/// One version's count queries.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CountQueries {
+    /// Requests the version served in the last `{{ interval }}`.
+    #[serde(default)]
+    pub requests: String,
+    /// Of those, the errors (counted the same way for both versions).
+    #[serde(default)]
+    pub errors: String,
 }
 
 fn default_threshold() -> u32 {

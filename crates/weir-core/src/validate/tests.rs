@@ -496,3 +496,53 @@ fn the_evidence_rule_is_checked_and_bad_values_named_with_what_is_allowed() {
         "{text}"
     );
 }
+
+#[test]
+fn judge_counts_need_a_template_four_queries_and_known_placeholders() {
+    let valid = "  plan: {canary: {stepWeights: [50]}}\n  analysis:\n    judgeCounts:\n      templateRef: {name: datadog}\n      templateVariables: {service: shop}\n      interval: 5s\n      canary: {requests: \"sum:hits{service:{{ variables.service }},v:canary}.rollup(sum, {{ interval }})\", errors: \"e{{ target }}\"}\n      primary: {requests: \"r{{ namespace }}\", errors: \"e{{ name }}\"}\n";
+    assert!(error_paths(valid).is_empty(), "{:?}", error_paths(valid));
+    let parsed = rollout(valid);
+    let Some(counts) = parsed.spec.analysis.judge_counts.as_ref() else {
+        panic!("no judgeCounts: {parsed:?}");
+    };
+    assert_eq!(counts.interval(), GoDuration::from_secs(5));
+    assert_eq!(counts.queries()[3], ("primary.errors", "e{{ name }}"));
+
+    let broken = "  plan: {canary: {stepWeights: [50]}}\n  analysis:\n    judgeCounts:\n      templateRef: {name: \"\"}\n      interval: 0s\n      canary: {requests: \"{{ variables.nope }}\"}\n      primary: {requests: \"{{ revision }}\", errors: \" \"}\n";
+    let errors = super::rollout(&rollout(broken));
+    let paths: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "spec.analysis.judgeCounts.templateRef.name",
+            "spec.analysis.judgeCounts.interval",
+            "spec.analysis.judgeCounts.canary.requests",
+            "spec.analysis.judgeCounts.canary.errors",
+            "spec.analysis.judgeCounts.primary.requests",
+            "spec.analysis.judgeCounts.primary.errors",
+        ]
+    );
+    let text = |path: &str| {
+        errors
+            .iter()
+            .find(|error| error.path == path)
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    };
+    // Unknown placeholders are named, with the known ones.
+    assert!(
+        text("spec.analysis.judgeCounts.canary.requests")
+            .contains("unknown variable `variables.nope`"),
+        "{errors:?}"
+    );
+    assert!(
+        text("spec.analysis.judgeCounts.primary.requests").contains("unknown variable `revision`")
+            && text("spec.analysis.judgeCounts.primary.requests").contains("interval"),
+        "{errors:?}"
+    );
+    assert!(
+        text("spec.analysis.judgeCounts.canary.errors")
+            .contains("number of errors the canary served"),
+        "{errors:?}"
+    );
+}
