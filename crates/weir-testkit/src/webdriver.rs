@@ -443,7 +443,7 @@ pub fn axe_core() -> Result<String, String> {
             let prefix = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/axe");
             let script = prefix.join("node_modules/axe-core/axe.min.js");
             let installed =
-                std::fs::read_to_string(&prefix.join("node_modules/axe-core/package.json"))
+                std::fs::read_to_string(prefix.join("node_modules/axe-core/package.json"))
                     .is_ok_and(|package| {
                         package.contains(&format!("\"version\": \"{AXE_CORE_VERSION}\""))
                     });
