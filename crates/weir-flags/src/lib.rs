@@ -24,6 +24,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 mod chunked;
+mod evaluations;
+pub mod history;
 mod metrics;
 mod mirror;
 mod outcomes;
@@ -35,8 +37,12 @@ use tokio::sync::{Mutex, broadcast};
 use weir_core::FieldError;
 use weir_core::flag::CompiledFlag;
 use weir_core::model::{Flag, Strategy};
-use weir_store::{ApplyOutcome, FlagKey, FlagStore, FlagStoreError, RolloutKey, StoredFlag};
+use weir_store::{
+    ApplyOutcome, FlagKey, FlagStore, FlagStoreError, NewFlagChange, RolloutKey, StoredFlag,
+    StoredFlagChange,
+};
 
+pub use evaluations::{EVALUATIONS_KEPT_MINUTES, MinuteCounts, minute_of};
 pub use mirror::FlagMirror;
 pub use outcomes::{LATENCY_BUCKETS, MAX_REQUESTS_PER_REPORT, Outcome, Report, VariationCounts};
 pub use target::FlagTargets;
@@ -171,6 +177,8 @@ pub struct Flags<S: FlagStore> {
     rolled_out: Arc<std::sync::Mutex<BTreeMap<FlagKey, RolloutKey>>>,
     /// The strategies running rollouts have in force; changed only under `writing`.
     rollout_strategies: Arc<std::sync::Mutex<BTreeMap<FlagKey, Strategy>>>,
+    /// What the evaluation counts last written to the store had read (`evaluations.rs`).
+    flushed: Arc<Mutex<evaluations::Flushed>>,
 }
 
 impl<S: FlagStore> Flags<S> {
@@ -183,6 +191,7 @@ impl<S: FlagStore> Flags<S> {
             changes: broadcast::channel(1024).0,
             rolled_out: Arc::default(),
             rollout_strategies: Arc::default(),
+            flushed: Arc::default(),
         };
         let all = flags.store.list_flags().await?;
         flags.snapshot.store(Arc::new(Snapshot {
@@ -212,12 +221,23 @@ impl<S: FlagStore> Flags<S> {
     }
 
     /// Validates and stores `flag` (`expected_version` as in [`FlagStore::put_flag`]), then
-    /// makes it visible to evaluations.
+    /// makes it visible to evaluations. Recorded in the flag's history with actor `weir`.
     pub async fn apply(
         &self,
         flag: Flag,
         expected_version: Option<u64>,
         now: Timestamp,
+    ) -> Result<(StoredFlag, ApplyOutcome), FlagError> {
+        self.apply_as(flag, expected_version, now, "weir").await
+    }
+
+    /// [`Flags::apply`], recording `actor` (a token's name) in the flag's history.
+    pub async fn apply_as(
+        &self,
+        flag: Flag,
+        expected_version: Option<u64>,
+        now: Timestamp,
+        actor: &str,
     ) -> Result<(StoredFlag, ApplyOutcome), FlagError> {
         let errors = weir_core::validate::flag(&flag);
         if !errors.is_empty() {
@@ -233,11 +253,114 @@ impl<S: FlagStore> Flags<S> {
                 "flag {key} is being rolled out by {rollout}: its variations cannot change until that rollout ends (or is deleted)"
             )));
         }
+        let mut flag = flag;
+        if let Some(rollout) = self.rollout_of(&key)
+            && let Some(current) = self.snapshot().get(&key.namespace, &key.key)
+        {
+            // What a GET shows (and so a GET, edited and PUT, sends back) is the strategy the
+            // rollout has in force: that is no change of the stored one.
+            if current.rollout_strategy.as_ref() == Some(&flag.spec.default_strategy) {
+                flag.spec.default_strategy = current.stored.flag.spec.default_strategy.clone();
+            }
+            if current.stored.flag.spec.default_strategy != flag.spec.default_strategy {
+                return Err(FlagError::RolledOut(format!(
+                    "flag {key} is being rolled out by {rollout}: its default strategy is what that \
+                 rollout moves and cannot change until it ends (or is deleted)"
+                )));
+            }
+        }
+        let before = self
+            .snapshot()
+            .get(&key.namespace, &key.key)
+            .map(|entry| entry.stored.flag.clone());
         let (stored, outcome) = self.store.put_flag(&flag, expected_version, now).await?;
         if outcome != ApplyOutcome::Unchanged {
             self.publish(stored.key.clone(), Some(stored.clone()));
+            let before = before.filter(|_| outcome == ApplyOutcome::Updated);
+            self.record(&key, before.as_ref(), Some(&stored), now, actor, None, None)
+                .await;
         }
         Ok((stored, outcome))
+    }
+
+    /// Records a change of flag `key` from `before` into `after` in its history. A failure is
+    /// logged, never the change's: the flag is written by then.
+    #[allow(clippy::too_many_arguments)]
+    async fn record(
+        &self,
+        key: &FlagKey,
+        before: Option<&Flag>,
+        after: Option<&StoredFlag>,
+        at: Timestamp,
+        actor: &str,
+        action: Option<&str>,
+        address: Option<String>,
+    ) {
+        let changes = history::diff(before, after.map(|stored| &stored.flag));
+        let action = action.map_or_else(
+            || history::action(before, after.map(|stored| &stored.flag), &changes),
+            str::to_string,
+        );
+        let change = NewFlagChange {
+            key: key.clone(),
+            at,
+            actor: actor.to_string(),
+            action,
+            version: after.map(|stored| stored.version),
+            address,
+            changes,
+        };
+        if let Err(error) = self.store.record_flag_change(&change).await {
+            tracing::warn!(flag = %key, %error, "the change of a flag was not recorded in its history");
+        }
+    }
+
+    /// Flag `key`'s history, newest first: at most `limit` changes older than the change
+    /// `before` (a page's last id).
+    pub async fn history(
+        &self,
+        key: &FlagKey,
+        limit: usize,
+        before: Option<u64>,
+    ) -> Result<Vec<StoredFlagChange>, FlagError> {
+        Ok(self.store.flag_history(key, limit, before).await?)
+    }
+
+    /// Turns flag `key` on or off (a trigger's use: `actor` names it, `address` the caller),
+    /// recorded in its history with `action` even when the flag already was so.
+    pub async fn set_enabled(
+        &self,
+        key: &FlagKey,
+        enabled: bool,
+        now: Timestamp,
+        actor: &str,
+        action: &str,
+        address: Option<String>,
+    ) -> Result<StoredFlag, FlagError> {
+        let _writing = self.writing.lock().await;
+        let Some(current) = self.snapshot().get(&key.namespace, &key.key).cloned() else {
+            return Err(FlagError::Store(FlagStoreError::NotFound(key.clone())));
+        };
+        let mut flag = current.stored.flag.clone();
+        flag.spec.enabled = enabled;
+        let (stored, outcome) = self
+            .store
+            .put_flag(&flag, Some(current.stored.version), now)
+            .await?;
+        if outcome != ApplyOutcome::Unchanged {
+            self.publish(key.clone(), Some(stored.clone()));
+        }
+        self.record(
+            key,
+            Some(&current.stored.flag),
+            Some(&stored),
+            now,
+            actor,
+            Some(action),
+            address,
+        )
+        .await;
+        Ok(stored)
     }
 
     /// Counts what an application reports about flag `key`'s variations since its previous
@@ -326,10 +449,26 @@ impl<S: FlagStore> Flags<S> {
             let mut flag = current.stored.flag.clone();
             flag.spec.default_strategy = strategy;
             let now = Timestamp::now();
-            self.store
+            let stored = self
+                .store
                 .put_flag(&flag, Some(current.stored.version), now)
                 .await?
-                .0
+                .0;
+            let actor = match self.rollout_of(key) {
+                Some(rollout) => format!("rollout {rollout}"),
+                None => "rollout".to_string(),
+            };
+            self.record(
+                key,
+                Some(&current.stored.flag),
+                Some(&stored),
+                now,
+                &actor,
+                Some("rollout"),
+                None,
+            )
+            .await;
+            stored
         };
         self.strategies().remove(key);
         self.publish(key.clone(), Some(stored));
@@ -404,11 +543,21 @@ impl<S: FlagStore> Flags<S> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Deletes the flag `key` (not while a rollout moves it).
+    /// Deletes the flag `key` (not while a rollout moves it); recorded with actor `weir`.
     pub async fn delete(
         &self,
         key: &FlagKey,
         expected_version: Option<u64>,
+    ) -> Result<(), FlagError> {
+        self.delete_as(key, expected_version, "weir").await
+    }
+
+    /// [`Flags::delete`], recording `actor` in the flag's history.
+    pub async fn delete_as(
+        &self,
+        key: &FlagKey,
+        expected_version: Option<u64>,
+        actor: &str,
     ) -> Result<(), FlagError> {
         let _writing = self.writing.lock().await;
         if let Some(rollout) = self.rollout_of(key) {
@@ -416,8 +565,22 @@ impl<S: FlagStore> Flags<S> {
                 "flag {key} is being rolled out by {rollout}: delete or finish that rollout first"
             )));
         }
+        let before = self
+            .snapshot()
+            .get(&key.namespace, &key.key)
+            .map(|entry| entry.stored.flag.clone());
         self.store.delete_flag(key, expected_version).await?;
         self.publish(key.clone(), None);
+        self.record(
+            key,
+            before.as_ref(),
+            None,
+            Timestamp::now(),
+            actor,
+            Some("deleted"),
+            None,
+        )
+        .await;
         Ok(())
     }
 
@@ -469,3 +632,7 @@ fn entry(
         tag,
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests;

@@ -320,6 +320,18 @@ impl FlagCounters {
         })
     }
 
+    /// Each variation's exposures so far, with the identity of its counter (a new counter,
+    /// after the flag was deleted and created again, starts from zero): lock-free reads.
+    pub(crate) fn exposures(&self) -> impl Iterator<Item = (&String, usize, u64)> {
+        self.variations.iter().map(|(name, counters)| {
+            (
+                name,
+                Arc::as_ptr(counters) as usize,
+                counters.exposures.load(Ordering::Relaxed),
+            )
+        })
+    }
+
     /// Counts one evaluation that served `variation`.
     pub(crate) fn expose(&self, variation: &str) {
         if let Some(counters) = self.variations.get(variation) {
