@@ -10,13 +10,26 @@ export async function flagsPage(main) {
   document.title = "Flags · weir";
   const tbody = h("tbody", {});
   const status = h("div", {});
-  fill(main, h("div", { class: "page-head" }, h("h1", {}, "Flags")), status,
+  const params = new URLSearchParams(location.search);
+  const search = h("input", { type: "search", id: "flag-search", value: params.get("search") || "", autocomplete: "off", spellcheck: "false" });
+  const filters = h("form", { class: "filters", role: "search", "aria-label": "Find flags", onsubmit: (event) => event.preventDefault() },
+    field("Search keys and descriptions", search));
+  const count = h("p", { class: "muted", id: "flags-count", "aria-live": "polite" });
+  fill(main, h("div", { class: "page-head" }, h("h1", {}, "Flags")), filters, status, count,
     h("div", { class: "table-wrap" }, h("table", { id: "flags" },
       h("thead", {}, h("tr", {}, ["Flag", "State", "Default strategy", "Variations", "Rollout", "Updated"].map((c) => h("th", { scope: "col" }, c)))),
       tbody)));
+  /** The filters in the address, so a filtered list can be bookmarked. */
+  function query() {
+    const next = new URLSearchParams();
+    if (search.value.trim()) next.set("search", search.value.trim());
+    return next;
+  }
   async function reload() {
+    const wanted = query();
     try {
-      const items = await listAll("/api/v1/flags");
+      const items = await listAll(`/api/v1/flags${wanted.toString() ? `?${wanted}` : ""}`);
+      if (query().toString() !== wanted.toString()) return;
       fill(status);
       tbody.replaceChildren(...items.map((flag) => {
         const { namespace, name } = flag.metadata;
@@ -28,11 +41,21 @@ export async function flagsPage(main) {
           h("td", {}, flag.rolledOutBy ? h("a", { href: `/rollouts/${flag.rolledOutBy.split("/").map(enc).join("/")}` }, flag.rolledOutBy) : "–"),
           h("td", {}, age(flag.updatedAt)));
       }));
-      if (!items.length) status.append(h("p", { class: "muted" }, "No flags yet (weir apply -f a Flag document)."));
+      fill(count, wanted.toString() ? `${items.length} ${items.length === 1 ? "flag matches" : "flags match"}` : "");
+      if (!items.length) status.append(h("p", { class: "muted" }, wanted.toString() ? "No flag matches." : "No flags yet (weir apply -f a Flag document)."));
     } catch (error) {
       fill(status, errorBox(error));
     }
   }
+  let typing = null;
+  search.addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => {
+      const next = query().toString();
+      history.replaceState(null, "", `/flags${next ? `?${next}` : ""}`);
+      reload();
+    }, 200);
+  });
   await reload();
   let timer = null;
   return watch("/api/v1/flags/watch", { flag: () => { clearTimeout(timer); timer = setTimeout(reload, 200); } }, reload);

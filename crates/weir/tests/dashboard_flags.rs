@@ -113,6 +113,17 @@ fn assert_fits_a_phone(browser: &Browser, state: &str) {
     assert_eq!(overflow, 0, "{state} is wider than a 390 px screen");
 }
 
+/// Saves the window as `WEIR_SCREENSHOTS/name` when that variable names a directory (without
+/// the passing notice of the last action), for docs/DASHBOARD.md.
+fn screenshot(browser: &Browser, name: &str) {
+    let Some(dir) = std::env::var_os("WEIR_SCREENSHOTS") else {
+        return;
+    };
+    browser.execute("document.getElementById('toast').hidden = true", &[]);
+    browser.save_screenshot(&std::path::Path::new(&dir).join(name));
+    browser.execute("document.getElementById('toast').hidden = false", &[]);
+}
+
 /// Waits until the flag's stored version is `version`.
 fn wait_version(api: &Api, version: u64) -> Value {
     wait_until(&format!("flag banner at version {version}"), || {
@@ -138,6 +149,18 @@ const BANNER: &str = r#"{
   }
 }"#;
 
+const CHECKOUT: &str = r#"{
+  "apiVersion": "weir.dev/v1alpha1", "kind": "Flag",
+  "metadata": {"name": "checkout", "namespace": "shop"},
+  "spec": {
+    "variations": [
+      {"name": "off", "value": false},
+      {"name": "on", "value": true, "description": "the new payment page"}
+    ],
+    "defaultStrategy": {"variation": "off"}
+  }
+}"#;
+
 #[test]
 fn a_flag_is_managed_in_the_dashboard_and_every_change_reaches_ofrep() {
     let Some(browser) = browser() else {
@@ -151,10 +174,31 @@ fn a_flag_is_managed_in_the_dashboard_and_every_change_reaches_ofrep() {
     let base = api.server.url("api");
     let (status, created) = api.send("POST", "/api/v1/flags", BANNER);
     assert_eq!(status, 201, "{created}");
+    let (status, created) = api.send("POST", "/api/v1/flags", CHECKOUT);
+    assert_eq!(status, 201, "{created}");
     let user = json!({"targetingKey": "user-1", "country": "DE"});
     assert_eq!(api.evaluate("banner", user.clone())["value"], "green");
 
-    browser.open(&format!("{base}/flags/shop/banner"));
+    // The list's search (keys and variation descriptions) stays in the address.
+    browser.open(&format!("{base}/flags"));
+    wait_ready(&browser);
+    browser.wait_for("tr[data-flag='shop/checkout']");
+    let search = browser.wait_for("#flag-search");
+    browser.type_into(&search, "payment");
+    wait_until("the list to show only checkout", || {
+        let rows = browser.execute(
+            "return [...document.querySelectorAll('#flags tbody tr')].map(r => r.dataset.flag)",
+            &[],
+        );
+        (rows == json!(["shop/checkout"])).then_some(())
+    });
+    wait_until("the search in the address", || {
+        (browser.execute("return location.search", &[]) == "?search=payment").then_some(())
+    });
+    assert_accessible(&browser, &axe, "the flags list searched");
+    browser.type_into(&search, "BANN");
+    browser.wait_for("tr[data-flag='shop/banner']");
+    browser.click_on("tr[data-flag='shop/banner'] a");
     wait_ready(&browser);
     browser.wait_for("#flag-editor");
     assert_eq!(browser.text_of("#flag-state").as_deref(), Some("on"));
@@ -210,6 +254,11 @@ fn a_flag_is_managed_in_the_dashboard_and_every_change_reaches_ofrep() {
     browser.type_into(&name, "launch markets");
     browser.select_value("#rule-0-variation", "blue");
     assert_accessible(&browser, &axe, "the editor with a new rule");
+    browser.execute(
+        "document.getElementById('flag-editor').scrollIntoView()",
+        &[],
+    );
+    screenshot(&browser, "dashboard-flag-editor.png");
     assert_fits_a_phone(&browser, "the editor with a new rule");
     browser.click_on("#flag-save");
     let flag = wait_version(&api, 5);
@@ -259,6 +308,11 @@ fn a_flag_is_managed_in_the_dashboard_and_every_change_reaches_ofrep() {
     assert!(error.contains("90"), "{error}");
     assert_eq!(api.get("/api/v1/flags/shop/banner").1["version"], 5);
     assert_accessible(&browser, &axe, "a field error");
+    browser.execute(
+        "document.querySelector('[data-error-path]').scrollIntoView({block: 'center'})",
+        &[],
+    );
+    screenshot(&browser, "dashboard-flag-error.png");
     // Corrected, it is taken.
     browser.type_into(&green, "70");
     browser.click_on("#flag-save");
@@ -347,6 +401,11 @@ fn a_flag_is_managed_in_the_dashboard_and_every_change_reaches_ofrep() {
         browser.find("#edit-schedule").is_none().then_some(())
     });
     assert_fits_a_phone(&browser, "a flag with a waiting rollout");
+    browser.execute(
+        "document.getElementById('flag-rollouts-title').scrollIntoView()",
+        &[],
+    );
+    screenshot(&browser, "dashboard-flag-schedule.png");
     browser.click_on("#schedule-delete-banner-blue");
     browser.wait_for("dialog[open]");
     assert_accessible(&browser, &axe, "the delete confirmation");
