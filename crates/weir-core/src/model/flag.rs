@@ -70,6 +70,14 @@ pub struct FlagSpec {
     /// Mixed into the bucketing hash: a new salt reshuffles who is in which bucket.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub salt: Option<String>,
+    /// Labels to find flags by (`GET /api/v1/flags?tag=`): at most 20, each 1 to 63 lowercase
+    /// letters, digits, '-', '_', '.', ':' and '/', no one twice.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Served as `metadata` in every OFREP answer for the flag: strings, numbers and booleans by
+    /// name (at most 32).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, Value>,
 }
 
 fn enabled_by_default() -> bool {

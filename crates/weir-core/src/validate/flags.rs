@@ -176,6 +176,75 @@ pub(super) fn flag(flag: &Flag, errors: &mut Errors) {
              targetingKey",
         );
     }
+    tags(&spec.tags, errors);
+    flag_metadata(&spec.metadata, errors);
+}
+
+/// At most this many tags on a flag, and metadata entries.
+pub(crate) const MAX_TAGS: usize = 20;
+const MAX_METADATA: usize = 32;
+
+/// A tag: 1 to 63 lowercase letters, digits, '-', '_', '.', ':' and '/', starting with a letter or
+/// a digit (`team:checkout`, `release/2026-11`).
+fn is_tag(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 63
+        && text
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.:/".contains(&b))
+}
+
+fn tags(tags: &[String], errors: &mut Errors) {
+    if tags.len() > MAX_TAGS {
+        errors.field(
+            "spec.tags",
+            format!("has {} tags: at most {MAX_TAGS}", tags.len()),
+        );
+    }
+    let mut seen = BTreeSet::new();
+    for (index, tag) in tags.iter().enumerate() {
+        let path = format!("spec.tags[{index}]");
+        if !is_tag(tag) {
+            errors.value(
+                &path,
+                format!("{tag:?}"),
+                "a tag is 1 to 63 lowercase letters, digits, '-', '_', '.', ':' and '/', \
+                 starting with a letter or digit",
+            );
+        } else if !seen.insert(tag) {
+            errors.value(&path, format!("{tag:?}"), "is listed twice");
+        }
+    }
+}
+
+/// `spec.metadata`, served as OFREP's `metadata`: strings, numbers and booleans by name.
+fn flag_metadata(metadata: &BTreeMap<String, Value>, errors: &mut Errors) {
+    if metadata.len() > MAX_METADATA {
+        errors.field(
+            "spec.metadata",
+            format!("has {} entries: at most {MAX_METADATA}", metadata.len()),
+        );
+    }
+    for (name, value) in metadata {
+        let path = format!("spec.metadata.{name}");
+        if name.is_empty() || name.len() > 63 {
+            errors.value(&path, format!("{name:?}"), "a name is 1 to 63 characters");
+        }
+        match value {
+            Value::String(text) if text.len() > 1024 => {
+                errors.field(&path, "is longer than 1024 characters")
+            }
+            Value::String(_) | Value::Number(_) | Value::Bool(_) => {}
+            _ => errors.field(
+                &path,
+                "is not a string, a number or a boolean (OFREP's flag metadata)",
+            ),
+        }
+    }
 }
 
 fn metadata(metadata: &ObjectMeta, errors: &mut Errors) {

@@ -546,3 +546,22 @@ fn judge_counts_need_a_template_four_queries_and_known_placeholders() {
         "{errors:?}"
     );
 }
+
+#[test]
+fn flag_tags_and_metadata_are_checked_by_path() {
+    let fine = format!(
+        "{FLAG_VARIATIONS}  defaultStrategy: {{variation: \"off\"}}\n  tags: [team:checkout, release/2026-11]\n  metadata: {{owner: shop, tier: 2, beta: true}}\n"
+    );
+    assert!(
+        flag_error_paths(&fine).is_empty(),
+        "{:?}",
+        flag_error_paths(&fine)
+    );
+    let wrong = format!(
+        "{FLAG_VARIATIONS}  defaultStrategy: {{variation: \"off\"}}\n  tags: [ok, Bad, ok]\n  metadata: {{owner: [a], fine: x}}\n"
+    );
+    assert_eq!(
+        flag_error_paths(&wrong),
+        ["spec.tags[1]", "spec.tags[2]", "spec.metadata.owner"]
+    );
+}
