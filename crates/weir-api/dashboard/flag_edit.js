@@ -150,7 +150,7 @@ export function flagEditor(ns, key, base, onSaved) {
   /** Rebuilds the form from the draft, keeping the focused control. */
   function render() {
     const focused = document.activeElement && form.contains(document.activeElement) ? document.activeElement.id : null;
-    fill(body, variationsBox(), targetsBox(), rulesBox(), defaultBox());
+    fill(body, tagsBox(), variationsBox(), targetsBox(), rulesBox(), defaultBox());
     if (focused) {
       const again = document.getElementById(focused);
       if (again) again.focus();
@@ -199,6 +199,17 @@ export function flagEditor(ns, key, base, onSaved) {
     input.value = String(variation.value);
     input.addEventListener("input", () => { variation.value = type === "number" ? Number(input.value) : input.value; changed(); });
     return input;
+  }
+
+  function tagsBox() {
+    const tags = h("input", { type: "text", id: "flag-tags", "data-path": "spec.tags", autocomplete: "off", spellcheck: "false" });
+    tags.value = (draft.tags || []).join(", ");
+    tags.addEventListener("input", () => {
+      const list = items(tags.value);
+      if (list.length) draft.tags = list; else delete draft.tags;
+      changed();
+    });
+    return h("div", { class: "grid" }, field("Tags", tags, "Separated by commas, lowercase (team:checkout, release/2026-11); the flags list filters by them."));
   }
 
   function variationsBox() {

@@ -34,7 +34,8 @@ export async function flagsPage(main) {
       tbody.replaceChildren(...items.map((flag) => {
         const { namespace, name } = flag.metadata;
         return h("tr", { "data-flag": `${namespace}/${name}` },
-          h("th", { scope: "row" }, h("a", { href: `/flags/${enc(namespace)}/${enc(name)}` }, h("span", { class: "ns" }, `${namespace}/`), name)),
+          h("th", { scope: "row" }, h("a", { href: `/flags/${enc(namespace)}/${enc(name)}` }, h("span", { class: "ns" }, `${namespace}/`), name),
+            (flag.spec.tags || []).length ? h("span", { class: "flag-tags" }, flag.spec.tags.map((t) => h("span", { class: "flag-tag" }, t))) : null),
           h("td", {}, flag.spec.enabled === false ? h("span", { class: "phase phase-failed" }, "off") : h("span", { class: "phase phase-succeeded" }, "on")),
           h("td", {}, strategyText(flag.spec.defaultStrategy)),
           h("td", {}, (flag.spec.variations || []).map((v) => v.name).join(", ")),
@@ -84,6 +85,7 @@ export async function flagPage(main, ns, key) {
     details, editorBox, rolloutsSection, scheduleEditBox, createBox);
 
   let editor = null;
+  let rolloutNames = null;
   /** Takes the flag the server has now: the summary follows, the editor too unless edited. */
   function take(next) {
     const newer = next.version !== flag.version;
@@ -109,6 +111,7 @@ export async function flagPage(main, ns, key) {
       h("dl", { class: "facts" },
         h("dt", {}, "State"), h("dd", { class: "flag-state" }, h("span", { id: "flag-state", class: `phase ${on ? "phase-succeeded" : "phase-failed"}` }, on ? "on" : "off"),
           admin ? [" ", toggleButton(ns, key, () => flag, take)] : h("span", { class: "muted" }, " (turning it on or off needs a token with the admin scope)")),
+        (spec.tags || []).length ? [h("dt", {}, "Tags"), h("dd", { id: "flag-tags-shown" }, h("span", { class: "flag-tags" }, spec.tags.map((t) => h("span", { class: "flag-tag" }, t))))] : null,
         h("dt", {}, "Served when off"), h("dd", {}, spec.offVariation || (spec.variations[0] || {}).name || "–"),
         h("dt", {}, "Default strategy"), h("dd", { id: "flag-strategy" }, strategyText(spec.defaultStrategy), flag.rolledOutBy ? [" (rolled out by ", h("a", { href: `/rollouts/${flag.rolledOutBy.split("/").map(enc).join("/")}` }, flag.rolledOutBy), ")"] : null),
         h("dt", {}, "Version"), h("dd", { id: "flag-version" }, String(flag.version)),
@@ -131,6 +134,10 @@ export async function flagPage(main, ns, key) {
     try {
       const page = await get(`/api/v1/flag-rollouts?namespace=${enc(ns)}&flag=${enc(key)}&order=-created&limit=100`);
       const focused = document.activeElement && rolloutsSection.contains(document.activeElement) ? document.activeElement.id : null;
+      // A rollout created or gone changes what the flag says (rolledOutBy) without a new version.
+      const names = page.items.map((r) => `${r.metadata.name}:${r.schedule ? r.schedule.state : ""}`).join(",");
+      if (rolloutNames !== null && names !== rolloutNames) get(path).then(take, () => {});
+      rolloutNames = names;
       fill(rolloutsSection, h("h2", { id: "flag-rollouts-title" }, "Its rollouts"),
         page.items.length ? h("ul", { class: "flag-rollouts" }, page.items.map((r) => {
           const waiting = r.schedule && r.schedule.state === "WAITING";

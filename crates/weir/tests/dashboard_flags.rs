@@ -234,9 +234,12 @@ fn a_flag_is_managed_in_the_dashboard_and_every_change_reaches_ofrep() {
     // A variation's value: green now serves "teal".
     let value = browser.wait_for("#var-1-value");
     browser.type_into(&value, "teal");
+    let tags = browser.wait_for("#flag-tags");
+    browser.type_into(&tags, "team:shop, homepage");
     browser.click_on("#flag-save");
     let flag = wait_version(&api, 4);
     assert_eq!(flag["spec"]["variations"][1]["value"], "teal", "{flag}");
+    assert_eq!(flag["spec"]["tags"], json!(["team:shop", "homepage"]), "{flag}");
     let answer = api.evaluate("banner", user.clone());
     println!("green's value changed, OFREP answers {answer}");
     assert_eq!(answer["variant"], "green", "{answer}");
