@@ -338,7 +338,7 @@ pub(crate) fn delete_of_nothing(what: &str) -> ApiError {
 
 /// `POST /api/v1/rollouts/{namespace}/{name}/commands` with `{"command": "pause", "actor": "..."}`
 /// (or `{"command": "open-gate", "gate": {"type": "confirm-promotion", "hook": "approval"}}`,
-/// or `{"command": "stop", "rollback": true}`).
+/// `{"command": "stop", "rollback": true}`, or `{"command": "promote", "step": true}`).
 pub(crate) async fn command<S: Store>(
     State(state): State<ApiState<S>>,
     caller: Caller,
@@ -370,7 +370,8 @@ fn command_names() -> Vec<&'static str> {
         .collect()
 }
 
-/// Reads `{"command": ..., "actor"?: ..., "gate"?: {"type"?, "hook"?}, "rollback"?: bool}`,
+/// Reads `{"command": ..., "actor"?: ..., "gate"?: {"type"?, "hook"?}, "rollback"?: bool,
+/// "step"?: bool}`,
 /// naming every problem.
 fn command_of(bytes: &[u8]) -> Result<(Command, Option<String>), ApiError> {
     let value: Value = serde_json::from_slice(bytes).map_err(|error| {
@@ -459,11 +460,27 @@ fn command_of(bytes: &[u8]) -> Result<(Command, Option<String>), ApiError> {
             false
         }
     };
+    let step = match map.get("step") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(step)) if name.is_none_or(|name| name == "promote") => *step,
+        Some(Value::Bool(_)) => {
+            errors.push(FieldError::new("step", "only promote takes step"));
+            false
+        }
+        Some(other) => {
+            errors.push(FieldError::with_value(
+                "step",
+                other,
+                "true (the plan's next step only) or false (promote to the end)",
+            ));
+            false
+        }
+    };
     for field in map.keys() {
-        if !["command", "actor", "gate", "rollback"].contains(&field.as_str()) {
+        if !["command", "actor", "gate", "rollback", "step"].contains(&field.as_str()) {
             errors.push(FieldError::new(
                 field.clone(),
-                "unknown field; a command has command, actor, (for open-gate and close-gate) gate and (for stop) rollback",
+                "unknown field; a command has command, actor, (for open-gate and close-gate) gate, (for stop) rollback and (for promote) step",
             ));
         }
     }
@@ -474,6 +491,7 @@ fn command_of(bytes: &[u8]) -> Result<(Command, Option<String>), ApiError> {
         (Some("open-gate"), Some(gate)) => Command::OpenGate(gate),
         (Some("close-gate"), Some(gate)) => Command::CloseGate(gate),
         (Some("stop"), _) => Command::Stop { rollback },
+        (Some("promote"), _) if step => Command::PromoteStep,
         (Some(name), _) => match Command::SIMPLE
             .iter()
             .find(|command| command.as_str() == name)

@@ -275,6 +275,9 @@ pub struct CommandRequest {
     /// For `stop`: return everyone to the primary as well (default: the weights stay).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback: Option<bool>,
+    /// For `promote`: take only the plan's next step (default: promote to the end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<bool>,
 }
 
 /// The rules the server reads a command by (`rollouts.rs`, `command_of`), as a schema: one
@@ -291,7 +294,7 @@ impl JsonSchema for CommandRequest {
         let plain: Vec<&str> = Command::SIMPLE
             .iter()
             .map(Command::as_str)
-            .filter(|name| *name != "stop")
+            .filter(|name| *name != "stop" && *name != "promote")
             .collect();
         let gate = generator.subschema_for::<GateRequest>();
         let actor = serde_json::json!({
@@ -300,8 +303,21 @@ impl JsonSchema for CommandRequest {
             "description": "Recorded in the history (default: the X-Weir-Actor header, else api)"
         });
         schemars::json_schema!({
-            "description": "A command for a rollout. promote, abort, pause, resume, retry and skip-analysis act on the current run (or, for skip-analysis, the next); open-gate and close-gate take a gate; stop ends the run where it stands, or with rollback: true returns everyone to the primary.",
+            "description": "A command for a rollout. promote, abort, pause, resume, retry and skip-analysis act on the current run (or, for skip-analysis, the next); promote with step: true takes only the plan's next step; open-gate and close-gate take a gate; stop ends the run where it stands, or with rollback: true returns everyone to the primary.",
             "oneOf": [
+                {
+                    "type": "object",
+                    "required": ["command"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "command": {"const": "promote"},
+                        "actor": actor,
+                        "step": {
+                            "type": ["boolean", "null"],
+                            "description": "Take only the plan's next step (a canary step or schedule entry) now, past its pause, the evidence and any confirm-traffic-increase gate; default false, promote to the end. With no step left it promotes."
+                        },
+                    }
+                },
                 {
                     "type": "object",
                     "required": ["command"],
@@ -337,6 +353,7 @@ impl JsonSchema for CommandRequest {
             ],
             "examples": [
                 {"command": "pause", "actor": "ana"},
+                {"command": "promote", "step": true, "actor": "ana"},
                 {"command": "open-gate", "gate": {"type": "confirm-promotion"}, "actor": "ana"},
                 {"command": "close-gate", "gate": {"hook": "load-approval"}},
                 {"command": "stop", "rollback": true, "actor": "ana"}

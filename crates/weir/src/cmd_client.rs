@@ -129,6 +129,26 @@ impl CommandArgs {
     }
 }
 
+/// Arguments of `weir promote`.
+#[derive(Debug, Args)]
+#[command(after_help = PROMOTE_HELP)]
+pub struct PromoteArgs {
+    #[command(flatten)]
+    pub command: CommandArgs,
+    /// Take only the plan's next step (a canary step or schedule entry) now, past its pause;
+    /// without it the run promotes to the end, skipping the remaining steps.
+    #[arg(long)]
+    pub step: bool,
+}
+
+const PROMOTE_HELP: &str = "\
+Examples:
+  weir promote checkout            # all traffic to the new version now: the remaining steps skipped
+  weir promote checkout --step     # only the next step now (its own pause still applies)
+
+The history says which: \"promoted one step by ana to 30%: step 2 of 5\" or \"promoted by ana to the
+end\". More: docs/STATE-MACHINE.md";
+
 /// Arguments of `weir stop`.
 #[derive(Debug, Args)]
 #[command(after_help = STOP_HELP)]
@@ -683,7 +703,7 @@ fn schedule_table(
     text
 }
 
-/// `weir promote|abort|pause|resume|retry NAME`.
+/// `weir promote [--step]|abort|pause|resume|retry NAME`.
 pub fn command(command: Command, args: &CommandArgs) -> Result<ExitCode> {
     let rollback = match command {
         Command::Stop { rollback } => Some(rollback),
@@ -694,6 +714,7 @@ pub fn command(command: Command, args: &CommandArgs) -> Result<ExitCode> {
         actor: Some(args.actor()),
         gate: None,
         rollback,
+        step: (command == Command::PromoteStep).then_some(true),
     };
     send_command(args, &request)
 }
@@ -712,6 +733,7 @@ pub fn gate(args: &GateArgs) -> Result<ExitCode> {
             hook: target.hook.clone(),
         }),
         rollback: None,
+        step: None,
     };
     send_command(&target.command, &request)
 }

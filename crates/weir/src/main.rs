@@ -179,8 +179,9 @@ enum Command {
     Status(cmd_client::NameArgs),
     /// Show a rollout's whole history: every transition with its evidence.
     History(cmd_client::HistoryArgs),
-    /// Promote the canary now (also opens a confirm-promotion gate).
-    Promote(cmd_client::CommandArgs),
+    /// Promote the canary now (also opens a confirm-promotion gate); with --step, take only the
+    /// plan's next step now.
+    Promote(cmd_client::PromoteArgs),
     /// Roll back now.
     Abort(cmd_client::CommandArgs),
     /// Hold the canary weight where it is; analysis continues.
@@ -253,7 +254,14 @@ fn main() -> ExitCode {
         Command::Get(args) => cmd_client::get(&args),
         Command::Status(args) => cmd_client::status(&args),
         Command::History(args) => cmd_client::history(&args),
-        Command::Promote(args) => cmd_client::command(Verb::Promote, &args),
+        Command::Promote(args) => cmd_client::command(
+            if args.step {
+                Verb::PromoteStep
+            } else {
+                Verb::Promote
+            },
+            &args.command,
+        ),
         Command::Abort(args) => cmd_client::command(Verb::Abort, &args),
         Command::Pause(args) => cmd_client::command(Verb::Pause, &args),
         Command::Resume(args) => cmd_client::command(Verb::Resume, &args),

@@ -200,6 +200,7 @@ fn the_shared_command_request_is_what_the_server_reads() {
             hook: None,
         }),
         rollback: None,
+        step: None,
     };
     let bytes = serde_json::to_vec(&request).unwrap();
     let (command, actor) = command_of(&bytes).unwrap();
@@ -262,4 +263,34 @@ spec:
     let view = serde_json::to_value(crate::types::RolloutView::from(stored)).unwrap();
     assert_eq!(view["metadata"]["namespace"], "default", "{view}");
     assert_eq!(view["metadata"]["name"], "search", "{view}");
+}
+
+#[test]
+fn step_belongs_to_promote_and_is_a_boolean() {
+    let (command, actor) =
+        command_of(br#"{"command": "promote", "step": true, "actor": "ana"}"#).unwrap();
+    assert_eq!(
+        (command, actor.as_deref()),
+        (Command::PromoteStep, Some("ana"))
+    );
+    let (command, _) = command_of(br#"{"command": "promote", "step": false}"#).unwrap();
+    assert_eq!(command, Command::Promote);
+    let (command, _) = command_of(br#"{"command": "promote"}"#).unwrap();
+    assert_eq!(command, Command::Promote);
+    let error = command_of(br#"{"command": "pause", "step": true}"#).unwrap_err();
+    assert_eq!(paths(&error), ["step"]);
+    assert!(
+        format!("{error:?}").contains("only promote takes step"),
+        "{error:?}"
+    );
+    let error = command_of(br#"{"command": "promote", "step": "yes"}"#).unwrap_err();
+    assert_eq!(paths(&error), ["step"]);
+    // The shared request the command line sends is what the server reads.
+    let request = crate::types::CommandRequest {
+        command: "promote".into(),
+        step: Some(true),
+        ..crate::types::CommandRequest::default()
+    };
+    let (command, _) = command_of(&serde_json::to_vec(&request).unwrap()).unwrap();
+    assert_eq!(command, Command::PromoteStep);
 }
