@@ -267,19 +267,39 @@ impl Catalog {
                 )),
                 Some(provider) => {
                     let provider_namespace = provider.metadata.namespace_or_default();
-                    let address = match &provider.spec.secret_ref {
-                        Some(secret) => self
-                            .secret(secret, provider_namespace)
-                            .and_then(|secret| secret.get("address"))
-                            .or(provider.spec.address.as_deref()),
-                        None => provider.spec.address.as_deref(),
+                    let secret = provider
+                        .spec
+                        .secret_ref
+                        .as_ref()
+                        .map(|secret| (secret, self.secret(secret, provider_namespace)));
+                    let address = secret
+                        .and_then(|(_, loaded)| loaded?.get("address"))
+                        .or(provider.spec.address.as_deref());
+                    let problem = match (address, secret) {
+                        (Some(_), _) => None,
+                        (None, Some((secret, None))) => Some(format!(
+                            "its secretRef names Secret {}/{}, which is not loaded ({})",
+                            key_for(secret, provider_namespace).0,
+                            secret.name,
+                            Self::known(&self.secrets)
+                        )),
+                        (None, Some((secret, Some(_)))) => Some(format!(
+                            "Secret {}/{} has no `address` key and the AlertProvider no \
+                             spec.address",
+                            key_for(secret, provider_namespace).0,
+                            secret.name
+                        )),
+                        (None, None) => Some(
+                            "the AlertProvider has no address: set spec.address, or a secretRef \
+                             to a Secret with an `address` key"
+                                .to_string(),
+                        ),
                     };
-                    if address.is_none() {
+                    if let Some(problem) = problem {
                         errors.push(FieldError::with_value(
                             path,
                             format!("{:?}", reference.name),
-                            "the AlertProvider has no address: set spec.address, or a secretRef \
-                             to a loaded Secret with an `address` key",
+                            problem,
                         ));
                     }
                 }
@@ -470,6 +490,62 @@ spec: {{type: slack, channel: deploys, secretRef: {{name: slack-url}}}}
             text.contains("no MetricTemplate other/latency") && text.contains("shop/errors"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn an_alert_providers_address_names_what_is_missing() {
+        let (catalog, rollouts) = catalog_and_rollout(
+            r#"
+apiVersion: v1
+kind: Secret
+metadata: {name: keyless, namespace: shop}
+stringData: {token: hunter2}
+---
+apiVersion: weir.dev/v1alpha1
+kind: AlertProvider
+metadata: {name: unloaded, namespace: shop}
+spec: {type: slack, secretRef: {name: nowhere}}
+---
+apiVersion: weir.dev/v1alpha1
+kind: AlertProvider
+metadata: {name: keyless, namespace: shop}
+spec: {type: slack, secretRef: {name: keyless}}
+---
+apiVersion: weir.dev/v1alpha1
+kind: AlertProvider
+metadata: {name: fallback, namespace: shop}
+spec: {type: slack, address: "https://hooks.slack.com/services/x", secretRef: {name: keyless}}
+---
+apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {name: web, namespace: shop}
+spec:
+  target: {kind: flag}
+  plan: {canary: {stepWeight: 10}}
+  analysis:
+    alerts:
+      - {name: a, providerRef: {name: unloaded}}
+      - {name: b, providerRef: {name: keyless}}
+      - {name: c, providerRef: {name: fallback}}
+"#,
+        );
+        let errors = catalog.check_rollout(&rollouts[0]);
+        let texts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(texts.len(), 2, "{texts:#?}");
+        assert!(
+            texts[0].starts_with("spec.analysis.alerts[0].providerRef.name")
+                && texts[0]
+                    .contains("Secret shop/nowhere, which is not loaded (loaded: shop/keyless)"),
+            "{}",
+            texts[0]
+        );
+        assert!(
+            texts[1].starts_with("spec.analysis.alerts[1].providerRef.name")
+                && texts[1].contains("Secret shop/keyless has no `address` key"),
+            "{}",
+            texts[1]
+        );
+        assert!(!texts[1].contains("hunter2"), "{}", texts[1]);
     }
 
     #[test]

@@ -10,11 +10,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use serde_json::{Value, json};
+use weir_testkit::fixtures::runtime;
 use weir_testkit::kube_cluster::{
     Cluster, NAMESPACE, rollout_status, rollout_yaml_with_analysis, text,
 };
 use weir_testkit::metric_doubles::MetricDouble;
 use weir_testkit::process::Weir;
+use weir_testkit::receiver::Receiver;
 use weir_testkit::wait::wait_until;
 
 const API_KEY: &str = "dd-api-cluster-0123456789";
@@ -24,7 +26,12 @@ const ROTATED_API_KEY: &str = "dd-api-rotated-5555555555";
 /// Secret `dd-creds` with `literals` (`key=value`), made as `kubectl create secret generic`
 /// makes it, then applied (so a later apply changes it as a user's would).
 fn apply_secret(cluster: &Cluster, literals: &[&str]) {
-    let mut args = vec!["create", "secret", "generic", "dd-creds", "-n", NAMESPACE];
+    apply_named_secret(cluster, "dd-creds", literals);
+}
+
+/// [`apply_secret`] for Secret `name`.
+fn apply_named_secret(cluster: &Cluster, name: &str, literals: &[&str]) {
+    let mut args = vec!["create", "secret", "generic", name, "-n", NAMESPACE];
     let flags: Vec<String> = literals
         .iter()
         .map(|literal| format!("--from-literal={literal}"))
@@ -249,4 +256,88 @@ fn a_metric_templates_secret_is_read_from_the_cluster_followed_when_it_changes_a
         everything.len()
     );
     drop(operator);
+}
+
+/// A Flagger AlertProvider whose Slack URL is in a Secret of the cluster (`secretRef`, key
+/// `address`): the rollout waits for the Secret, then the alerts of its run go to the URL the
+/// Secret holds, and the URL's path (the webhook's token) appears nowhere else.
+#[test]
+fn an_alert_providers_secret_is_read_from_the_cluster() {
+    const TOKEN_PATH: &str = "/services/T0WEIR/B0WEIR/secret-webhook-token";
+    let runtime = runtime();
+    let slack = runtime.block_on(Receiver::answering(200));
+    let cluster = Cluster::new(env!("CARGO_BIN_EXE_weir"));
+    println!("with {}", cluster.install_flagger_crd());
+    let provider = json!({
+        "apiVersion": "flagger.app/v1beta1",
+        "kind": "AlertProvider",
+        "metadata": {"name": "on-call", "namespace": NAMESPACE},
+        "spec": {"type": "slack", "channel": "deploys", "secretRef": {"name": "slack-url"}}
+    });
+    cluster.apply(&serde_json::to_string(&provider).unwrap());
+    cluster.apply(&rollout_yaml_with_analysis(
+        "{canary: {stepWeights: [50]}}",
+        "{interval: 1s, evidence: {promoteOn: noHarm}, alerts: [{name: on-call, severity: info, providerRef: {name: on-call}}]}",
+    ));
+    let kubeconfig = cluster.kubeconfig.display().to_string();
+    let operator = Weir::start_capturing_stderr(
+        env!("CARGO_BIN_EXE_weir"),
+        &[
+            "operator",
+            "--listen",
+            "127.0.0.1:0",
+            "--output",
+            "json",
+            "--namespace",
+            NAMESPACE,
+        ],
+        &[("KUBECONFIG", kubeconfig.as_str())],
+    );
+    let refused = wait_until(
+        "the rollout refused for its provider's missing Secret",
+        || {
+            rollout_status(&cluster.server)["message"]
+                .as_str()
+                .filter(|message| message.starts_with("refused"))
+                .map(str::to_string)
+        },
+    );
+    assert!(refused.contains("Secret shop/slack-url"), "{refused}");
+    println!("without the Secret: {refused}");
+
+    apply_named_secret(
+        &cluster,
+        "slack-url",
+        &[&format!("address={}", slack.url(TOKEN_PATH))],
+    );
+    cluster.wait_initialised();
+    cluster.new_revision("2");
+    wait_until("the canary promoted", || {
+        (rollout_status(&cluster.server)["phase"] == "Succeeded").then_some(())
+    });
+    let posted = wait_until("an alert of the run at the Secret's URL", || {
+        slack.received().into_iter().find(|received| {
+            received.json["text"]
+                .as_str()
+                .is_some_and(|text| text.contains("podinfo"))
+        })
+    });
+    println!(
+        "Slack received: {} {} {}",
+        posted.method, posted.path, posted.json["text"]
+    );
+    assert_eq!(
+        (posted.method.as_str(), posted.path.as_str()),
+        ("POST", TOKEN_PATH)
+    );
+    assert_eq!(posted.json["channel"], "deploys", "{}", posted.json);
+
+    let mut everything = operator.lines();
+    everything.extend(operator.stderr_lines());
+    everything.extend(history_text(&cluster, &operator));
+    let leaks: Vec<&String> = everything
+        .iter()
+        .filter(|line| line.contains("secret-webhook-token"))
+        .collect();
+    assert!(leaks.is_empty(), "the webhook's token printed: {leaks:#?}");
 }
