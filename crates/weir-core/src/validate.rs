@@ -652,6 +652,15 @@ fn analysis(analysis: &Analysis, errors: &mut Errors) {
 /// of a provider that can answer is checked by the metric source that reads it.
 fn judge_counts(rollout: &Rollout, counts: &JudgeCounts, errors: &mut Errors) {
     const BASE: &str = "spec.analysis.judgeCounts";
+    if rollout.spec.analysis.judges.is_empty()
+        && rollout.spec.target.kind() != crate::model::TargetKind::Local
+    {
+        errors.field(
+            BASE,
+            "no judge reads these counts: name one in spec.analysis.judges (known: sequential); \
+             only local rollouts get the sequential judge without naming it",
+        );
+    }
     if counts.template_ref.name.is_empty() {
         errors.field(
             &format!("{BASE}.templateRef.name"),

@@ -41,6 +41,7 @@ spec:
   target: {{kind: kubernetes, targetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}}}
   plan: {{canary: {{stepWeight: 10}}}}
   analysis:
+    judges: [sequential]
     judgeCounts:
 {counts}
 "#
@@ -236,5 +237,23 @@ fn validation_names_an_unknown_template_and_a_provider_that_cannot_count() {
     assert!(
         errors[0].contains("spec.analysis.judgeCounts.canary.requests"),
         "{errors:?}"
+    );
+}
+
+#[test]
+fn counts_without_a_judge_to_read_them_are_refused_outside_local_rollouts() {
+    let yaml = documents("datadog", "http://127.0.0.1:1", COUNTS)
+        .replace("    judges: [sequential]\n", "");
+    let refusals: Vec<String> = weir_core::document::load(yaml.as_bytes())
+        .into_iter()
+        .filter_map(Result::err)
+        .map(|refused| format!("{refused:?}"))
+        .collect();
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert!(
+        refusals[0].contains("spec.analysis.judgeCounts")
+            && refusals[0].contains("no judge reads these counts")
+            && refusals[0].contains("known: sequential"),
+        "{refusals:?}"
     );
 }

@@ -499,7 +499,7 @@ fn the_evidence_rule_is_checked_and_bad_values_named_with_what_is_allowed() {
 
 #[test]
 fn judge_counts_need_a_template_four_queries_and_known_placeholders() {
-    let valid = "  plan: {canary: {stepWeights: [50]}}\n  analysis:\n    judgeCounts:\n      templateRef: {name: datadog}\n      templateVariables: {service: shop}\n      interval: 5s\n      canary: {requests: \"sum:hits{service:{{ variables.service }},v:canary}.rollup(sum, {{ interval }})\", errors: \"e{{ target }}\"}\n      primary: {requests: \"r{{ namespace }}\", errors: \"e{{ name }}\"}\n";
+    let valid = "  plan: {canary: {stepWeights: [50]}}\n  analysis:\n    judges: [sequential]\n    judgeCounts:\n      templateRef: {name: datadog}\n      templateVariables: {service: shop}\n      interval: 5s\n      canary: {requests: \"sum:hits{service:{{ variables.service }},v:canary}.rollup(sum, {{ interval }})\", errors: \"e{{ target }}\"}\n      primary: {requests: \"r{{ namespace }}\", errors: \"e{{ name }}\"}\n";
     assert!(error_paths(valid).is_empty(), "{:?}", error_paths(valid));
     let parsed = rollout(valid);
     let Some(counts) = parsed.spec.analysis.judge_counts.as_ref() else {
@@ -508,7 +508,7 @@ fn judge_counts_need_a_template_four_queries_and_known_placeholders() {
     assert_eq!(counts.interval(), GoDuration::from_secs(5));
     assert_eq!(counts.queries()[3], ("primary.errors", "e{{ name }}"));
 
-    let broken = "  plan: {canary: {stepWeights: [50]}}\n  analysis:\n    judgeCounts:\n      templateRef: {name: \"\"}\n      interval: 0s\n      canary: {requests: \"{{ variables.nope }}\"}\n      primary: {requests: \"{{ revision }}\", errors: \" \"}\n";
+    let broken = "  plan: {canary: {stepWeights: [50]}}\n  analysis:\n    judges: [sequential]\n    judgeCounts:\n      templateRef: {name: \"\"}\n      interval: 0s\n      canary: {requests: \"{{ variables.nope }}\"}\n      primary: {requests: \"{{ revision }}\", errors: \" \"}\n";
     let errors = super::rollout(&rollout(broken));
     let paths: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
     assert_eq!(
