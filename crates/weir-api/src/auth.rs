@@ -164,6 +164,18 @@ pub const ROUTES: &[RouteAccess] = &[
     route("PUT", "/api/v1/flags/{namespace}/{key}", ADMIN),
     route("DELETE", "/api/v1/flags/{namespace}/{key}", ADMIN),
     route("POST", "/api/v1/flags/{namespace}/{key}/outcomes", OPERATE),
+    route("GET", "/api/v1/flags/{namespace}/{key}/history", READ),
+    route("GET", "/api/v1/flags/{namespace}/{key}/evaluations", READ),
+    route("GET", "/api/v1/flags/{namespace}/{key}/triggers", READ),
+    route("POST", "/api/v1/flags/{namespace}/{key}/triggers", ADMIN),
+    route(
+        "DELETE",
+        "/api/v1/flags/{namespace}/{key}/triggers/{id}",
+        ADMIN,
+    ),
+    // The secret in the path is the credential; rate limited per client address like bad
+    // credentials (`check`).
+    route("POST", crate::triggers::TRIGGER_ROUTE, Access::Public),
     route("POST", "/ofrep/v1/evaluate/flags", EVALUATE),
     route("POST", "/ofrep/v1/evaluate/flags/{key}", EVALUATE),
     route("POST", "/ns/{namespace}/ofrep/v1/evaluate/flags", EVALUATE),
@@ -219,6 +231,7 @@ fn matched<'a>(method: &Method, path: &'a str) -> Matched<'a> {
                     object = Some(*segment);
                     true
                 }
+                other if other.starts_with('{') => true,
                 literal => literal == *segment,
             });
         if fits {
@@ -898,7 +911,7 @@ fn client_in(extensions: &axum::http::Extensions) -> IpAddr {
 }
 
 /// The client's address (see [`client_in`]).
-struct ClientAddr(IpAddr);
+pub(crate) struct ClientAddr(pub(crate) IpAddr);
 
 impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
     type Rejection = Infallible;
@@ -926,6 +939,19 @@ async fn check<T: TokenStore>(
         Access::Metrics => Access::Public,
         other => other,
     };
+    if matched.pattern == crate::triggers::TRIGGER_ROUTE {
+        // A trigger's secret is a credential: every wrong one counts towards the client's
+        // limit, and a client over it is refused before its secret is looked at.
+        let client = client_of(&request);
+        if let Some(seconds) = auth.blocked(client) {
+            return ApiError::TooManyRequests(seconds).into_response();
+        }
+        let response = next.run(request).await;
+        if response.status() == StatusCode::NOT_FOUND {
+            auth.strike(client);
+        }
+        return response;
+    }
     if access == Access::Public {
         return next.run(request).await;
     }
@@ -1038,7 +1064,7 @@ async fn check<T: TokenStore>(
     next.run(request).await
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -2,12 +2,14 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /api/v1/flags?namespace=&search=&order=&limit=&cursor=` | a page of flags |
+//! | `GET /api/v1/flags?namespace=&search=&tag=&order=&limit=&cursor=` | a page of flags |
 //! | `POST /api/v1/flags` | apply (create or update) a Flag (JSON or YAML) |
 //! | `GET /api/v1/flags/{namespace}/{key}` | one flag (`ETag`: its version) |
 //! | `PUT /api/v1/flags/{namespace}/{key}` | apply, the path naming the flag |
 //! | `DELETE /api/v1/flags/{namespace}/{key}` | delete |
 //! | `POST /api/v1/flags/{namespace}/{key}/outcomes` | report what each variant served (`outcomes.rs`) |
+//! | `GET /api/v1/flags/{namespace}/{key}/history`, `.../evaluations` | changes and evaluation counts (`flag_history.rs`) |
+//! | `/api/v1/flags/{namespace}/{key}/triggers...`, `POST /api/v1/triggers/{id}/{secret}` | triggers (`triggers.rs`) |
 //! | `GET /api/v1/flags/watch?namespace=` | Server-Sent Events: `event: flag`, data `{namespace, key, version}` (`version` null: deleted) for every committed change, so clients re-fetch; `event: lagged` when a watcher fell behind |
 
 use std::collections::BTreeMap;
@@ -250,15 +252,19 @@ fn with_etag(status: StatusCode, version: u64, body: impl Serialize) -> Response
 
 const ORDERS: &str = "key, created, -created, updated, -updated";
 
-/// `GET /api/v1/flags?namespace=&search=&order=&limit=&cursor=`: `search` matches keys and
-/// descriptions of variations; `order` is one of key (default), created, updated (a leading `-`
+/// `GET /api/v1/flags?namespace=&search=&tag=&order=&limit=&cursor=`: `search` matches keys,
+/// tags and descriptions of variations; `tag` (repeatable) keeps flags with every tag given; `order` is one of key (default), created, updated (a leading `-`
 /// for descending); `cursor` is the `nextCursor` of the previous page.
 pub(crate) async fn list<F: FlagStore>(
     State(flags): State<Flags<F>>,
     caller: Caller,
     query: QueryPairs,
 ) -> Result<Response, ApiError> {
-    let params = Params::parse(query, &["namespace", "search", "order", "limit", "cursor"])?;
+    let params = Params::parse_with_lists(
+        query,
+        &["namespace", "search", "tag", "order", "limit", "cursor"],
+        &["tag"],
+    )?;
     let (limit, start) = match (params.limit("limit"), params.offset("cursor")) {
         (Ok(limit), Ok(start)) => (limit, start),
         (limit, start) => {
@@ -276,6 +282,7 @@ pub(crate) async fn list<F: FlagStore>(
     }
     let namespace = params.text("namespace");
     let search = params.text("search").map(|search| search.to_lowercase());
+    let tags = params.list("tag");
     let snapshot = flags.snapshot();
     let mut found: Vec<StoredFlag> = snapshot
         .all()
@@ -287,8 +294,13 @@ pub(crate) async fn list<F: FlagStore>(
                 .is_none_or(|namespace| stored.key.namespace == *namespace)
         })
         .filter(|stored| {
+            tags.iter()
+                .all(|tag| stored.flag.spec.tags.iter().any(|has| has == tag))
+        })
+        .filter(|stored| {
             search.as_ref().is_none_or(|search| {
                 stored.key.key.to_lowercase().contains(search)
+                    || stored.flag.spec.tags.iter().any(|tag| tag.contains(search))
                     || stored.flag.spec.variations.iter().any(|variation| {
                         variation
                             .description
@@ -402,8 +414,9 @@ async fn apply<F: FlagStore>(
             }
         },
     };
+    let actor = caller.actor(input::actor(&headers, None)?);
     let (stored, outcome) = flags
-        .apply(flag, expected_version, jiff::Timestamp::now())
+        .apply_as(flag, expected_version, jiff::Timestamp::now(), &actor)
         .await?;
     let status = match outcome {
         ApplyOutcome::Created => StatusCode::CREATED,
@@ -459,6 +472,7 @@ fn flag_of(bytes: &[u8], format: input::Format) -> Result<Flag, ApiError> {
 /// `DELETE /api/v1/flags/{namespace}/{key}` (with `If-Match` or `?expectedVersion=`).
 pub(crate) async fn delete<F: FlagStore>(
     State(flags): State<Flags<F>>,
+    caller: Caller,
     Path((namespace, key)): Path<(String, String)>,
     query: QueryPairs,
     headers: HeaderMap,
@@ -470,8 +484,9 @@ pub(crate) async fn delete<F: FlagStore>(
         Precondition::Version(version) => Some(version),
         Precondition::None | Precondition::Exists => None,
     };
+    let actor = caller.actor(input::actor(&headers, None)?);
     flags
-        .delete(&FlagKey::new(namespace, key), expected)
+        .delete_as(&FlagKey::new(namespace, key), expected, &actor)
         .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -35,6 +35,7 @@
 pub mod auth;
 mod dashboard;
 mod error;
+mod flag_history;
 mod flag_rollouts;
 mod flags;
 mod host;
@@ -45,6 +46,7 @@ mod openapi;
 mod outcomes;
 mod readiness;
 mod rollouts;
+mod triggers;
 pub mod types;
 mod watch;
 
@@ -182,7 +184,47 @@ where
     })
 }
 
+/// How often the evaluation counts per minute are written to the store (and at shutdown).
+const EVALUATIONS_FLUSH: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Writes the flags' evaluation counts to the store every [`EVALUATIONS_FLUSH`] and once more
+/// when `shutdown` says so (`weir_flags::Flags::flush_evaluations`).
+fn spawn_evaluation_flusher<F: FlagStore>(
+    flags: Flags<F>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        let mut ticks = tokio::time::interval(EVALUATIONS_FLUSH);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let stopping = tokio::select! {
+                _ = ticks.tick() => false,
+                stopped = shutdown.wait_for(|stop| *stop) => stopped.is_ok(),
+            };
+            if let Err(error) = flags.flush_evaluations(jiff::Timestamp::now()).await {
+                tracing::warn!(%error, "flag evaluation counts were not written (tried again later)");
+            }
+            if stopping {
+                return;
+            }
+            if shutdown.has_changed().is_err() && !*shutdown.borrow() {
+                // No shutdown signal can come any more: keep flushing on the ticks alone.
+                loop {
+                    ticks.tick().await;
+                    if let Err(error) = flags.flush_evaluations(jiff::Timestamp::now()).await {
+                        tracing::warn!(%error, "flag evaluation counts were not written (tried again later)");
+                    }
+                }
+            }
+        }
+    });
+}
+
 fn build_flags<F: FlagStore>(state: flags::FlagsState<F>) -> Router {
+    spawn_evaluation_flusher(state.flags.clone(), state.shutdown.clone());
     Router::new()
         .route(
             "/api/v1/flags",
@@ -199,6 +241,23 @@ fn build_flags<F: FlagStore>(state: flags::FlagsState<F>) -> Router {
             "/api/v1/flags/{namespace}/{key}/outcomes",
             post(outcomes::report::<F>),
         )
+        .route(
+            "/api/v1/flags/{namespace}/{key}/history",
+            get(flag_history::history::<F>),
+        )
+        .route(
+            "/api/v1/flags/{namespace}/{key}/evaluations",
+            get(flag_history::evaluations::<F>),
+        )
+        .route(
+            "/api/v1/flags/{namespace}/{key}/triggers",
+            get(triggers::list::<F>).post(triggers::create::<F>),
+        )
+        .route(
+            "/api/v1/flags/{namespace}/{key}/triggers/{id}",
+            axum::routing::delete(triggers::revoke::<F>),
+        )
+        .route(triggers::TRIGGER_ROUTE, post(triggers::fire::<F>))
         .route("/ofrep/v1/evaluate/flags", post(ofrep::bulk_default::<F>))
         .route(
             "/ofrep/v1/evaluate/flags/{key}",

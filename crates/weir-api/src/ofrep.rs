@@ -171,7 +171,7 @@ fn evaluate_one(snapshot: &Snapshot, namespace: &str, key: &str, body: &[u8]) ->
     match entry.compiled.evaluate(&context) {
         Ok(evaluation) => {
             entry.count_exposure(&evaluation.variant);
-            Json(success(key, &evaluation)).into_response()
+            Json(success(key, &evaluation, &entry.stored.flag.spec.metadata)).into_response()
         }
         Err(error) => {
             let (code, details) = error_code(&error);
@@ -237,7 +237,7 @@ fn evaluate_all(
             match entry.compiled.evaluate(&context) {
                 Ok(evaluation) => {
                     entry.count_exposure(&evaluation.variant);
-                    success(key, &evaluation)
+                    success(key, &evaluation, &entry.stored.flag.spec.metadata)
                 }
                 Err(error) => {
                     let (code, details) = error_code(&error);
@@ -279,13 +279,18 @@ fn is_namespace(text: &str) -> bool {
         && !text.ends_with('-')
 }
 
-fn success(key: &str, evaluation: &weir_core::flag::Evaluation) -> Value {
+/// A successful evaluation; `metadata` is the flag's `spec.metadata` (OFREP's flag metadata).
+fn success(
+    key: &str,
+    evaluation: &weir_core::flag::Evaluation,
+    metadata: &std::collections::BTreeMap<String, Value>,
+) -> Value {
     json!({
         "key": key,
         "reason": evaluation.reason.as_str(),
         "variant": evaluation.variant,
         "value": evaluation.value,
-        "metadata": {},
+        "metadata": metadata,
     })
 }
 

@@ -408,7 +408,8 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
         op("get", "/api/v1/flags", "listFlags", FLAGS, "A page of flags")
             .params(vec![
                 query("namespace", "Only this namespace", json!({"type": "string"})),
-                query("search", "Only flags whose key or a variation's description contains this (case-insensitive)", json!({"type": "string"})),
+                query("search", "Only flags whose key, a tag or a variation's description contains this (case-insensitive)", json!({"type": "string"})),
+                json!({"name": "tag", "in": "query", "required": false, "description": "Only flags with this tag (repeat, or separate by commas, for flags with every one)", "schema": {"type": "string"}}),
                 query("order", "key (default), created, -created, updated, -updated", json!({"type": "string", "enum": ["key", "created", "-created", "updated", "-updated"]})),
                 reference("parameters", "limit"),
                 reference("parameters", "offsetCursor"),
@@ -416,7 +417,7 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
             .answer(200, json_answer("One page; nextCursor is absent on the last", schemas.response::<crate::flags::FlagPage>()))
             .errors(&[400]),
         op("post", "/api/v1/flags", "applyFlag", FLAGS, "Apply (create or update) a Flag")
-            .describe("Fields the server writes (version, createdAt, updatedAt, rolledOutBy, exposures, outcomes) are ignored, so what a GET returns can be sent back. The rules beyond the document's shape (docs/FLAGS.md: at least two variations, names unique, values of one type, references to variations) are checked all at once: 400 names every field at fault. A flag that a rollout is moving refuses a change of its variations (409).")
+            .describe("Fields the server writes (version, createdAt, updatedAt, rolledOutBy, exposures, outcomes) are ignored, so what a GET returns can be sent back. The rules beyond the document's shape (docs/FLAGS.md: at least two variations, names unique, values of one type, references to variations) are checked all at once: 400 names every field at fault. A flag that a rollout is moving refuses a change of its variations or of its default strategy (409, naming the rollout); the strategy that rollout has in force, as a GET shows it, counts as no change.")
             .params(preconditions())
             .body(flag_body.clone())
             .answer(200, with_etag(json_answer("Updated, or unchanged", applied_flag.clone())))
@@ -452,6 +453,35 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
             .body(json_body(reference("schemas", "OutcomeReport"), true))
             .answer(204, json!({"description": "Counted, all of it"}))
             .errors(&[400, 404, 413, 415, 422]),
+        op("get", "/api/v1/flags/{namespace}/{key}/history", "flagHistory", FLAGS, "A flag's changes, newest first: who, when, and every field that changed with its value before and after")
+            .describe("Every change is recorded: applies (actor: the token's name, or X-Weir-Actor on a server without tokens), deletes, a flag rollout's final strategy, a trigger's use (with the caller's address). Kept after the flag is deleted.")
+            .params(vec![
+                reference("parameters", "limit"),
+                query("cursor", "The nextCursor of the previous page: changes older than it", json!({"type": "string", "pattern": "^[0-9]{1,19}$"})),
+            ])
+            .answer(200, json_answer("One page; nextCursor is absent on the last", schemas.response::<crate::flag_history::FlagHistoryPage>()))
+            .errors(&[400, 500]),
+        op("get", "/api/v1/flags/{namespace}/{key}/evaluations", "flagEvaluations", FLAGS, "A flag's OFREP evaluations per minute and variation (the store keeps a day)")
+            .describe("Counted in memory and written every 5 seconds (and at shutdown), so the last seconds may not be in the answer yet.")
+            .params(vec![query("since", "A time (RFC 3339) or a duration back from now (90m, 24h); default 1h, at most a day back", json!({"type": "string"}))])
+            .answer(200, json_answer("Minutes with evaluations, oldest first", schemas.response::<crate::flag_history::FlagEvaluations>()))
+            .errors(&[400, 404, 500]),
+        op("get", "/api/v1/flags/{namespace}/{key}/triggers", "listFlagTriggers", FLAGS, "A flag's triggers, without their secrets")
+            .answer(200, json_answer("The triggers, oldest first", schemas.response::<crate::triggers::TriggerList>()))
+            .errors(&[500]),
+        op("post", "/api/v1/flags/{namespace}/{key}/triggers", "createFlagTrigger", FLAGS, "Create a trigger: a secret URL that turns the flag on or off when POSTed to")
+            .describe("The answer holds the secret (and the path with it) once; only its SHA-256 is stored.")
+            .body(json_body(schemas.request::<crate::triggers::TriggerRequest>(), true))
+            .answer(201, json_answer("The trigger, with its secret path (shown once)", schemas.response::<crate::triggers::CreatedTrigger>()))
+            .errors(&[400, 404, 413, 500]),
+        op("delete", "/api/v1/flags/{namespace}/{key}/triggers/{id}", "revokeFlagTrigger", FLAGS, "Revoke a trigger: its URL answers 404 from now on")
+            .answer(204, json!({"description": "Revoked"}))
+            .errors(&[404, 500]),
+        op("post", "/api/v1/triggers/{id}/{secret}", "useFlagTrigger", FLAGS, "Use a trigger: turn its flag on or off")
+            .describe("No token: the secret in the path is the credential. An unknown trigger and a wrong secret are both 404 (compared in constant time) and count towards the client address's limit (429 past it). The use is recorded in the flag's history with the caller's address.")
+            .answer(200, json_answer("What the use did", schemas.response::<crate::triggers::TriggerUsed>()))
+            .answer(429, reference("responses", "TooManyRequests"))
+            .errors(&[404, 409, 500]),
         op("post", "/api/v1/session", "login", SESSION, "Log in with a token: a signed session cookie for the dashboard")
             .describe("Answers the session and sets the weir_session cookie (HttpOnly, SameSite=Strict, Path=/, Secure under TLS). A bad token is 401 and counts towards the client address's rate limit (429).")
             .body(json_body(reference("schemas", "LoginRequest"), true))
@@ -514,6 +544,16 @@ pub(crate) fn parameters() -> Value {
             "name": "key", "in": "path", "required": true,
             "description": "The flag's key (its metadata.name): 1 to 253 lowercase letters, digits, '-', '.' and '_', starting and ending with a letter or digit",
             "schema": {"type": "string", "pattern": FLAG_KEY_PATTERN, "minLength": 1, "maxLength": FLAG_KEY_MAX}
+        },
+        "id": {
+            "name": "id", "in": "path", "required": true,
+            "description": "The trigger's id",
+            "schema": {"type": "string", "minLength": 1, "maxLength": 64}
+        },
+        "secret": {
+            "name": "secret", "in": "path", "required": true,
+            "description": "The trigger's secret, as its creation answered it",
+            "schema": {"type": "string", "minLength": 1, "maxLength": 256}
         },
         "limit": {
             "name": "limit", "in": "query", "required": false,

@@ -106,9 +106,10 @@ fn operations_are_complete_and_scoped() {
             }
         }
     }
-    // 11 for rollouts, watch and meta (with /readyz); 1 for flag rollouts; 7 for flags;
-    // 4 for OFREP; 3 for the session, 3 for tokens.
-    assert_eq!(found.len(), 30);
+    // 11 for rollouts, watch and meta (with /readyz); 1 for flag rollouts; 7 for flags, 2 for
+    // their history and evaluations, 4 for triggers; 4 for OFREP; 3 for the session, 3 for
+    // tokens.
+    assert_eq!(found.len(), 36);
     let scope_of = |id: &str| {
         scopes
             .iter()
