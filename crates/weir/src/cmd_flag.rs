@@ -1,5 +1,6 @@
 //! `weir flag`: feature flags on a running `weir serve` (create, get, list, set, delete),
-//! evaluating one as an application would, over OFREP, and listing the rollouts of flags.
+//! evaluating one as an application would, over OFREP, listing the rollouts of flags, a flag's
+//! change history and its triggers.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,6 +27,10 @@ Examples:
   weir flag get new-checkout -n shop -o json
   weir flag delete new-checkout -n shop
   weir flag rollouts -n shop --status waiting,running
+  weir flag history new-checkout -n shop
+  weir flag trigger create new-checkout -n shop --action off --description 'error-rate alert'
+  weir flag trigger list new-checkout -n shop
+  weir flag trigger revoke new-checkout 6f1c2a9e0b3d4c5e -n shop
 
 Applications read flags with any OpenFeature SDK and its OFREP provider, base URL
 http://SERVER/ns/NAMESPACE (http://SERVER for namespace default). More: docs/FLAGS.md";
@@ -57,6 +62,51 @@ enum FlagAction {
     /// List the rollouts of flags: where each schedule stands, the weight now, the next entry
     /// and when it is due.
     Rollouts(RolloutsArgs),
+    /// A flag's change history, newest first: when, who, what, and every field that changed.
+    History(HistoryArgs),
+    /// Triggers: secret URLs that turn a flag on or off when POSTed to (for alerting systems).
+    #[command(subcommand)]
+    Trigger(TriggerCommand),
+}
+
+#[derive(Debug, Args)]
+struct HistoryArgs {
+    #[command(flatten)]
+    flag: KeyArgs,
+    /// At most this many changes (the newest).
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+}
+
+#[derive(Debug, Subcommand)]
+enum TriggerCommand {
+    /// Create a trigger; prints its URL with the secret, which is shown only this once.
+    Create(TriggerCreateArgs),
+    /// List a flag's triggers (without secrets): action, description, uses, last use.
+    List(KeyArgs),
+    /// Revoke a trigger: its URL answers 404 from now on.
+    Revoke(TriggerRevokeArgs),
+}
+
+#[derive(Debug, Args)]
+struct TriggerCreateArgs {
+    #[command(flatten)]
+    flag: KeyArgs,
+    /// What calling the trigger does: `on` or `off`.
+    #[arg(long, value_parser = ["on", "off"])]
+    action: String,
+    /// What it is for (e.g. the alert that calls it).
+    #[arg(long, default_value = "")]
+    description: String,
+}
+
+#[derive(Debug, Args)]
+struct TriggerRevokeArgs {
+    #[command(flatten)]
+    flag: KeyArgs,
+    /// The trigger's id (`weir flag trigger list`).
+    #[arg(value_name = "ID")]
+    id: String,
 }
 
 #[derive(Debug, Args)]
@@ -104,9 +154,12 @@ struct ListArgs {
     /// Only this namespace.
     #[arg(long, short)]
     namespace: Option<String>,
-    /// Only flags whose key (or a variation's description) contains this.
+    /// Only flags whose key (or a tag, or a variation's description) contains this.
     #[arg(long)]
     search: Option<String>,
+    /// Only flags with this tag (repeatable: flags with every one).
+    #[arg(long = "tag", value_name = "TAG")]
+    tags: Vec<String>,
     /// key, created, -created, updated, -updated.
     #[arg(long, default_value = "key")]
     order: String,
@@ -187,7 +240,181 @@ pub fn flag(args: &FlagArgs) -> Result<ExitCode> {
         FlagAction::Delete(args) => delete(args),
         FlagAction::Eval(args) => eval(args),
         FlagAction::Rollouts(args) => rollouts(args),
+        FlagAction::History(args) => history(args),
+        FlagAction::Trigger(TriggerCommand::Create(args)) => trigger_create(args),
+        FlagAction::Trigger(TriggerCommand::List(args)) => trigger_list(args),
+        FlagAction::Trigger(TriggerCommand::Revoke(args)) => trigger_revoke(args),
     }
+}
+
+fn history(args: &HistoryArgs) -> Result<ExitCode> {
+    let client = Client::new(&args.flag.server)?;
+    let base = format!("{}/history", args.flag.path());
+    runtime()?.block_on(async {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        while items.len() < args.limit {
+            let limit = (args.limit - items.len()).min(crate::cmd_client::LIST_PAGE);
+            let mut path = format!("{base}?limit={limit}");
+            if let Some(cursor) = &cursor {
+                path.push_str(&format!("&cursor={cursor}"));
+            }
+            let page = match client.call::<Value>(Method::GET, &path, None).await? {
+                Ok(page) => page,
+                Err(refusal) => {
+                    return Ok(refused(&format!("flag {}", args.flag.key), &refusal));
+                }
+            };
+            items.extend(page["items"].as_array().cloned().unwrap_or_default());
+            match page["nextCursor"].as_str() {
+                Some(next) => cursor = Some(next.to_string()),
+                None => break,
+            }
+        }
+        if args.flag.output == OutputFormat::Json {
+            for item in &items {
+                println!("{item}");
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        if items.is_empty() {
+            println!("flag {} has no recorded change", args.flag.key);
+            return Ok(ExitCode::SUCCESS);
+        }
+        print_columns(&history_rows(&items));
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn print_columns(rows: &[[String; 5]]) {
+    crate::cmd_client::print_columns(&["WHEN", "ACTOR", "ACTION", "VERSION", "CHANGES"], rows);
+}
+
+/// One row per changed field; the first row of a change says when, who and what.
+fn history_rows(items: &[Value]) -> Vec<[String; 5]> {
+    let text = |value: &Value| value.as_str().unwrap_or("-").to_string();
+    let mut rows = Vec::new();
+    for item in items {
+        let mut who = text(&item["actor"]);
+        if let Some(address) = item["address"].as_str() {
+            who.push_str(&format!(" from {address}"));
+        }
+        let summary: Vec<String> = item["summary"]
+            .as_array()
+            .map(|lines| lines.iter().map(text).collect())
+            .unwrap_or_default();
+        let mut lines = summary.into_iter();
+        rows.push([
+            text(&item["at"]),
+            who,
+            text(&item["action"]),
+            item["version"]
+                .as_u64()
+                .map_or_else(|| "-".to_string(), |version| version.to_string()),
+            lines.next().unwrap_or_else(|| "-".to_string()),
+        ]);
+        for line in lines {
+            rows.push([
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                line,
+            ]);
+        }
+    }
+    rows
+}
+
+fn trigger_create(args: &TriggerCreateArgs) -> Result<ExitCode> {
+    let client = Client::new(&args.flag.server)?;
+    let path = format!("{}/triggers", args.flag.path());
+    let body = json!({"action": args.action, "description": args.description});
+    runtime()?.block_on(async {
+        let created = match client
+            .call::<Value>(Method::POST, &path, Some(body))
+            .await?
+        {
+            Ok(created) => created,
+            Err(refusal) => return Ok(refused(&format!("flag {}", args.flag.key), &refusal)),
+        };
+        if args.flag.output == OutputFormat::Json {
+            println!("{}", serde_json::to_string_pretty(&created)?);
+            return Ok(ExitCode::SUCCESS);
+        }
+        let url = format!(
+            "{}{}",
+            args.flag.server.server.trim_end_matches('/'),
+            created["path"].as_str().unwrap_or_default()
+        );
+        println!(
+            "trigger {} created: POST to it to turn flag {} {}",
+            created["trigger"]["id"].as_str().unwrap_or("?"),
+            args.flag.key,
+            args.action
+        );
+        println!("{url}");
+        println!("(the URL holds the trigger's secret and is shown only this once)");
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn trigger_list(args: &KeyArgs) -> Result<ExitCode> {
+    let client = Client::new(&args.server)?;
+    let path = format!("{}/triggers", args.path());
+    runtime()?.block_on(async {
+        let list = match client.call::<Value>(Method::GET, &path, None).await? {
+            Ok(list) => list,
+            Err(refusal) => return Ok(refused(&format!("flag {}", args.key), &refusal)),
+        };
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        if args.output == OutputFormat::Json {
+            for item in &items {
+                println!("{item}");
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        let text = |value: &Value| value.as_str().unwrap_or("-").to_string();
+        let rows: Vec<[String; 6]> = items
+            .iter()
+            .map(|item| {
+                [
+                    text(&item["id"]),
+                    text(&item["action"]),
+                    text(&item["description"]),
+                    item["uses"].to_string(),
+                    text(&item["lastUsedAt"]),
+                    text(&item["createdBy"]),
+                ]
+            })
+            .collect();
+        crate::cmd_client::print_columns(
+            &[
+                "ID",
+                "ACTION",
+                "DESCRIPTION",
+                "USES",
+                "LAST USED",
+                "CREATED BY",
+            ],
+            &rows,
+        );
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn trigger_revoke(args: &TriggerRevokeArgs) -> Result<ExitCode> {
+    let client = Client::new(&args.flag.server)?;
+    let path = format!("{}/triggers/{}", args.flag.path(), args.id);
+    runtime()?.block_on(async {
+        match client.call::<Value>(Method::DELETE, &path, None).await? {
+            Ok(_) => {
+                println!("trigger {} of flag {} revoked", args.id, args.flag.key);
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(refusal) => Ok(refused(&format!("flag {}", args.flag.key), &refusal)),
+        }
+    })
 }
 
 fn refused(what: &str, refusal: &crate::cmd_client::Refused) -> ExitCode {
@@ -281,6 +508,9 @@ fn list(args: &ListArgs) -> Result<ExitCode> {
     }
     if let Some(search) = &args.search {
         query.push(format!("search={search}"));
+    }
+    for tag in &args.tags {
+        query.push(format!("tag={tag}"));
     }
     runtime()?.block_on(async {
         let mut items = Vec::new();

@@ -425,6 +425,7 @@ where
     let member = member.map(|start| -> RunMember {
         Box::new(move |handle, stopped| start(handle, mirror, stopped))
     });
+    let flushing = flags.clone();
     let flags: MoreRoutes =
         Box::new(move |stopped| weir_api::flags_router_with_shutdown(flags, stopped));
     let auth: Guard = Box::new(move |router| auth.apply(router));
@@ -436,7 +437,13 @@ where
         member,
         limits: args.limits.limits(),
     };
-    run_until_stopped(listener, store, handle, engine, around).await
+    let stopped = run_until_stopped(listener, store, handle, engine, around).await;
+    // The flags' evaluation counts since the last flush (every few seconds) are written before
+    // the process ends, so a restart loses none (docs/FLAGS.md, "Evaluation counts").
+    if let Err(error) = flushing.flush_evaluations(jiff::Timestamp::now()).await {
+        eprintln!("weir serve: the last flag evaluation counts were not written: {error}");
+    }
+    stopped
 }
 
 /// Log lines on stderr at the level `RUST_LOG` names (`error`, `warn`, `info`, `debug`,
