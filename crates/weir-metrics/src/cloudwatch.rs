@@ -13,10 +13,10 @@
 //! FIPS endpoint, a test double), still signing for the template's region.
 //!
 //! Credentials: Flagger reads no Secret for CloudWatch (its SDK's default chain: environment,
-//! shared files, web identity, instance metadata). weir reads the Secret named by
+//! web identity, shared files, container, instance metadata). weir reads the Secret named by
 //! `provider.secretRef` with the keys the SDK's environment uses - `AWS_ACCESS_KEY_ID`,
-//! `AWS_SECRET_ACCESS_KEY` and optionally `AWS_SESSION_TOKEN` - and, without a `secretRef`, those
-//! variables from weir's own environment. Web identity and instance metadata are not read.
+//! `AWS_SECRET_ACCESS_KEY` and optionally `AWS_SESSION_TOKEN` - and, without a `secretRef`, the
+//! SDK's chain at query time ([`crate::aws_credentials`]).
 //!
 //! The value, as in Flagger: the first returned result's (queries with `ReturnData: false` are
 //! not returned) first value, which is the newest point (CloudWatch's default `ScanBy` is
@@ -315,14 +315,14 @@ pub fn authorization(
 /// A minimal XML element: enough for CloudWatch's answers (elements and text; attributes,
 /// declarations and comments skipped).
 #[derive(Debug, Default)]
-struct Element {
-    name: String,
-    text: String,
+pub(crate) struct Element {
+    pub(crate) name: String,
+    pub(crate) text: String,
     children: Vec<Element>,
 }
 
 impl Element {
-    fn child(&self, name: &str) -> Option<&Element> {
+    pub(crate) fn child(&self, name: &str) -> Option<&Element> {
         self.children.iter().find(|child| child.name == name)
     }
 
@@ -330,7 +330,7 @@ impl Element {
         self.children.iter().filter(move |child| child.name == name)
     }
 
-    fn path(&self, names: &[&str]) -> Option<&Element> {
+    pub(crate) fn path(&self, names: &[&str]) -> Option<&Element> {
         names
             .iter()
             .try_fold(self, |element, name| element.child(name))
@@ -346,7 +346,7 @@ fn unescape(text: &str) -> String {
 }
 
 /// The document's root element, or `None` when `text` is not well-formed enough to read.
-fn parse_xml(text: &str) -> Option<Element> {
+pub(crate) fn parse_xml(text: &str) -> Option<Element> {
     let mut stack: Vec<Element> = vec![Element::default()];
     let mut rest = text;
     while let Some(open) = rest.find('<') {

@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod aws_credentials;
 pub mod cloudwatch;
 pub mod counts;
 pub mod datadog;
@@ -425,21 +426,9 @@ impl MetricsSource {
                 .map_err(|error| format!("MetricTemplate {name}: {error}"))?;
         }
         if provider == Provider::CloudWatch && spec.secret_ref.is_none() {
-            // Flagger's SDK reads these from its environment: so does weir without a Secret.
-            for key in keys.iter().chain(provider.optional_keys()) {
-                if let Ok(value) = std::env::var(key)
-                    && !value.is_empty()
-                {
-                    credentials.0.insert(key, value);
-                }
-            }
-            if keys.iter().any(|key| credentials.get(key).is_empty()) {
-                return Err(format!(
-                    "MetricTemplate {name}: cloudwatch needs credentials: provider.secretRef, a \
-                     Secret with {}, or those variables in weir's environment",
-                    keys.join(" and ")
-                ));
-            }
+            // Flagger's SDK reads its default chain: so does weir without a Secret, at query time.
+            aws_credentials::check_chain(&aws_credentials::Environment::process())
+                .map_err(|error| format!("MetricTemplate {name}: {error}"))?;
         }
         Ok(Plan {
             provider,
@@ -479,6 +468,9 @@ impl MetricsSource {
                 .0
                 .insert(stackdriver::ACCESS_TOKEN, token);
             exchanged = with_token;
+            &exchanged
+        } else if aws_credentials::needs_chain(plan) {
+            exchanged = aws_credentials::complete(plan, self.clock.now()).await?;
             &exchanged
         } else {
             plan

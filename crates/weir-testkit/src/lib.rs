@@ -58,6 +58,7 @@ pub mod kube_cluster;
 pub mod kube_server;
 pub mod metric_doubles;
 pub mod metric_doubles_cloud;
+pub mod metric_doubles_identity;
 pub mod metrics;
 pub mod operator_scale;
 pub mod postgres;

@@ -13,7 +13,8 @@
 //!   `403 MissingAuthenticationToken`, a scope for another region or service or a date more
 //!   than 15 minutes off `403 SignatureDoesNotMatch` with AWS's words, as CloudWatch answers.
 //!   Throttling is CloudWatch's `400 Throttling` ("Rate exceeded", no `Retry-After`); an
-//!   outage `503 ServiceUnavailable`.
+//!   outage `503 ServiceUnavailable`. [`CloudDouble::accept`] adds credentials it accepts
+//!   (temporary ones from [`crate::metric_doubles_identity`]'s STS or instance metadata).
 //! - [`CloudDouble::influxdb`]: InfluxDB v2's `POST /api/v2/query?org=` with `Authorization:
 //!   Token <token>` and a JSON body (`query`, `type: flux`, `dialect`), answering annotated CSV
 //!   (CRLF lines, `#datatype`/`#group`/`#default`, a header row) as InfluxDB documents it; a
@@ -66,6 +67,8 @@ enum Service {
         access_key: String,
         secret_key: String,
         session_token: Option<String>,
+        /// Other credentials accepted ([`CloudDouble::accept`]): key id, secret, session token.
+        also: Vec<(String, String, Option<String>)>,
     },
     InfluxDb {
         org: String,
@@ -117,7 +120,21 @@ impl CloudDouble {
             access_key: access_key.into(),
             secret_key: secret_key.into(),
             session_token: session_token.map(str::to_string),
+            also: Vec::new(),
         })
+    }
+
+    /// The CloudWatch double accepts requests signed with this key pair too (and this session
+    /// token, when given), as AWS accepts any valid credentials of the account: temporary
+    /// ones issued by STS or instance metadata.
+    pub fn accept(&self, access_key: &str, secret_key: &str, session_token: Option<&str>) {
+        if let Service::CloudWatch { also, .. } = &mut self.state.lock().unwrap().service {
+            also.push((
+                access_key.into(),
+                secret_key.into(),
+                session_token.map(str::to_string),
+            ));
+        }
     }
 
     /// InfluxDB v2 with organization `org`, accepting `token`.
@@ -491,7 +508,22 @@ fn normal(service: &Service, value: Option<f64>, request: &Received<'_>) -> Resp
             access_key,
             secret_key,
             session_token,
+            also,
         } => {
+            // The credentials whose key id the request names, when accepted.
+            let named = request
+                .headers
+                .get("authorization")
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| value.split("Credential=").nth(1))
+                .and_then(|value| value.split('/').next());
+            let (access_key, secret_key, session_token) = also
+                .iter()
+                .find(|(key, _, _)| Some(key.as_str()) == named)
+                .map_or(
+                    (access_key, secret_key, session_token),
+                    |(key, secret, token)| (key, secret, token),
+                );
             if let Err(refusal) = verify_sigv4(
                 request,
                 region,
