@@ -1479,6 +1479,12 @@ async fn openapi_lists_every_route() {
         ("put", "/api/v1/flags/{namespace}/{key}"),
         ("delete", "/api/v1/flags/{namespace}/{key}"),
         ("post", "/api/v1/flags/{namespace}/{key}/outcomes"),
+        ("get", "/api/v1/flags/{namespace}/{key}/history"),
+        ("get", "/api/v1/flags/{namespace}/{key}/evaluations"),
+        ("get", "/api/v1/flags/{namespace}/{key}/triggers"),
+        ("post", "/api/v1/flags/{namespace}/{key}/triggers"),
+        ("delete", "/api/v1/flags/{namespace}/{key}/triggers/{id}"),
+        ("post", "/api/v1/triggers/{id}/{secret}"),
         ("post", "/ofrep/v1/evaluate/flags"),
         ("post", "/ofrep/v1/evaluate/flags/{key}"),
         ("post", "/ns/{namespace}/ofrep/v1/evaluate/flags"),
@@ -1507,7 +1513,9 @@ async fn openapi_lists_every_route() {
             let concrete = path
                 .replace("{namespace}", "probe")
                 .replace("{name}", "probe")
-                .replace("{key}", "probe");
+                .replace("{key}", "probe")
+                .replace("{id}", "probe")
+                .replace("{secret}", "probe");
             let method: Method = method.to_uppercase().parse().unwrap();
             let request = Request::builder()
                 .method(method.clone())
@@ -1542,7 +1550,9 @@ async fn openapi_lists_every_route() {
         let concrete = path
             .replace("{namespace}", "probe")
             .replace("{name}", "probe")
-            .replace("{key}", "probe");
+            .replace("{key}", "probe")
+            .replace("{id}", "probe")
+            .replace("{secret}", "probe");
         for method in ["get", "post", "put", "delete", "patch"] {
             if item.get(method).is_some() {
                 continue;
