@@ -32,6 +32,7 @@ pub mod cloudwatch;
 pub mod counts;
 pub mod datadog;
 pub mod dynatrace;
+pub mod gcp_credentials;
 pub mod graphite;
 pub mod influxdb;
 pub mod newrelic;
@@ -155,7 +156,8 @@ impl Provider {
             Provider::CloudWatch => (&cloudwatch::SECRET_KEYS, false),
             Provider::InfluxDb => (&influxdb::SECRET_KEYS, false),
             Provider::Dynatrace => (&dynatrace::SECRET_KEYS, true),
-            Provider::Stackdriver => (&stackdriver::SECRET_KEYS, true),
+            // Without a Secret, Application Default Credentials.
+            Provider::Stackdriver => (&stackdriver::REQUIRED_KEYS, false),
             Provider::Splunk => (&splunk::SECRET_KEYS, true),
         }
     }
@@ -164,6 +166,7 @@ impl Provider {
     fn optional_keys(self) -> &'static [&'static str] {
         match self {
             Provider::CloudWatch => &[cloudwatch::SESSION_TOKEN],
+            Provider::Stackdriver => &stackdriver::OPTIONAL_KEYS,
             _ => &[],
         }
     }
@@ -422,7 +425,7 @@ impl MetricsSource {
             }
         }
         if provider == Provider::Stackdriver {
-            stackdriver::ServiceAccount::parse(credentials.get(stackdriver::SECRET_KEYS[1]))
+            gcp_credentials::plan_key(&mut credentials)
                 .map_err(|error| format!("MetricTemplate {name}: {error}"))?;
         }
         if provider == Provider::CloudWatch && spec.secret_ref.is_none() {
@@ -467,6 +470,7 @@ impl MetricsSource {
                 .credentials
                 .0
                 .insert(stackdriver::ACCESS_TOKEN, token);
+            gcp_credentials::complete_project(&mut with_token, self.timeout).await?;
             exchanged = with_token;
             &exchanged
         } else if aws_credentials::needs_chain(plan) {
@@ -571,6 +575,10 @@ impl MetricsSource {
             && *until > now
         {
             return Ok(token.clone());
+        }
+        if key.is_empty() {
+            // Application Default Credentials without a key file: the metadata server.
+            return gcp_credentials::metadata_token(&self.tokens, cache_key, self.timeout).await;
         }
         let account = stackdriver::ServiceAccount::parse(key)?;
         let form = account.token_form(self.clock.now())?;

@@ -3,9 +3,11 @@
 //! `Authorization: Bearer <access token>`. The address defaults to
 //! `https://monitoring.googleapis.com`.
 //!
-//! The Secret holds `project` (required) and `serviceAccountKey`, a service account's JSON key
-//! (required by weir: Flagger falls back to Application Default Credentials, i.e. Workload
-//! Identity's metadata server, which weir does not read yet). Before each query the key is
+//! The Secret holds `project` (required when a Secret is named, as in Flagger) and
+//! `serviceAccountKey`, a service account's JSON key. Without a key (or without a Secret, the
+//! project then the metadata server's), Application Default Credentials are used, as in
+//! Flagger: `GOOGLE_APPLICATION_CREDENTIALS`'s key file, else the metadata server (GKE Workload
+//! Identity) ([`crate::gcp_credentials`]). Before each query the key is
 //! exchanged for an access token with the OAuth 2.0 JWT bearer grant (RFC 7523) at the key's
 //! `token_uri`: a JWT signed RS256 with the key's `private_key`, `iss` its `client_email`,
 //! scope `https://www.googleapis.com/auth/monitoring.read`, valid one hour. The token is kept
@@ -31,6 +33,13 @@ pub const DEFAULT_ADDRESS: &str = "https://monitoring.googleapis.com";
 
 /// The Secret's keys: the project and the service account's JSON key.
 pub const SECRET_KEYS: [&str; 2] = ["project", "serviceAccountKey"];
+
+/// The keys a Secret must hold when a template names one (as Flagger: the project).
+pub const REQUIRED_KEYS: [&str; 1] = ["project"];
+
+/// The keys a Secret may hold: without a key, Application Default Credentials
+/// ([`crate::gcp_credentials`]).
+pub const OPTIONAL_KEYS: [&str; 1] = ["serviceAccountKey"];
 
 /// Where an exchanged token is kept among a plan's credentials (so it is struck out too).
 pub const ACCESS_TOKEN: &str = "access_token";

@@ -35,7 +35,8 @@
 //!   `POST /v3/projects/{project}/timeSeries:query` (`{"query": <MQL>}`, a token it issued as
 //!   `Bearer`, else `401 UNAUTHENTICATED`; another project `403 PERMISSION_DENIED`; a query
 //!   that is not MQL `400 INVALID_ARGUMENT`). Faults apply to the query, not to the token.
-//!   [`CloudDouble::service_account_key`] is the JSON key to put in the Secret.
+//!   [`CloudDouble::service_account_key`] is the JSON key to put in the Secret;
+//!   [`CloudDouble::accept_token`] trusts a token another issuer gave (the GCE metadata server).
 //! - [`CloudDouble::splunk`]: Splunk Observability's `POST /v2/signalflow/execute?start=&stop=
 //!   &immediate=true` with `X-SF-Token` and the SignalFlow program as `text/plain`, answering
 //!   Server-Sent Events (`control-message` STREAM_START/JOB_START, `metadata`, `data`
@@ -134,6 +135,14 @@ impl CloudDouble {
                 secret_key.into(),
                 session_token.map(str::to_string),
             ));
+        }
+    }
+
+    /// The Stackdriver double's Cloud Monitoring accepts `token` as if its token endpoint had
+    /// issued it (a token from another issuer, e.g. the GCE metadata server).
+    pub fn accept_token(&self, token: &str) {
+        if let Service::Stackdriver { issued, .. } = &mut self.state.lock().unwrap().service {
+            issued.push(token.into());
         }
     }
 

@@ -1,4 +1,4 @@
-//! Test doubles of the identity services behind the AWS SDKs' default credential chain, each
+//! Test doubles of the identity services behind the cloud SDKs' default credential chains, each
 //! an HTTP/1.1 server on `127.0.0.1:0` on a thread of its own, like
 //! [`crate::metric_doubles_cloud`]. They follow each service's documented API and refuse what
 //! it refuses.
@@ -20,6 +20,11 @@
 //!   `/latest/meta-data/iam/security-credentials/<role>` its credentials as JSON (`Code`,
 //!   `LastUpdated`, `Type`, `AccessKeyId`, `SecretAccessKey`, `Token`, `Expiration`); any other
 //!   path `404`. A request with `X-Forwarded-For` is refused (`403`), as IMDS does.
+//! - [`GceMetadataDouble`]: Google's metadata server (what GKE Workload Identity serves):
+//!   `GET /computeMetadata/v1/instance/service-accounts/default/token` answers `{access_token,
+//!   expires_in, token_type}`, `/computeMetadata/v1/project/project-id` the project, both only
+//!   with `Metadata-Flavor: Google` (else `403`), and with `Metadata-Flavor: Google` on the
+//!   answer; `X-Forwarded-For` is refused (`403`); other paths `404`.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -461,4 +466,71 @@ fn instance_metadata(
             "<?xml version=\"1.0\" encoding=\"iso-8859-1\"?>\n<html><head><title>404 - Not Found</title></head><body><h1>404 - Not Found</h1></body></html>\n".into(),
         ),
     }
+}
+
+/// Google's metadata server (GKE Workload Identity); stops when dropped.
+pub struct GceMetadataDouble {
+    server: Server,
+}
+
+impl GceMetadataDouble {
+    /// The metadata server of a workload in `project` whose default service account's access
+    /// token is `access_token` (valid an hour).
+    pub fn start(project: &str, access_token: &str) -> GceMetadataDouble {
+        let project = project.to_string();
+        let access_token = access_token.to_string();
+        let handler = move |request: &Received| gce_metadata(&project, &access_token, request);
+        GceMetadataDouble {
+            server: Server::start(Arc::new(handler)),
+        }
+    }
+
+    /// `ADDRESS` (host and port, no scheme): `GCE_METADATA_HOST`.
+    pub fn host(&self) -> String {
+        self.server.address.to_string()
+    }
+
+    /// Every request so far, in order.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.server.seen()
+    }
+}
+
+fn gce_metadata(project: &str, access_token: &str, request: &Received) -> Response<Full<Bytes>> {
+    let mut response = if request.header("x-forwarded-for").is_some()
+        || request.header("metadata-flavor") != Some("Google")
+    {
+        respond(
+            StatusCode::FORBIDDEN,
+            "text/html; charset=UTF-8",
+            "Missing required header \"Metadata-Flavor\": \"Google\"\n".into(),
+        )
+    } else if request.method != "GET" {
+        respond(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/html",
+            "Method Not Allowed".into(),
+        )
+    } else {
+        match request.path.as_str() {
+            "/computeMetadata/v1/instance/service-accounts/default/token" => respond(
+                StatusCode::OK,
+                "application/json",
+                serde_json::json!({
+                    "access_token": access_token,
+                    "expires_in": 3599,
+                    "token_type": "Bearer",
+                })
+                .to_string(),
+            ),
+            "/computeMetadata/v1/project/project-id" => {
+                respond(StatusCode::OK, "application/text", project.to_string())
+            }
+            _ => respond(StatusCode::NOT_FOUND, "text/html", "Not Found".into()),
+        }
+    };
+    response
+        .headers_mut()
+        .insert("metadata-flavor", "Google".parse().unwrap());
+    response
 }

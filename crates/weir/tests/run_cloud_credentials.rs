@@ -1,4 +1,4 @@
-//! Local rollouts judged by CloudWatch templates without credentials of their
+//! Local rollouts judged by CloudWatch and Stackdriver templates without credentials of their
 //! own, through `weir run`: weir reads the credential chains Flagger's SDKs read (issue 31).
 //! Every endpoint is a double of weir-testkit on loopback, named through the variables the SDKs
 //! honour (`AWS_ENDPOINT_URL_STS`, `AWS_EC2_METADATA_SERVICE_ENDPOINT`, `GCE_METADATA_HOST`);
@@ -10,7 +10,9 @@
 use serde_json::Value;
 use weir_testkit::fixtures::{ClosedPort, TempDb, runtime, sample_apps};
 use weir_testkit::metric_doubles_cloud::CloudDouble;
-use weir_testkit::metric_doubles_identity::{ImdsDouble, StsDouble, TemporaryKeys};
+use weir_testkit::metric_doubles_identity::{
+    GceMetadataDouble, ImdsDouble, StsDouble, TemporaryKeys,
+};
 use weir_testkit::process::Weir;
 
 const REGION: &str = "eu-central-1";
@@ -34,6 +36,30 @@ spec:
        "Dimensions": [{{"Name": "app", "Value": "{{{{ target }}}}"}}]}}, "Period": 60, "Stat": "Sum"}}}},
      {{"Id": "m2", "ReturnData": false, "MetricStat": {{"Metric": {{"Namespace": "Shop", "MetricName": "Requests",
        "Dimensions": [{{"Name": "app", "Value": "{{{{ target }}}}"}}]}}, "Period": 60, "Stat": "Sum"}}}}]
+"#
+    )
+}
+
+fn stackdriver_template(address: &str, secret: Option<&str>) -> String {
+    let (secret_doc, secret_ref) = match secret {
+        Some(data) => (
+            format!(
+                "apiVersion: v1\nkind: Secret\nmetadata: {{name: gcp}}\nstringData: {data}\n---\n"
+            ),
+            ", secretRef: {name: gcp}",
+        ),
+        None => (String::new(), ""),
+    };
+    format!(
+        r#"{secret_doc}apiVersion: flagger.app/v1beta1
+kind: MetricTemplate
+metadata: {{name: error-percentage}}
+spec:
+  provider: {{type: stackdriver, address: "{address}"{secret_ref}}}
+  query: |
+    fetch k8s_container
+    | metric 'istio.io/service/server/request_count'
+    | filter metric.destination_workload_name == '{{{{ target }}}}'
 "#
     )
 }
@@ -449,8 +475,107 @@ fn without_any_credentials_the_check_names_what_was_tried() {
     );
 }
 
+/// Stackdriver without a key: the metadata server's token (GKE Workload Identity) and, without
+/// a Secret, its project; with `GOOGLE_APPLICATION_CREDENTIALS`, the key file's JWT exchange.
+#[test]
+fn stackdriver_reads_application_default_credentials() {
+    let runtime = runtime();
+    let versions = sample_apps(&runtime, &["v1", "v2"]);
+    let google = CloudDouble::stackdriver("shop-project");
+    let metadata_token = "ya29.c.metadata-server-token-0001";
+    google.accept_token(metadata_token);
+    let metadata = GceMetadataDouble::start("shop-project", metadata_token);
+    let host = metadata.host();
+    let (primary, canary) = (versions[0].to_string(), versions[1].to_string());
+
+    // No Secret at all: token and project from the metadata server.
+    let yaml = documents(
+        &stackdriver_template(&google.url(), None),
+        &primary,
+        &canary,
+    );
+    google.serve(Some(0.2));
+    let (code, events, printed) = run_with_env(&yaml, &[("GCE_METADATA_HOST", &host)]);
+    assert_eq!(code, Some(0), "{events:#?}\n{printed}");
+    let queries: Vec<_> = google.seen();
+    assert!(!queries.is_empty());
+    for query in &queries {
+        assert_eq!(query.path, "/v3/projects/shop-project/timeSeries:query");
+        assert_eq!(
+            query.header("authorization"),
+            Some(format!("Bearer {metadata_token}").as_str())
+        );
+        assert_eq!(query.status, 200);
+    }
+    let asked: Vec<String> = metadata.seen().into_iter().map(|seen| seen.path).collect();
+    println!("metadata server received: {asked:#?}");
+    assert!(
+        asked
+            .iter()
+            .all(|path| path.starts_with("/computeMetadata/v1/"))
+    );
+    assert_eq!(
+        asked
+            .iter()
+            .filter(|path| path.ends_with("/default/token"))
+            .count(),
+        1,
+        "the token was not kept"
+    );
+    assert!(
+        metadata
+            .seen()
+            .iter()
+            .all(|seen| seen.status == 200 && seen.header("metadata-flavor") == Some("Google"))
+    );
+    assert!(!printed.contains(metadata_token), "{printed}");
+
+    // A Secret with the project only: the metadata server's token; a bad value rolls back.
+    let yaml = documents(
+        &stackdriver_template(&google.url(), Some("{project: shop-project}")),
+        &primary,
+        &canary,
+    );
+    google.serve(Some(6.0));
+    let (code, events, _) = run_with_env(&yaml, &[("GCE_METADATA_HOST", &host)]);
+    assert_eq!(code, Some(1), "{events:#?}");
+    let all = serde_json::to_string(&events).unwrap();
+    assert!(all.contains("stackdriver: 6.0000 (accepted <= 1)"), "{all}");
+
+    // GOOGLE_APPLICATION_CREDENTIALS: the key file's service account, exchanged at its
+    // token_uri (the double verifies the JWT's signature); the metadata server is not asked.
+    let dir = TempDb::new();
+    let key_file = dir.file("adc.json");
+    std::fs::write(&key_file, google.service_account_key()).unwrap();
+    let key_path = key_file.display().to_string();
+    let before = metadata.seen().len();
+    let yaml = documents(
+        &stackdriver_template(&google.url(), Some("{project: shop-project}")),
+        &primary,
+        &canary,
+    );
+    google.serve(Some(0.2));
+    let (code, events, printed) = run_with_env(
+        &yaml,
+        &[
+            ("GCE_METADATA_HOST", &host),
+            ("GOOGLE_APPLICATION_CREDENTIALS", &key_path),
+        ],
+    );
+    assert_eq!(code, Some(0), "{events:#?}\n{printed}");
+    assert_eq!(metadata.seen().len(), before);
+    assert!(
+        google
+            .seen()
+            .iter()
+            .any(|seen| seen.path == "/token" && seen.status == 200)
+    );
+    assert!(!printed.contains("PRIVATE KEY"), "{printed}");
+}
+
 /// The doubles refuse what the services refuse: STS a wrong token, another role, a missing
-/// parameter; IMDS a GET without the session token.
+/// parameter; IMDS a GET without the session token; the metadata server a request without
+/// `Metadata-Flavor: Google`.
 #[test]
 fn the_identity_doubles_refuse_what_the_services_refuse() {
     use weir_testkit::http::request;
@@ -541,4 +666,23 @@ fn the_identity_doubles_refuse_what_the_services_refuse() {
     );
     let no_ttl = request(imds_address, "PUT", "/latest/api/token", &[], "").unwrap();
     assert_eq!(no_ttl.status, 400);
+
+    let metadata = GceMetadataDouble::start("p", "ya29.t");
+    let metadata_address: std::net::SocketAddr = metadata.host().parse().unwrap();
+    let path = "/computeMetadata/v1/project/project-id";
+    assert_eq!(
+        request(metadata_address, "GET", path, &[], "")
+            .unwrap()
+            .status,
+        403
+    );
+    let flavored = request(
+        metadata_address,
+        "GET",
+        path,
+        &[("Metadata-Flavor", "Google")],
+        "",
+    )
+    .unwrap();
+    assert_eq!((flavored.status, flavored.body.as_str()), (200, "p"));
 }
