@@ -22,6 +22,18 @@ fn every_route_has_its_access() {
         (Method::GET, "/api/v1/flags/watch", READ),
         (Method::DELETE, "/api/v1/flags/a/b", ADMIN),
         (Method::POST, "/api/v1/flags/a/b/outcomes", OPERATE),
+        (Method::GET, "/api/v1/flags/a/b/history", READ),
+        (Method::GET, "/api/v1/flags/a/b/evaluations", READ),
+        (Method::GET, "/api/v1/flags/a/b/triggers", READ),
+        (Method::POST, "/api/v1/flags/a/b/triggers", ADMIN),
+        (Method::DELETE, "/api/v1/flags/a/b/triggers/0123abcd", ADMIN),
+        // A trigger's secret is its credential (rate limited in `check`).
+        (
+            Method::POST,
+            "/api/v1/triggers/0123abcd/weir_secret",
+            Access::Public,
+        ),
+        (Method::GET, "/api/v1/triggers/0123abcd/weir_secret", READ),
         (Method::POST, "/ofrep/v1/evaluate/flags", EVALUATE),
         (Method::POST, "/ns/a/ofrep/v1/evaluate/flags/k", EVALUATE),
         // Unknown paths and methods need read, so probing without a token learns nothing.
@@ -36,6 +48,14 @@ fn every_route_has_its_access() {
     let found = matched(&Method::POST, "/api/v1/rollouts/team-a/web/commands");
     assert_eq!(found.namespace, Some("team-a"));
     assert_eq!(found.object, Some("web"));
+    let found = matched(
+        &Method::DELETE,
+        "/api/v1/flags/team-a/banner/triggers/0123abcd",
+    );
+    assert_eq!(
+        (found.namespace, found.object),
+        (Some("team-a"), Some("banner"))
+    );
 }
 
 #[test]
