@@ -147,7 +147,7 @@ impl Catalog {
                 None
             }
             // Rollouts and flags are not catalog entries: they are applied on their own.
-            other @ (Document::Rollout(_) | Document::Flag(_)) => Some(other),
+            other @ (Document::Rollout(_) | Document::Flag(_) | Document::Argo(_)) => Some(other),
         }
     }
 

@@ -16,12 +16,12 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::{FieldError, Warning};
-use crate::flagger;
 use crate::model::{
     ALERT_PROVIDER_KIND, API_VERSION, AlertProvider, FLAG_KIND, Flag, METRIC_TEMPLATE_KIND,
     MetricTemplate, ROLLOUT_KIND, Rollout, SECRET_KIND, Secret, Target,
 };
 use crate::validate;
+use crate::{argo, flagger};
 
 /// A document weir understands, after conversion and validation.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +36,8 @@ pub enum Document {
     Secret(Box<Secret>),
     /// A feature flag.
     Flag(Box<Flag>),
+    /// An Argo Rollouts object (`argoproj.io`), read and validated as it is.
+    Argo(Box<argo::ArgoDocument>),
 }
 
 impl Document {
@@ -67,6 +69,7 @@ impl Document {
                 flag.metadata.namespace_or_default(),
                 flag.metadata.name
             ),
+            Document::Argo(argo) => argo.describe(),
         }
     }
 }
@@ -78,6 +81,8 @@ pub enum Origin {
     Weir,
     /// Converted from Flagger's `flagger.app` group.
     Flagger,
+    /// Read from Argo Rollouts' `argoproj.io` group.
+    Argo,
 }
 
 /// A document that loaded and validated, with the warnings found on the way.
@@ -241,6 +246,14 @@ pub fn load_value(value: &Value) -> LoadResult {
                 converted.warnings,
             )
         }
+        (argo::API_GROUP, _) => {
+            let read = argo::read(value).map_err(&refuse)?;
+            (
+                Document::Argo(Box::new(read.value)),
+                Origin::Argo,
+                read.warnings,
+            )
+        }
         ("weir.dev" | flagger::API_GROUP, other) => {
             return Err(refuse(vec![FieldError::with_value(
                 "kind",
@@ -276,6 +289,8 @@ pub fn load_value(value: &Value) -> LoadResult {
         Document::AlertProvider(provider) => validate::alert_provider(provider),
         Document::Secret(secret) => validate::secret(secret),
         Document::Flag(flag) => validate::flag(flag),
+        // Validated as it was read.
+        Document::Argo(_) => Vec::new(),
     };
     if errors.is_empty() {
         Ok(Loaded {

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod argo;
 pub mod catalog;
 pub mod document;
 pub mod error;

@@ -32,7 +32,8 @@ pub struct ValidateArgs {
 /// Arguments of `weir convert`.
 #[derive(Debug, Args)]
 pub struct ConvertArgs {
-    /// A Flagger Canary or MetricTemplate manifest (YAML or JSON; `-` reads standard input).
+    /// A Flagger Canary or MetricTemplate, or an Argo Rollout, manifest (YAML or JSON; `-` reads
+    /// standard input).
     #[arg(value_name = "FILE")]
     file: PathBuf,
 }
@@ -111,6 +112,7 @@ pub fn validate(args: &ValidateArgs) -> Result<ExitCode> {
                         let origin = match loaded.origin {
                             Origin::Weir => "",
                             Origin::Flagger => " (converted from Flagger)",
+                            Origin::Argo => " (Argo Rollouts, read as it is)",
                         };
                         println!(
                             "{}: {} is valid{origin}",
@@ -237,6 +239,10 @@ pub fn convert(args: &ConvertArgs) -> Result<ExitCode> {
     let Some(documents) = load_valid(&args.file)? else {
         return Ok(ExitCode::from(2));
     };
+    // Argo Rollouts are converted here, all of them before anything is printed.
+    let Some(argo) = argo_converted(&args.file, &documents) else {
+        return Ok(ExitCode::from(2));
+    };
     let mut out = std::io::stdout().lock();
     for (index, loaded) in documents.iter().enumerate() {
         if loaded.origin == Origin::Weir {
@@ -254,6 +260,10 @@ pub fn convert(args: &ConvertArgs) -> Result<ExitCode> {
             Document::AlertProvider(provider) => serde_saphyr::to_string(provider.as_ref()),
             Document::Secret(secret) => serde_saphyr::to_string(secret.as_ref()),
             Document::Flag(flag) => serde_saphyr::to_string(flag.as_ref()),
+            Document::Argo(read) => match argo.get(index).and_then(Option::as_ref) {
+                Some(rollout) => serde_saphyr::to_string(rollout),
+                None => serde_saphyr::to_string(&read.source),
+            },
         }
         .context("cannot write YAML")?;
         if index > 0 {
@@ -265,6 +275,52 @@ pub fn convert(args: &ConvertArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Each document's weir Rollout when it is an Argo Rollout (`None` for any other document,
+/// printed as it is), or `None` after printing every field that prevents a conversion.
+fn argo_converted(
+    file: &Path,
+    documents: &[document::Loaded],
+) -> Option<Vec<Option<weir_core::model::Rollout>>> {
+    let mut converted = Vec::with_capacity(documents.len());
+    let mut ok = true;
+    for loaded in documents {
+        let Document::Argo(argo) = &loaded.document else {
+            converted.push(None);
+            continue;
+        };
+        if !matches!(argo.object, weir_core::argo::ArgoObject::Rollout(_)) {
+            eprintln!(
+                "note: {} is not converted: weir reads it with the Rollouts that refer to it; \
+                 printed as it is",
+                argo.describe()
+            );
+            converted.push(None);
+            continue;
+        }
+        match weir_core::argo::convert(argo) {
+            Ok(rollout) => {
+                for warning in &rollout.warnings {
+                    eprintln!("warning: {warning}");
+                }
+                converted.push(Some(rollout.value));
+            }
+            Err(errors) => {
+                ok = false;
+                print_refusal(
+                    file,
+                    &document::Refused {
+                        subject: argo.describe(),
+                        errors,
+                        foreign: false,
+                    },
+                );
+                converted.push(None);
+            }
+        }
+    }
+    ok.then_some(converted)
 }
 
 /// `weir plan`.
