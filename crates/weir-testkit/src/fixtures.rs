@@ -33,6 +33,18 @@ pub fn compat_dir() -> Option<PathBuf> {
     dir.is_dir().then_some(dir)
 }
 
+/// The Argo Rollouts corpus (`WEIR_ARGO_COMPAT_DIR`, set by `.ci/run`, or
+/// `../shared/compat/argo` beside the project), when it is there; tests that read it say they
+/// were skipped when it is not.
+pub fn argo_compat_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("WEIR_ARGO_COMPAT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/compat/argo")
+        });
+    dir.is_dir().then_some(dir)
+}
+
 /// A sample app's configuration on `127.0.0.1:0` reporting `version`.
 pub fn sample_config(version: &str) -> SampleAppConfig {
     SampleAppConfig::new(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), version)
