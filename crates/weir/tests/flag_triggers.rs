@@ -295,3 +295,138 @@ fn a_revoked_trigger_answers_404_and_a_read_token_cannot_create_one() {
     let (status, _) = curl(&format!("{}{trigger_path}", server.url("api")));
     assert_eq!(status, 404);
 }
+
+/// Two instances on one PostgreSQL database: a trigger created on one and called on the other
+/// turns the flag off for both; both see the history, and the evaluations both counted add up.
+#[test]
+fn on_postgresql_a_trigger_and_the_counts_are_shared_by_every_instance() {
+    use weir_testkit::postgres::PgCluster;
+    use weir_testkit::wait::wait_until;
+
+    let postgres = PgCluster::start();
+    let url = postgres.database("weir");
+    let made = Command::new(WEIR)
+        .args([
+            "token", "create", "--db", &url, "--name", "ops", "--scope", "admin",
+        ])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let admin = text(&made.stdout).trim().to_string();
+    let serve = || {
+        Weir::start(
+            WEIR,
+            &[
+                "serve",
+                "--db",
+                &url,
+                "--listen",
+                "127.0.0.1:0",
+                "--output",
+                "json",
+            ],
+        )
+    };
+    let (a, b) = (serve(), serve());
+    let flag = serde_json::to_string(&serde_saphyr::from_str::<Value>(CHECKOUT).unwrap()).unwrap();
+    assert_eq!(
+        send(&a, Some(&admin), "POST", "/api/v1/flags", &flag).0,
+        201
+    );
+    let (status, created) = send(
+        &a,
+        Some(&admin),
+        "POST",
+        "/api/v1/flags/shop/checkout/triggers",
+        r#"{"action": "off", "description": "pager"}"#,
+    );
+    assert_eq!(status, 201, "{created:#}");
+    let evaluate = |server: &Weir| {
+        let (status, answer) = send(
+            server,
+            Some(&admin),
+            "POST",
+            "/ns/shop/ofrep/v1/evaluate/flags/checkout",
+            r#"{"context": {"targetingKey": "user-1"}}"#,
+        );
+        assert_eq!(status, 200, "{answer:#}");
+        answer
+    };
+    wait_until("b knows the flag", || {
+        let (status, answer) = send(
+            &b,
+            Some(&admin),
+            "POST",
+            "/ns/shop/ofrep/v1/evaluate/flags/checkout",
+            r#"{"context": {"targetingKey": "user-1"}}"#,
+        );
+        (status == 200 && answer["value"] == true).then_some(())
+    });
+    for _ in 0..3 {
+        evaluate(&a);
+    }
+    let (status, used) = curl(&format!(
+        "{}{}",
+        b.url("api"),
+        created["path"].as_str().unwrap()
+    ));
+    assert_eq!(status, 200, "{used:#}");
+    wait_until("a serves the flag off", || {
+        (evaluate(&a)["value"] == false).then_some(())
+    });
+    for server in [&a, &b] {
+        let (_, history) = send(
+            server,
+            Some(&admin),
+            "GET",
+            "/api/v1/flags/shop/checkout/history",
+            "",
+        );
+        assert_eq!(
+            (
+                &history["items"][0]["action"],
+                &history["items"][0]["address"]
+            ),
+            (&json!("triggered"), &json!("127.0.0.1")),
+            "{history:#}"
+        );
+        assert_eq!(history["items"][1]["actor"], "ops", "{history:#}");
+    }
+    let (_, listed) = send(
+        &a,
+        Some(&admin),
+        "GET",
+        "/api/v1/flags/shop/checkout/triggers",
+        "",
+    );
+    assert_eq!(listed["items"][0]["uses"], 1, "{listed:#}");
+    // What a and b evaluated (the "b knows" probes, 3, the "a serves off" probes) adds up to
+    // what both count in their exposures; the store has all of it once both flushed.
+    wait_until("both instances' counts written", || {
+        let exposures = |server: &Weir| {
+            let (_, flag) = send(
+                server,
+                Some(&admin),
+                "GET",
+                "/api/v1/flags/shop/checkout",
+                "",
+            );
+            flag["exposures"]["on"].as_u64().unwrap() + flag["exposures"]["off"].as_u64().unwrap()
+        };
+        let served = exposures(&a) + exposures(&b);
+        let (_, counts) = send(
+            &a,
+            Some(&admin),
+            "GET",
+            "/api/v1/flags/shop/checkout/evaluations",
+            "",
+        );
+        let stored: u64 = counts["totals"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|count| count.as_u64().unwrap())
+            .sum();
+        (stored == served && stored >= 5).then_some(())
+    });
+}
