@@ -833,6 +833,138 @@ mod tests {
         assert!(check_chain(&Environment::of(irsa)).is_ok());
     }
 
+    /// STS is asked again once the credentials are within five minutes of expiring, with the
+    /// token file read again (the kubelet rotated it); until then they are kept.
+    #[tokio::test(flavor = "current_thread")]
+    async fn web_identity_credentials_are_kept_then_renewed_with_the_rotated_token() {
+        use weir_testkit::metric_doubles_identity::{StsDouble, TemporaryKeys};
+        let dir = std::env::temp_dir().join(format!("weir-aws-irsa-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let role = "arn:aws:iam::123456789012:role/weir";
+        let region = "eu-west-1";
+        let tokens = |run: &str, seconds: i64| {
+            let file = dir.join(format!("token-{run}"));
+            std::fs::write(&file, format!("first.token.{run}\n")).unwrap();
+            let sts =
+                StsDouble::start_with_lifetime(role, &file, TemporaryKeys::new("STS"), seconds);
+            (file, sts)
+        };
+        let form_token = |sts: &StsDouble, index: usize| {
+            let body = sts.seen()[index].body.clone();
+            form_urlencoded::parse(body.as_bytes())
+                .find(|(name, _)| name == "WebIdentityToken")
+                .map(|(_, value)| value.into_owned())
+                .unwrap()
+        };
+
+        // Four minutes of validity: renewed at every use, the file read each time.
+        let (file, sts) = tokens("short", 240);
+        let path = file.display().to_string();
+        let url = sts.url();
+        let env = Environment::of([
+            ("AWS_ROLE_ARN", role),
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", path.as_str()),
+            ("AWS_ENDPOINT_URL_STS", url.as_str()),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+        ]);
+        let first = resolve(&env, region, Timestamp::now()).await.unwrap();
+        assert_eq!(first.source, "web identity");
+        assert_eq!(first.access_key_id, TemporaryKeys::new("STS").access_key_id);
+        std::fs::write(&file, "rotated.token.short").unwrap();
+        resolve(&env, region, Timestamp::now()).await.unwrap();
+        assert_eq!(sts.seen().len(), 2);
+        assert_eq!(form_token(&sts, 0), "first.token.short");
+        assert_eq!(form_token(&sts, 1), "rotated.token.short");
+
+        // An hour: kept, STS asked once.
+        let (file, sts) = tokens("long", 3600);
+        let path = file.display().to_string();
+        let url = sts.url();
+        let env = Environment::of([
+            ("AWS_ROLE_ARN", role),
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", path.as_str()),
+            ("AWS_ENDPOINT_URL_STS", url.as_str()),
+        ]);
+        for _ in 0..3 {
+            resolve(&env, region, Timestamp::now()).await.unwrap();
+        }
+        assert_eq!(sts.seen().len(), 1);
+        // ... until five minutes before they expire.
+        let later = Timestamp::now()
+            .checked_add(SignedDuration::from_secs(56 * 60))
+            .unwrap();
+        resolve(&env, region, later).await.unwrap();
+        assert_eq!(sts.seen().len(), 2);
+
+        // A token STS refuses: its error, without the token.
+        std::fs::write(dir.join("token-refused"), "not.the.trusted.token").unwrap();
+        let refused = dir.join("token-refused").display().to_string();
+        let env = Environment::of([
+            ("AWS_ROLE_ARN", role),
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", refused.as_str()),
+            ("AWS_ENDPOINT_URL_STS", url.as_str()),
+        ]);
+        let error = resolve(&env, region, Timestamp::now()).await.unwrap_err();
+        assert!(
+            error.contains("answered 400 Bad Request: InvalidIdentityToken"),
+            "{error}"
+        );
+        assert!(!error.contains("not.the.trusted.token"), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Container credentials (ECS, EKS Pod Identity) with the token file's `Authorization`;
+    /// a refused token ends the chain with the endpoint's answer, without the token.
+    #[tokio::test(flavor = "current_thread")]
+    async fn container_credentials_are_asked_with_the_authorization_token() {
+        use weir_testkit::metric_doubles_identity::{ContainerCredentialsDouble, TemporaryKeys};
+        let keys = TemporaryKeys::new("POD");
+        let endpoint = ContainerCredentialsDouble::start("pod-identity-token-0001", keys.clone());
+        let dir = std::env::temp_dir().join(format!("weir-aws-pod-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("eks-pod-identity-token");
+        std::fs::write(&file, "pod-identity-token-0001\n").unwrap();
+        let path = file.display().to_string();
+        let uri = endpoint.full_uri();
+        let env = Environment::of([
+            ("AWS_CONTAINER_CREDENTIALS_FULL_URI", uri.as_str()),
+            ("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", path.as_str()),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+            ("HOME", "/nonexistent-home-of-weir-tests"),
+        ]);
+        let found = resolve(&env, "eu-west-1", Timestamp::now()).await.unwrap();
+        assert_eq!(found.source, "container credentials");
+        assert_eq!(found.access_key_id, keys.access_key_id);
+        assert_eq!(
+            found.session_token.as_deref(),
+            Some(keys.session_token.as_str())
+        );
+        assert_eq!(
+            endpoint.seen()[0].header("authorization"),
+            Some("pod-identity-token-0001")
+        );
+
+        let refused = ContainerCredentialsDouble::start("another-token-0002", keys);
+        let uri = refused.full_uri();
+        let env = Environment::of([
+            ("AWS_CONTAINER_CREDENTIALS_FULL_URI", uri.as_str()),
+            (
+                "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+                "pod-identity-token-0001",
+            ),
+            ("HOME", "/nonexistent-home-of-weir-tests"),
+        ]);
+        let error = resolve(&env, "eu-west-1", Timestamp::now())
+            .await
+            .unwrap_err();
+        assert!(
+            error.starts_with("container credentials: ") && error.contains("401 Unauthorized"),
+            "{error}"
+        );
+        assert!(!error.contains("pod-identity-token-0001"), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[tokio::test(flavor = "current_thread")]
     async fn with_nothing_configured_every_source_is_named() {
         let home = std::env::temp_dir().join("weir-aws-no-home-here");

@@ -20,6 +20,9 @@
 //!   `/latest/meta-data/iam/security-credentials/<role>` its credentials as JSON (`Code`,
 //!   `LastUpdated`, `Type`, `AccessKeyId`, `SecretAccessKey`, `Token`, `Expiration`); any other
 //!   path `404`. A request with `X-Forwarded-For` is refused (`403`), as IMDS does.
+//! - [`ContainerCredentialsDouble`]: the container credentials endpoint of ECS and EKS Pod
+//!   Identity, `GET /v1/credentials` with `Authorization: <token>` (another or none: `401`),
+//!   answering `AccessKeyId`, `SecretAccessKey`, `Token`, `AccountId`, `Expiration`.
 //! - [`GceMetadataDouble`]: Google's metadata server (what GKE Workload Identity serves):
 //!   `GET /computeMetadata/v1/instance/service-accounts/default/token` answers `{access_token,
 //!   expires_in, token_type}`, `/computeMetadata/v1/project/project-id` the project, both only
@@ -196,11 +199,16 @@ fn respond(status: StatusCode, content_type: &str, body: String) -> Response<Ful
     response
 }
 
-/// An hour from now, to the second, as AWS writes times.
-fn in_an_hour() -> String {
-    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() + 3600)
+/// `seconds` from now, to the second, as AWS writes times.
+fn from_now(seconds: i64) -> String {
+    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() + seconds)
         .unwrap()
         .to_string()
+}
+
+/// An hour from now.
+fn in_an_hour() -> String {
+    from_now(3600)
 }
 
 const STS_REQUEST_ID: &str = "4fd1e7b2-3c8a-4f7e-9a55-0c1d2e3f4a5b";
@@ -230,10 +238,21 @@ impl StsDouble {
     /// STS trusting the web identity token in `token_file` (its content when a request
     /// arrives) for role `role_arn`, issuing `keys` valid for an hour.
     pub fn start(role_arn: &str, token_file: &Path, keys: TemporaryKeys) -> StsDouble {
+        StsDouble::start_with_lifetime(role_arn, token_file, keys, 3600)
+    }
+
+    /// [`StsDouble::start`] issuing credentials valid for `seconds` (STS's `DurationSeconds`
+    /// ranges from 900; shorter lets a test see them renewed at every use).
+    pub fn start_with_lifetime(
+        role_arn: &str,
+        token_file: &Path,
+        keys: TemporaryKeys,
+        seconds: i64,
+    ) -> StsDouble {
         let role_arn = role_arn.to_string();
         let token_file: PathBuf = token_file.to_path_buf();
         let handler = move |request: &Received| {
-            assume_role_with_web_identity(&role_arn, &token_file, &keys, request)
+            assume_role_with_web_identity(&role_arn, &token_file, &keys, seconds, request)
         };
         StsDouble {
             server: Server::start(Arc::new(handler)),
@@ -255,6 +274,7 @@ fn assume_role_with_web_identity(
     role_arn: &str,
     token_file: &Path,
     keys: &TemporaryKeys,
+    lifetime: i64,
     request: &Received,
 ) -> Response<Full<Bytes>> {
     let bad = |code: &str, message: &str| sts_error(StatusCode::BAD_REQUEST, code, message);
@@ -365,7 +385,7 @@ fn assume_role_with_web_identity(
             keys.access_key_id,
             keys.secret_access_key,
             keys.session_token,
-            in_an_hour()
+            from_now(lifetime)
         ),
     );
     response
@@ -466,6 +486,65 @@ fn instance_metadata(
             "<?xml version=\"1.0\" encoding=\"iso-8859-1\"?>\n<html><head><title>404 - Not Found</title></head><body><h1>404 - Not Found</h1></body></html>\n".into(),
         ),
     }
+}
+
+/// The ECS / EKS Pod Identity container credentials endpoint; stops when dropped.
+pub struct ContainerCredentialsDouble {
+    server: Server,
+}
+
+impl ContainerCredentialsDouble {
+    /// The endpoint at `GET /v1/credentials`, answering `keys` (valid an hour) to a request
+    /// whose `Authorization` is `token`; another or none is `401`.
+    pub fn start(token: &str, keys: TemporaryKeys) -> ContainerCredentialsDouble {
+        let token = token.to_string();
+        let handler = move |request: &Received| container_credentials(&token, &keys, request);
+        ContainerCredentialsDouble {
+            server: Server::start(Arc::new(handler)),
+        }
+    }
+
+    /// `http://ADDRESS/v1/credentials`: `AWS_CONTAINER_CREDENTIALS_FULL_URI`.
+    pub fn full_uri(&self) -> String {
+        format!("{}/v1/credentials", self.server.url())
+    }
+
+    /// Every request so far, in order.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.server.seen()
+    }
+}
+
+fn container_credentials(
+    token: &str,
+    keys: &TemporaryKeys,
+    request: &Received,
+) -> Response<Full<Bytes>> {
+    let json = |status: StatusCode, body: serde_json::Value| {
+        respond(status, "application/json", body.to_string())
+    };
+    if request.method != "GET" || request.path != "/v1/credentials" {
+        return json(
+            StatusCode::NOT_FOUND,
+            serde_json::json!({"code": "NotFound", "message": "Not found"}),
+        );
+    }
+    if request.header("authorization") != Some(token) {
+        return json(
+            StatusCode::UNAUTHORIZED,
+            serde_json::json!({"code": "AccessDeniedException", "message": "Authorization token is not valid"}),
+        );
+    }
+    json(
+        StatusCode::OK,
+        serde_json::json!({
+            "AccessKeyId": keys.access_key_id,
+            "SecretAccessKey": keys.secret_access_key,
+            "Token": keys.session_token,
+            "AccountId": "123456789012",
+            "Expiration": in_an_hour(),
+        }),
+    )
 }
 
 /// Google's metadata server (GKE Workload Identity); stops when dropped.

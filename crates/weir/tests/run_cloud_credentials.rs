@@ -11,7 +11,7 @@ use serde_json::Value;
 use weir_testkit::fixtures::{ClosedPort, TempDb, runtime, sample_apps};
 use weir_testkit::metric_doubles_cloud::CloudDouble;
 use weir_testkit::metric_doubles_identity::{
-    GceMetadataDouble, ImdsDouble, StsDouble, TemporaryKeys,
+    ContainerCredentialsDouble, GceMetadataDouble, ImdsDouble, StsDouble, TemporaryKeys,
 };
 use weir_testkit::process::Weir;
 
@@ -435,6 +435,43 @@ fn instance_metadata_credentials_sign_cloudwatch_requests() {
             ),
         ]
         .map(|(method, path, status)| (method.to_string(), path.to_string(), status))
+    );
+}
+
+/// Container credentials (ECS, EKS Pod Identity): the endpoint of
+/// `AWS_CONTAINER_CREDENTIALS_FULL_URI`, asked with the token of
+/// `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`.
+#[test]
+fn container_credentials_sign_cloudwatch_requests() {
+    let runtime = runtime();
+    let versions = sample_apps(&runtime, &["v1", "v2"]);
+    let keys = TemporaryKeys::new("POD");
+    let endpoint = ContainerCredentialsDouble::start("eks-pod-identity-token-0001", keys.clone());
+    let cloudwatch = cloudwatch_accepting(&keys);
+    cloudwatch.serve(Some(0.3));
+    let yaml = documents(
+        &cloudwatch_template(&cloudwatch.url()),
+        &versions[0].to_string(),
+        &versions[1].to_string(),
+    );
+    let dir = TempDb::new();
+    let token_file = dir.file("eks-pod-identity-token");
+    std::fs::write(&token_file, "eks-pod-identity-token-0001").unwrap();
+    let token_path = token_file.display().to_string();
+    let uri = endpoint.full_uri();
+    let (code, events, printed) = run_with_env(
+        &yaml,
+        &[
+            ("AWS_CONTAINER_CREDENTIALS_FULL_URI", &uri),
+            ("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", &token_path),
+        ],
+    );
+    assert_eq!(code, Some(0), "{events:#?}\n{printed}");
+    assert_signed_with(&cloudwatch, &keys);
+    assert_eq!(endpoint.seen().len(), 1, "the credentials were not kept");
+    assert!(
+        !printed.contains("eks-pod-identity-token-0001"),
+        "{printed}"
     );
 }
 
