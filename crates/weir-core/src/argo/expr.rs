@@ -1014,6 +1014,7 @@ fn call(func: Func, mut args: Vec<Val>) -> Result<Val, EvalError> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
+    use proptest::strategy::Strategy as _;
     use serde_json::json;
 
     use super::*;
@@ -1125,6 +1126,29 @@ mod tests {
         assert_eq!(parsed.placeholders(), vec!["args.restarts.max-restarts"]);
         let quoted = Expr::parse("result == \"{{args.success-condition}}\"").unwrap();
         assert!(quoted.placeholders().is_empty());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_is_read_or_refused_without_panicking(text in "\\PC{0,200}") {
+            if let Ok(parsed) = Expr::parse(&text) {
+                let _ = parsed.evaluate(&Val::List(vec![Val::Num(1.0)]));
+            }
+        }
+
+        #[test]
+        fn expression_like_text_is_read_or_refused_without_panicking(
+            text in "(result|len|all|default|asInt|isNaN|nil|true|[0-9.]{1,4}|'a'|#|[.,()\\[\\]{}<>=!&|+*/% -]){0,40}",
+            value in proptest::prop_oneof![
+                proptest::strategy::Just(Val::Nil),
+                (-10.0f64..10.0).prop_map(Val::Num),
+                proptest::strategy::Just(Val::List(vec![Val::Num(0.5), Val::Str("x".into())])),
+            ],
+        ) {
+            if let Ok(parsed) = Expr::parse(&text) {
+                let _ = parsed.evaluate(&value);
+            }
+        }
     }
 
     #[test]
