@@ -75,6 +75,42 @@ async function body(answer) {
   }
 }
 
+// === the connection ===
+
+/**
+ * How the page's live data stands (docs/DASHBOARD.md, "The connection"): `idle` (no stream
+ * open), `connecting`, `live`, `reconnecting` (the stream broke; retrying) or `offline`
+ * (retrying for longer than OFFLINE_AFTER, or the browser says it is offline); `lastUpdate`
+ * is when data last came from the server (an event, a keep-alive or an answer).
+ */
+const connection = { state: "idle", lastUpdate: null, downSince: null };
+/** Failing to reconnect for this long (ms) counts as offline. */
+const OFFLINE_AFTER = 10000;
+let streams = 0;
+
+function setConnection(state) {
+  if (connection.state === state) return;
+  connection.state = state;
+  window.dispatchEvent(new CustomEvent("weir:connection"));
+}
+
+/** Data came from the server now. */
+function touched() {
+  connection.lastUpdate = Date.now();
+  window.dispatchEvent(new CustomEvent("weir:connection"));
+}
+
+/** The connection's state and when data last came (`{state, lastUpdate, downSince}`). */
+export function connectionState() {
+  // Reconnecting for too long is offline, whether or not a retry has failed since.
+  if (connection.state === "reconnecting" && connection.downSince !== null && Date.now() - connection.downSince >= OFFLINE_AFTER) {
+    setConnection("offline");
+  }
+  return { ...connection };
+}
+
+window.addEventListener("offline", () => { if (streams > 0) setConnection("offline"); });
+
 /** One request; the JSON answer (null for 204), or an ApiError. */
 export async function request(method, path, payload) {
   const headers = { Accept: "application/json" };
@@ -91,7 +127,9 @@ export async function request(method, path, payload) {
   }
   if (!answer.ok) throw new ApiError(answer.status, await body(answer));
   if (answer.status === 204) return null;
-  return answer.json();
+  const json = await answer.json();
+  if (method === "GET") touched();
+  return json;
 }
 
 export const get = (path) => request("GET", path);
@@ -111,27 +149,69 @@ export async function listAll(path, max = 2000) {
 
 /**
  * Server-Sent Events of `path`: `handlers[name](data)` per event; `onLagged` when the stream
- * missed changes or reconnected (the caller lists again). Returns a function that closes it.
+ * missed changes or reconnected (the caller lists again: a re-sync). Returns a function that
+ * closes it. The page retries a broken stream itself (1 s, doubling to 10 s) rather than leave
+ * it to the browser, whose silent retries would hide an outage: the connection's state says
+ * what is going on.
  */
 export function watch(path, handlers, onLagged) {
-  const source = new EventSource(path, { withCredentials: true });
+  let source = null;
+  let closed = false;
+  let retry = null;
+  let attempts = 0;
   let opened = false;
-  for (const [name, handler] of Object.entries(handlers)) {
-    source.addEventListener(name, (event) => {
-      try {
-        handler(JSON.parse(event.data));
-      } catch (error) {
-        console.error("weir: bad event", name, error);
-      }
+  let downSince = null;
+  streams += 1;
+  setConnection("connecting");
+  const open = () => {
+    source = new EventSource(path, { withCredentials: true });
+    for (const [name, handler] of Object.entries(handlers)) {
+      source.addEventListener(name, (event) => {
+        touched();
+        try {
+          handler(JSON.parse(event.data));
+        } catch (error) {
+          console.error("weir: bad event", name, error);
+        }
+      });
+    }
+    source.addEventListener("lagged", () => { touched(); if (onLagged) onLagged(); });
+    source.addEventListener("open", () => {
+      attempts = 0;
+      downSince = null;
+      connection.downSince = null;
+      setConnection("live");
+      touched();
+      // A reconnection may have missed changes: list again.
+      if (opened && onLagged) onLagged();
+      opened = true;
     });
-  }
-  source.addEventListener("lagged", () => onLagged && onLagged());
-  source.addEventListener("open", () => {
-    // A reconnection may have missed changes.
-    if (opened && onLagged) onLagged();
-    opened = true;
-  });
-  return () => source.close();
+    source.addEventListener("error", () => {
+      if (closed) return;
+      source.close();
+      if (downSince === null) downSince = Date.now();
+      connection.downSince = downSince;
+      setConnection(Date.now() - downSince >= OFFLINE_AFTER || navigator.onLine === false ? "offline" : "reconnecting");
+      attempts += 1;
+      clearTimeout(retry);
+      retry = setTimeout(open, Math.min(1000 * 2 ** (attempts - 1), 10000));
+    });
+  };
+  // Leaving the page closes the stream at once: a browser keeps few connections per server,
+  // and a stream of a page left behind (or frozen in the back-forward cache) would hold one.
+  const hide = () => {
+    clearTimeout(retry);
+    if (source) source.close();
+  };
+  window.addEventListener("pagehide", hide);
+  open();
+  return () => {
+    closed = true;
+    window.removeEventListener("pagehide", hide);
+    hide();
+    streams -= 1;
+    if (streams === 0) setConnection("idle");
+  };
 }
 
 /** Sends a command to a rollout. */

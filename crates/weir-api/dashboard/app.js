@@ -1,5 +1,5 @@
 // The dashboard's entry: the session (login), the header, and the page for the URL.
-import { ApiError, allows, currentSession, loadSession, login, logout } from "/ui/api.js";
+import { ApiError, allows, connectionState, currentSession, loadSession, login, logout } from "/ui/api.js";
 import { errorBox, field, fill, h } from "/ui/ui.js";
 import { rolloutPage, rolloutsPage } from "/ui/rollouts.js";
 import { flagPage, flagsPage } from "/ui/flags.js";
@@ -23,12 +23,41 @@ document.addEventListener("click", (event) => {
   navigate(link.pathname + link.search);
 });
 window.addEventListener("popstate", route);
+// Back from the back-forward cache: the page's streams were closed when it was left; load again.
+window.addEventListener("pageshow", (event) => { if (event.persisted) route(); });
 window.addEventListener("weir:navigate", (event) => navigate(event.detail));
 window.addEventListener("weir:unauthorized", () => {
   // The session ended (expired, revoked): ask for a token again.
   sessionLoaded = false;
   route();
 });
+
+// The connection indicator (docs/DASHBOARD.md, "The connection"): live, reconnecting or
+// offline with the age of the last update, redrawn on every change and every second.
+const CONNECTION_WORDS = { connecting: "connecting…", live: "live", reconnecting: "reconnecting…", offline: "offline" };
+
+function ago(then, now = Date.now()) {
+  const seconds = Math.max(0, Math.round((now - then) / 1000));
+  return seconds < 60 ? `${seconds}s` : seconds < 3600 ? `${Math.floor(seconds / 60)}m` : `${Math.floor(seconds / 3600)}h`;
+}
+
+function renderConnection() {
+  const { state, lastUpdate } = connectionState();
+  const box = document.getElementById("connection");
+  box.hidden = state === "idle";
+  box.dataset.state = state;
+  const words = CONNECTION_WORDS[state] || state;
+  const stateNode = document.getElementById("connection-state");
+  // Only a change of state is announced; the age ticks outside the live region.
+  if (stateNode.textContent !== words) stateNode.textContent = words;
+  const ageNode = document.getElementById("connection-age");
+  const stale = state === "reconnecting" || state === "offline";
+  ageNode.textContent = stale ? (lastUpdate ? `last update ${ago(lastUpdate)} ago` : "no update yet") : "";
+  ageNode.title = stale && lastUpdate ? `${new Date(lastUpdate).toISOString()} (UTC)` : "";
+  document.body.dataset.connection = state;
+}
+window.addEventListener("weir:connection", renderConnection);
+setInterval(renderConnection, 1000);
 
 function renderHeader() {
   const session = currentSession();

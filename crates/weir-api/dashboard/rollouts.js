@@ -8,22 +8,36 @@ const ACTIVE = ["Waiting", "Progressing", "WaitingPromotion", "Held"];
 
 const keyOf = (ns, name) => `${ns}/${name}`;
 const kindOf = (rollout) => (rollout.spec && rollout.spec.target && rollout.spec.target.kind) || "?";
+/** A rollout's namespace: the API names it always; `default` is the rule when it does not. */
+const nsOf = (rollout) => (rollout.metadata && rollout.metadata.namespace) || "default";
+const nameOf = (rollout) => (rollout.metadata && rollout.metadata.name) || "";
+/** The address of a rollout's page, or null when a part is missing: no link is built from one. */
+export function rolloutHref(ns, name) {
+  return ns && name ? `/rollouts/${enc(ns)}/${enc(name)}` : null;
+}
+/** A succeeded run has taken its whole plan: the new version serves everyone. */
+const complete = (rollout) => (rollout.status || {}).phase === "Succeeded";
 
-/** The bar of a rollout: its plan's ticks, its weight now. */
+/** The bar of a rollout: its plan's ticks, its weight now (a succeeded run: the whole plan). */
 function bar(rollout) {
   const plan = planSteps(rollout);
   const status = rollout.status || {};
-  const done = stepsDone(rollout, plan);
+  const done = complete(rollout) ? plan.steps.length : stepsDone(rollout, plan);
   const marks = plan.steps.map((step, index) => ({ ...step, kind: index < done ? `${step.kind} tick-done` : step.kind }));
-  return progress(marks, status.canaryWeight, `${rollout.metadata.namespace}/${rollout.metadata.name} weight`);
+  const label = `${nsOf(rollout)}/${nameOf(rollout)} weight`;
+  return complete(rollout) ? progress(marks, 100, `${label}: promoted`, { complete: true }) : progress(marks, status.canaryWeight, label);
 }
 
 function stepText(rollout) {
   const plan = planSteps(rollout);
   const status = rollout.status || {};
-  if (plan.kind === "iterations") return `${plan.name}: iteration ${status.iterations || 0} of ${plan.iterations}`;
+  const done = complete(rollout);
+  if (plan.kind === "iterations") {
+    return done ? `${plan.name}: ${plan.iterations} of ${plan.iterations} iterations, promoted` : `${plan.name}: iteration ${status.iterations || 0} of ${plan.iterations}`;
+  }
   const total = plan.steps.filter((s) => !s.promotion).length;
-  return `${plan.kind === "schedule" ? "entry" : "step"} ${stepsDone(rollout, plan)} of ${total}`;
+  const unit = plan.kind === "schedule" ? "entry" : "step";
+  return done ? `${unit} ${total} of ${total}, promoted` : `${unit} ${stepsDone(rollout, plan)} of ${total}`;
 }
 
 // === the list ===
@@ -31,7 +45,7 @@ function stepText(rollout) {
 export async function rolloutsPage(main) {
   document.title = "Rollouts · weir";
   const params = new URLSearchParams(location.search);
-  const filters = { namespace: params.get("namespace") || "", phase: params.get("phase") || "", kind: params.get("kind") || "" };
+  const filters = { name: params.get("name") || "", namespace: params.get("namespace") || "", phase: params.get("phase") || "", kind: params.get("kind") || "" };
   const rows = new Map();
   const tbody = h("tbody", {});
   const empty = h("p", { class: "muted", hidden: true }, "No rollouts match.");
@@ -40,18 +54,30 @@ export async function rolloutsPage(main) {
   const kindSelect = h("select", { id: "filter-kind", "data-filter": "kind" }, h("option", { value: "" }, "all"), ["local", "kubernetes", "flag", "flagger"].map((k) => h("option", { value: k }, k)));
   phaseSelect.value = filters.phase;
   kindSelect.value = filters.kind;
-  const live = h("span", { class: "live", "aria-live": "off" }, "connecting…");
+  // Search by name: the rows shown are filtered in the page; the address keeps the text.
+  const nameInput = h("input", { type: "search", id: "filter-name", "data-filter": "name", autocomplete: "off", spellcheck: "false", placeholder: "part of a name" });
+  nameInput.value = filters.name;
+  const keepInAddress = () => {
+    const query = new URLSearchParams(Object.entries(filters).filter(([, v]) => v));
+    history.replaceState(null, "", `/rollouts${query.toString() ? `?${query}` : ""}`);
+  };
   for (const select of [nsSelect, phaseSelect, kindSelect]) {
     select.addEventListener("change", () => {
       filters[select.dataset.filter] = select.value;
-      const query = new URLSearchParams(Object.entries(filters).filter(([, v]) => v));
-      history.replaceState(null, "", `/rollouts${query.toString() ? `?${query}` : ""}`);
+      keepInAddress();
       applyFilters();
     });
   }
+  nameInput.addEventListener("input", () => {
+    filters.name = nameInput.value.trim();
+    keepInAddress();
+    applyFilters();
+  });
+  const shownCount = h("p", { class: "sr", id: "rollouts-count", role: "status" });
   fill(main,
-    h("div", { class: "page-head" }, h("h1", {}, "Rollouts"), live),
+    h("div", { class: "page-head" }, h("h1", {}, "Rollouts")),
     h("form", { class: "filters", role: "search", "aria-label": "Filter rollouts", onsubmit: (e) => e.preventDefault() },
+      h("label", { for: "filter-name" }, "Name"), nameInput,
       h("label", { for: "filter-namespace" }, "Namespace"), nsSelect,
       h("label", { for: "filter-phase" }, "Phase"), phaseSelect,
       h("label", { for: "filter-kind" }, "Kind"), kindSelect),
@@ -59,13 +85,16 @@ export async function rolloutsPage(main) {
       h("table", { class: "rollouts", id: "rollouts" },
         h("thead", {}, h("tr", {}, ["Name", "Kind", "Phase", "Progress", "Run", "Age", "Last message"].map((c) => h("th", { scope: "col", class: `col-${c.toLowerCase().replace(" ", "-")}` }, c)))),
         tbody)),
-    empty);
+    empty, shownCount);
 
   function render(rollout) {
-    const { namespace, name } = rollout.metadata;
+    const namespace = nsOf(rollout);
+    const name = nameOf(rollout);
     const status = rollout.status || {};
+    const href = rolloutHref(namespace, name);
+    const title = [h("span", { class: "ns" }, `${namespace}/`), name || "(no name)"];
     const tr = h("tr", { "data-rollout": keyOf(namespace, name), "data-phase": status.phase || "", "data-kind": kindOf(rollout), "data-namespace": namespace },
-      h("th", { scope: "row", class: "col-name" }, h("a", { href: `/rollouts/${enc(namespace)}/${enc(name)}` }, h("span", { class: "ns" }, `${namespace}/`), name)),
+      h("th", { scope: "row", class: "col-name" }, href ? h("a", { href }, title) : title),
       h("td", { class: "col-kind", "data-label": "Kind" }, kindOf(rollout)),
       h("td", { class: "col-phase", "data-label": "Phase" }, phase(status.phase), status.paused ? h("span", { class: "tag" }, "paused") : null,
         status.scheduleState ? h("span", { class: "tag tag-schedule", title: "the schedule's state (seed 004's words)" }, status.scheduleState) : null),
@@ -79,22 +108,26 @@ export async function rolloutsPage(main) {
       // A live update must not take the keyboard focus away from the row's link.
       const hadFocus = old.tr.contains(document.activeElement);
       old.tr.replaceWith(tr);
-      if (hadFocus) tr.querySelector("a").focus();
+      const link = tr.querySelector("a");
+      if (hadFocus && link) link.focus();
     }
     return tr;
   }
 
   function applyFilters() {
     let shown = 0;
+    const wanted = filters.name.toLowerCase();
     for (const { rollout, tr } of rows.values()) {
       const status = rollout.status || {};
-      const visible = (!filters.namespace || rollout.metadata.namespace === filters.namespace)
+      const visible = (!wanted || nameOf(rollout).toLowerCase().includes(wanted))
+        && (!filters.namespace || nsOf(rollout) === filters.namespace)
         && (!filters.phase || status.phase === filters.phase)
         && (!filters.kind || kindOf(rollout) === filters.kind);
       tr.hidden = !visible;
       if (visible) shown += 1;
     }
     empty.hidden = shown > 0;
+    shownCount.textContent = `${shown} of ${rows.size} rollouts shown`;
   }
 
   async function reload() {
@@ -102,7 +135,7 @@ export async function rolloutsPage(main) {
       const items = await listAll("/api/v1/rollouts");
       rows.clear();
       tbody.replaceChildren(...items.map(render));
-      const namespaces = [...new Set(items.map((r) => r.metadata.namespace))].sort();
+      const namespaces = [...new Set(items.map(nsOf))].sort();
       fill(nsSelect, h("option", { value: "" }, "all"), namespaces.map((ns) => h("option", { value: ns }, ns)));
       nsSelect.value = filters.namespace;
       applyFilters();
@@ -115,7 +148,6 @@ export async function rolloutsPage(main) {
   let reloading = null;
   const close = watch("/api/v1/watch", {
     status: (change) => {
-      live.textContent = "live";
       const key = keyOf(change.namespace, change.name);
       const known = rows.get(key);
       if (!change.status) {
@@ -137,7 +169,6 @@ export async function rolloutsPage(main) {
       applyFilters();
     },
   }, reload);
-  live.textContent = "live";
   return close;
 }
 
@@ -149,6 +180,7 @@ function possible(cmd, rollout) {
   const p = status.phase;
   switch (cmd) {
     case "promote": case "abort": return ACTIVE.includes(p);
+    case "promote-step": return ["Progressing", "WaitingPromotion"].includes(p) && ["canary", "schedule"].includes(planSteps(rollout).kind);
     case "pause": return ["Waiting", "Progressing", "WaitingPromotion"].includes(p) && !status.paused;
     case "resume": return p === "Held" || p === "Waiting" || (["Progressing", "WaitingPromotion"].includes(p) && (status.paused || status.waitingForResume));
     case "retry": return p === "Failed" && Boolean(status.canaryRevision);
@@ -159,7 +191,8 @@ function possible(cmd, rollout) {
 }
 
 const EXPLAIN = {
-  promote: "Promote: the new version gets all traffic now, skipping the remaining steps.",
+  promote: "Promote to the end: the new version gets all traffic now, skipping the remaining steps.",
+  "promote-step": "Promote one step: the plan's next step now (its own pause still applies); the rest of the plan goes on as before.",
   abort: "Abort: everyone goes back to the primary and the run fails.",
   pause: "Pause: the weight holds where it is until resumed.",
   resume: "Resume the run.",
@@ -196,7 +229,7 @@ export async function rolloutPage(main, ns, name) {
   const timeline = h("section", { "aria-labelledby": "timeline-title" });
   const chart = h("section", { "aria-labelledby": "chart-title" });
   const checks = h("section", { "aria-labelledby": "checks-title" });
-  const judge = h("section", { "aria-labelledby": "judge-title" });
+  const judge = h("section", { id: "judge", "aria-labelledby": "judge-title" });
   const historySection = h("section", { "aria-labelledby": "history-title" });
   fill(main,
     h("p", { class: "crumbs" }, h("a", { href: "/rollouts" }, "Rollouts"), " / ", `${ns}/`),
@@ -224,11 +257,12 @@ export async function rolloutPage(main, ns, name) {
       h("dl", { class: "facts" },
         h("dt", {}, "Phase"), h("dd", { id: "rollout-phase" }, phase(status.phase), status.paused ? h("span", { class: "tag" }, "paused") : null),
         h("dt", {}, "Weight"), h("dd", {}, bar(rollout), h("small", { class: "muted" }, stepText(rollout))),
-        h("dt", {}, "Target"), h("dd", {}, target.kind === "flag" ? [`flag `, h("a", { href: `/flags/${enc(ns)}/${enc(target.flag)}` }, target.flag), ` (${target.control} → ${target.variation})`] : target.kind || "–"),
+        h("dt", {}, "Target"), h("dd", {}, target.kind === "flag" ? [`flag `, target.flag ? h("a", { href: `/flags/${enc(ns)}/${enc(target.flag)}` }, target.flag) : "–", ` (${target.control} → ${target.variation})`] : target.kind || "–"),
         h("dt", {}, "Run"), h("dd", {}, String(status.run || 0), " started ", time(status.runStartedAt)),
-        h("dt", {}, "Revisions"), h("dd", { class: "revisions" },
+        // A flag rollout's revisions are hashes of the flag's settings: nothing a reader uses.
+        target.kind === "flag" ? null : [h("dt", {}, "Revisions"), h("dd", { class: "revisions" },
           h("span", {}, "primary ", h("code", {}, status.primaryRevision || "–")), " ",
-          h("span", {}, "canary ", h("code", {}, status.canaryRevision || "–"))),
+          h("span", {}, "canary ", h("code", {}, status.canaryRevision || "–")))],
         status.scheduleState ? [h("dt", {}, "Schedule"), h("dd", {}, status.scheduleState)] : null,
         h("dt", {}, "Message"), h("dd", { class: "message" }, status.message || "–"),
         h("dt", {}, "Updated"), h("dd", {}, time(rollout.updatedAt))));
@@ -248,7 +282,8 @@ export async function rolloutPage(main, ns, name) {
         if (!(await confirmAction(`${text} (${ns}/${name})`, label))) return;
         target.disabled = true;
         try {
-          await command(ns, name, { command: cmd, ...payload });
+          // One step is the API's promote with `"step": true`.
+          await command(ns, name, cmd === "promote-step" ? { command: "promote", step: true, ...payload } : { command: cmd, ...payload });
           toast(`${label}: done`);
           rollout = await get(path);
           renderAll();
@@ -266,6 +301,7 @@ export async function rolloutPage(main, ns, name) {
       h("h2", { id: "actions-title" }, "Commands"),
       h("div", { class: "buttons" },
         button("promote", "Promote", {}, EXPLAIN.promote),
+        button("promote-step", "Promote one step", {}, EXPLAIN["promote-step"]),
         button("pause", "Pause", {}, EXPLAIN.pause),
         button("resume", "Resume", {}, EXPLAIN.resume),
         button("retry", "Retry", {}, EXPLAIN.retry),
@@ -283,13 +319,13 @@ export async function rolloutPage(main, ns, name) {
 
   function renderTimeline() {
     const plan = planSteps(rollout);
-    const done = stepsDone(rollout, plan);
+    const done = complete(rollout) ? plan.steps.length : stepsDone(rollout, plan);
     const status = rollout.status || {};
     fill(timeline, h("h2", { id: "timeline-title" }, "Plan"),
       plan.kind === "iterations"
         ? h("p", {}, `${plan.name}: ${status.iterations || 0} of ${plan.iterations} iterations`)
         : h("ol", { class: "timeline" }, plan.steps.map((step, index) => {
-          const state = step.promotion ? (status.phase === "WaitingPromotion" ? "current" : "") : index < done ? "done" : index === done && ACTIVE.includes(status.phase) ? "current" : "";
+          const state = step.promotion ? (status.phase === "WaitingPromotion" ? "current" : complete(rollout) ? "done" : "") : index < done ? "done" : index === done && ACTIVE.includes(status.phase) ? "current" : "";
           return h("li", { class: `tl-${step.kind} ${state ? `tl-${state}` : ""}`, "aria-current": state === "current" ? "step" : null },
             h("span", { class: "tl-weight" }, pct(step.weight)),
             step.at ? [" ", time(step.at)] : null,
@@ -301,7 +337,7 @@ export async function rolloutPage(main, ns, name) {
   function renderChart() {
     const points = events.map((e) => ({ t: new Date(e.at).getTime(), w: Number(e.canaryWeight || 0) }));
     fill(chart, h("h2", { id: "chart-title" }, "Weight over time"),
-      points.length ? lineChart(points, { label: "canary weight (%) over time", max: 100, step: true }) : h("p", { class: "muted" }, "No history yet."));
+      points.length ? lineChart(points, { id: "weight-chart", label: "canary weight (%) over time", max: 100, step: true }) : h("p", { class: "muted" }, "No history yet."));
   }
 
   function renderChecks() {
@@ -319,20 +355,79 @@ export async function rolloutPage(main, ns, name) {
   }
 
   function renderJudge() {
-    const points = events
-      .filter((e) => e.evidence && e.evidence.verdict && e.evidence.verdict.evidence && typeof e.evidence.verdict.evidence.eValue === "number")
-      .map((e) => ({ t: new Date(e.at).getTime(), v: e.evidence.verdict.evidence.eValue, threshold: e.evidence.verdict.evidence.threshold, outcome: e.evidence.verdict.outcome }));
-    if (!points.length) {
-      fill(judge, h("h2", { id: "judge-title" }, "Judge"), h("p", { class: "muted" }, "No judge's evidence in the history."));
+    const runs = judgeRuns(events);
+    if (!runs.length) {
+      fill(judge, h("h2", { id: "judge-title" }, "Judge"),
+        h("p", { class: "muted", id: "judge-none" }, "No judge's evidence in the history: no judge watched these runs (a judge watches local rollouts unless spec.analysis.judges says otherwise), or the runs promoted without the evidence rule (promoteOn: noHarm)."));
       return;
     }
-    const threshold = Number(points.at(-1).threshold) || 20;
+    fill(judge, h("h2", { id: "judge-title" }, "Judge: what decided each run"),
+      runs.slice(0, 5).map((r) => judgeRun(r)));
+  }
+
+  /** One run's evidence: e-values against the rollback threshold, the health bound against its margin, counts, and the verdict in words. */
+  function judgeRun(r) {
+    const outcome = runOutcome(r.run);
     const log = (x) => Math.log10(Math.max(1e-6, x));
-    const top = Math.max(log(threshold) * 1.2, ...points.map((p) => log(p.v)));
-    const bottom = Math.min(0, ...points.map((p) => log(p.v)));
-    fill(judge, h("h2", { id: "judge-title" }, "Judge: e-value against its threshold"),
-      lineChart(points.map((p) => ({ t: p.t, w: log(p.v) })), { label: `log10 e-value over time; rolls back at ${threshold}`, min: bottom, max: top, threshold: log(threshold), format: (y) => (10 ** y).toPrecision(2) }),
-      h("p", {}, `Latest: e-value ${points.at(-1).v.toPrecision(3)} (rolls back at ${threshold}), ${points.at(-1).outcome}.`));
+    const parts = [h("h3", {}, `Run ${r.run}`, outcome ? [" ", phase(outcome)] : null)];
+    if (r.eValues.length) {
+      const threshold = Number(r.threshold) || 20;
+      const top = Math.max(log(threshold) * 1.2, ...r.eValues.map((p) => log(p.w)));
+      const bottom = Math.min(0, ...r.eValues.map((p) => log(p.w)));
+      const last = r.eValues.at(-1);
+      parts.push(lineChart(r.eValues.map((p) => ({ t: p.t, w: log(p.w) })), {
+        id: `judge-evalue-${r.run}`,
+        label: `Run ${r.run}: the judge's e-value over time (log scale), ${r.eValues.length} point${r.eValues.length === 1 ? "" : "s"}; rolls back at ${threshold}; latest ${last.w.toPrecision(3)}`,
+        min: bottom, max: top, threshold: log(threshold), thresholdLabel: `rolls back at ${threshold}`,
+        format: (y) => Number((10 ** y).toPrecision(2)).toString(), markers: true, tEnd: r.end,
+      }));
+    }
+    if (r.health.length) {
+      const margin = r.health.map((p) => p.margin).filter((m) => typeof m === "number").at(-1);
+      const bounds = r.health.map((p) => p.bound);
+      const top = Math.max(margin !== undefined ? margin * 1.5 : 1, ...bounds);
+      const bottom = Math.min(0, ...bounds);
+      parts.push(lineChart(r.health.map((p) => ({ t: p.t, w: p.bound })), {
+        id: `judge-health-${r.run}`,
+        label: `Run ${r.run}: upper bound of the canary's excess error rate over the primary's (percentage points) against the margin${margin !== undefined ? ` of ${margin}` : ""}, ${r.health.length} point${r.health.length === 1 ? "" : "s"}`,
+        min: bottom, max: top, threshold: margin, thresholdLabel: margin !== undefined ? `margin ${margin}%` : undefined,
+        format: (y) => `${Number(y.toPrecision(2))}%`, markers: true, tEnd: r.end,
+      }));
+    }
+    const facts = [];
+    if (r.counts) {
+      const c = r.counts;
+      facts.push(h("dt", {}, "Counts"), h("dd", { "data-role": "counts" }, `canary ${c.canaryErrors} errors in ${c.canaryRequests} requests; primary ${c.primaryErrors} in ${c.primaryRequests}`));
+    }
+    if (r.eValues.length) {
+      facts.push(h("dt", {}, "E-value"), h("dd", {}, `${r.eValues.at(-1).w.toPrecision(3)} (rolls back at ${Number(r.threshold) || 20})`));
+    }
+    const health = r.health.at(-1);
+    if (health) {
+      facts.push(h("dt", {}, "Health"), h("dd", { "data-role": "health" }, health.summary || `excess at most ${health.bound}%${health.margin !== undefined ? ` (margin ${health.margin}%)` : ""}`));
+    }
+    const verdict = r.last;
+    parts.push(h("p", { class: "judge-verdict", "data-role": "verdict" }, verdictText(verdict, outcome)));
+    if (facts.length) parts.push(h("dl", { class: "facts judge-facts" }, facts));
+    return h("section", { class: "judge-run", "data-run": String(r.run), "aria-label": `Judge, run ${r.run}` }, parts);
+  }
+
+  /** How run `run` ended, from the history (null while it goes on). */
+  function runOutcome(run) {
+    const ended = events.filter((e) => e.run === run && ["Succeeded", "Failed", "Stopped"].includes(e.phase));
+    return ended.length ? ended.at(-1).phase : null;
+  }
+
+  function verdictText({ v, ev }, outcome) {
+    if (v.judge === "evidence-rule") {
+      const said = ev.summary || "";
+      return v.outcome === "pass"
+        ? `Evidence of health that let the run ${outcome === "Succeeded" ? "promote" : "go on"}: ${said}`
+        : `Waiting for evidence of health: ${said}`;
+    }
+    if (v.outcome === "fail") return `Judge ${v.judge} found the canary worse than the primary${typeof ev.eValue === "number" ? `: e-value ${ev.eValue.toPrecision(3)} reached ${ev.threshold}` : ""}. ${ev.summary || ""}`;
+    if (v.outcome === "pass") return `Judge ${v.judge} passed the canary. ${ev.summary || ""}`;
+    return `Judge ${v.judge}: ${v.outcome}. ${ev.summary || ""}`;
   }
 
   function renderHistory() {
@@ -362,14 +457,79 @@ export async function rolloutPage(main, ns, name) {
   });
 }
 
-/** A line chart as inline SVG: `points` `[{t, w}]`, y from `min` (0) to `max`. */
-function lineChart(points, { label, min = 0, max = 100, step = false, threshold, format = (y) => `${Math.round(y)}%` }) {
-  const width = 720, height = 180, left = 44, right = 8, topPad = 8, bottomPad = 22;
+/**
+ * The judge's evidence in the history, by run, newest first: e-values (`{t, w}`), health
+ * bounds (`{t, bound, margin, summary}` in percentage points), the last counts and verdict.
+ * The judge's own verdicts carry numbers (`eValue`, `health`); the evidence rule's
+ * (`evidence-rule`, on the events it decided) carry its summary, read for its numbers.
+ */
+export function judgeRuns(events) {
+  const runs = new Map();
+  for (const e of events) {
+    const v = e.evidence && e.evidence.verdict;
+    if (!v) continue;
+    const ev = v.evidence && typeof v.evidence === "object" ? v.evidence : {};
+    const run = Number(e.run || 0);
+    if (!runs.has(run)) runs.set(run, { run, eValues: [], health: [], threshold: null, counts: null, last: null, end: null });
+    const r = runs.get(run);
+    const t = new Date(e.at).getTime();
+    if (typeof ev.eValue === "number") {
+      r.eValues.push({ t, w: ev.eValue });
+      if (ev.threshold !== undefined) r.threshold = ev.threshold;
+    }
+    const health = healthOf(ev);
+    if (health) r.health.push({ t, ...health });
+    if (typeof ev.canaryRequests === "number" && typeof ev.primaryRequests === "number") {
+      r.counts = { canaryRequests: ev.canaryRequests, canaryErrors: ev.canaryErrors ?? 0, primaryRequests: ev.primaryRequests, primaryErrors: ev.primaryErrors ?? 0 };
+    }
+    r.last = { e, v, ev };
+  }
+  // A run's charts end where the run did (its last event), not now.
+  for (const r of runs.values()) {
+    const last = events.filter((e) => Number(e.run || 0) === r.run).at(-1);
+    r.end = last ? new Date(last.at).getTime() : null;
+  }
+  return [...runs.values()].sort((a, b) => b.run - a.run);
+}
+
+/** A health bound from a verdict's evidence: the judge's `health`, or the evidence rule's summary. */
+function healthOf(ev) {
+  if (ev.health && typeof ev.health.excessUpper === "number") {
+    return {
+      bound: Number((ev.health.excessUpper * 100).toPrecision(4)),
+      margin: typeof ev.health.margin === "number" ? Number((ev.health.margin * 100).toPrecision(4)) : undefined,
+      requests: ev.health.canaryRequests,
+      summary: ev.health.summary,
+    };
+  }
+  if (typeof ev.summary !== "string") return null;
+  // "evidence of health after 412 canary requests: excess over the primary errors <= 0.4% (margin 5%)"
+  // "waiting for evidence: 86 of ~400 canary requests ...; excess over the primary errors <= 3% so far (allowed: the primary's + 5%)"
+  const bound = ev.summary.match(/<= (-?[\d.]+)%/);
+  if (!bound) return null;
+  const margin = ev.summary.match(/\(margin (-?[\d.]+)%\)/) || ev.summary.match(/the primary's \+ (-?[\d.]+)%/);
+  const requests = ev.summary.match(/(\d+) (?:of ~\d+ )?canary requests/);
+  return {
+    bound: Number(bound[1]),
+    margin: margin ? Number(margin[1]) : undefined,
+    requests: requests ? Number(requests[1]) : undefined,
+    summary: ev.summary,
+  };
+}
+
+/**
+ * A line chart: `points` `[{t, w}]`, y from `min` to `max`, each point marked (a run of one
+ * point is a dot). The SVG stretches to its box, so it holds lines and dots only (strokes and
+ * dots keep their size: `vector-effect`); every text is HTML beside it, readable at any width.
+ */
+function lineChart(points, { id, label, min = 0, max = 100, step = false, threshold, thresholdLabel, format = (y) => `${Math.round(y)}%`, markers = false, tEnd }) {
+  const width = 720, height = 180, padX = 6, padY = 8;
   const t0 = points[0].t;
-  const t1 = Math.max(points.at(-1).t, Date.now());
-  const span = Math.max(1, t1 - t0);
-  const x = (t) => left + ((t - t0) / span) * (width - left - right);
-  const y = (v) => topPad + (1 - (v - min) / Math.max(1e-9, max - min)) * (height - topPad - bottomPad);
+  const t1 = Math.max(points.at(-1).t, tEnd ?? Date.now());
+  const span = t1 - t0;
+  const x = (t) => (span > 0 ? padX + ((t - t0) / span) * (width - 2 * padX) : width / 2);
+  const y = (v) => padY + (1 - (v - min) / Math.max(1e-9, max - min)) * (height - 2 * padY);
+  const top = (v) => `${(y(v) / height) * 100}%`;
   const coords = [];
   points.forEach((p, i) => {
     if (step && i > 0) coords.push(`${x(p.t)},${y(points[i - 1].w)}`);
@@ -377,13 +537,31 @@ function lineChart(points, { label, min = 0, max = 100, step = false, threshold,
   });
   if (step) coords.push(`${x(t1)},${y(points.at(-1).w)}`);
   const ticks = [min, (min + max) / 2, max];
-  return h("figure", { class: "chart" },
-    h("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": label, preserveAspectRatio: "none" },
-      h("title", {}, label),
-      ticks.map((v) => [h("line", { x1: left, x2: width - right, y1: y(v), y2: y(v), class: "grid" }), h("text", { x: left - 4, y: y(v) + 4, class: "axis", "text-anchor": "end" }, format(v))]),
-      threshold !== undefined ? h("line", { x1: left, x2: width - right, y1: y(threshold), y2: y(threshold), class: "threshold" }) : null,
-      h("polyline", { points: coords.join(" "), class: "series" }),
-      h("text", { x: left, y: height - 4, class: "axis" }, new Date(t0).toLocaleTimeString()),
-      h("text", { x: width - right, y: height - 4, class: "axis", "text-anchor": "end" }, new Date(t1).toLocaleTimeString())),
+  const clock = (t) => new Date(t).toLocaleTimeString();
+  const stamp = (t) => `${new Date(t).toISOString().replace(/\.\d+Z$/, "Z")} (UTC)`;
+  const yLabels = ticks.map((v) => {
+    const node = h("span", { class: "y-label", "aria-hidden": "true" }, format(v));
+    node.style.top = top(v);
+    return node;
+  });
+  let limit = null;
+  if (threshold !== undefined && thresholdLabel) {
+    limit = h("span", { class: "limit-label", "aria-hidden": "true" }, thresholdLabel);
+    limit.style.top = top(threshold);
+  }
+  return h("figure", { class: "chart", id },
+    h("div", { class: "plot" },
+      h("div", { class: "y-axis" }, yLabels),
+      h("div", { class: "plot-area" },
+        h("svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": label, preserveAspectRatio: "none" },
+          ticks.map((v) => h("line", { x1: 0, x2: width, y1: y(v), y2: y(v), class: "grid" })),
+          threshold !== undefined ? h("line", { x1: 0, x2: width, y1: y(threshold), y2: y(threshold), class: "threshold" }) : null,
+          coords.length > 1 ? h("polyline", { points: coords.join(" "), class: "series" }) : null,
+          // Dots: zero-length round-capped lines, round at any aspect ratio.
+          markers ? points.map((p) => h("line", { x1: x(p.t), x2: x(p.t), y1: y(p.w), y2: y(p.w), class: "point", "data-role": "point" })) : null),
+        limit)),
+    h("div", { class: "x-axis", "aria-hidden": "true" },
+      h("time", { datetime: new Date(t0).toISOString(), title: stamp(t0) }, clock(t0)),
+      h("time", { datetime: new Date(t1).toISOString(), title: stamp(t1) }, clock(t1))),
     h("figcaption", { class: "sr" }, label));
 }

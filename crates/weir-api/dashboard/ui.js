@@ -62,11 +62,12 @@ export function phase(name) {
 
 /**
  * The plan as ticks: `marks` is a list of `{weight, kind, label}` (kind `step`, `pause`, `gate`,
- * `entry`, `done`), `current` the weight now. A bar of fixed height: updates never move the
- * layout.
+ * `entry`, `done`), `current` the weight now; `complete`: the plan is behind the rollout (a
+ * promoted run), drawn full in the colour of success. A bar of fixed height: updates never move
+ * the layout.
  */
-export function progress(marks, current, label) {
-  const bar = h("div", { class: "bar", role: "progressbar", "aria-valuemin": "0", "aria-valuemax": "100", "aria-valuenow": String(Number(current || 0)), "aria-label": label || "canary weight", "data-weight": String(Number(current || 0)) });
+export function progress(marks, current, label, { complete = false } = {}) {
+  const bar = h("div", { class: complete ? "bar bar-complete" : "bar", role: "progressbar", "aria-valuemin": "0", "aria-valuemax": "100", "aria-valuenow": String(Number(current || 0)), "aria-label": label || "canary weight", "data-weight": String(Number(current || 0)) });
   const filled = h("div", { class: "bar-fill" });
   filled.style.width = `${Math.min(100, Math.max(0, Number(current || 0)))}%`;
   bar.append(filled);

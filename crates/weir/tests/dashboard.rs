@@ -8,18 +8,28 @@
 //! with a `read` token finds the commands disabled with the reason. With `WEIR_SCREENSHOTS=DIR`
 //! it saves the screenshots docs/DASHBOARD.md shows.
 //!
+//! Issue 33's rollout side: every link on every page resolves (a rollout of
+//! examples/local-urls.yaml, which names no namespace, included) and the list searches by name;
+//! the connection indicator leaves "live" when the server is gone and says how old the data is;
+//! the judge's charts show a rolled-back run's single point and the evidence of health that let
+//! a run promote, with no SVG text at phone width; one step is promoted from the command line
+//! and from the page. axe-core (WCAG 2.1 A and AA, `weir_testkit::webdriver::axe_core`) checks
+//! each page and state.
+//!
 //! Without Chromium the browser test fails in CI (`CI=true`: `.ci/run` installs it) and is
 //! skipped elsewhere, saying why (docs/TESTING.md).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use weir_testkit::fixtures::{ClosedPort, TempDb, runtime, sample_apps};
+use weir_testkit::engine::Load;
+use weir_testkit::fixtures::{ClosedPort, TempDb, runtime, sample_apps, start_faulty_sample_app};
 use weir_testkit::http;
 use weir_testkit::process::Weir;
 use weir_testkit::wait::wait_until;
-use weir_testkit::webdriver::Browser;
+use weir_testkit::webdriver::{Browser, axe_core};
 
 /// A browser at 1280 px, or `None` (with the reason printed) where none is installed and this
 /// is not CI.
@@ -158,8 +168,16 @@ fn wait_ready(browser: &Browser) {
 }
 
 /// Every control of the page has a name a screen reader reads (a label, an `aria-label`, or a
-/// button's text), and every time shows its UTC value on hover.
+/// button's text), every time shows its UTC value on hover, and axe-core finds no WCAG 2.1 A
+/// or AA violation.
 fn assert_accessible(browser: &Browser, page: &str) {
+    let axe = axe_core().unwrap_or_else(|why| panic!("axe-core: {why}"));
+    let violations = browser.axe_violations(&axe);
+    println!(
+        "axe-core on {page}: {} violation(s)",
+        violations.as_array().map_or(0, Vec::len)
+    );
+    assert_eq!(violations, json!([]), "{page}: axe-core violations");
     let unlabelled = browser.execute(
         "return [...document.querySelectorAll('main input, main select, main button, main textarea')]
            .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label')
@@ -422,10 +440,26 @@ spec:
     });
     println!("after promote the page shows phase {phase}");
     let (_, events) = api.get_json("/api/v1/rollouts/shop/gated/events?limit=500");
-    // The history names the token the page logged in with.
+    // The history names the token the page logged in with, and says it went to the end.
     assert!(
-        events.to_string().contains("promoted by release-admin"),
+        events
+            .to_string()
+            .contains("promoted by release-admin to the end"),
         "the history does not name the session's token: {events}"
+    );
+    // A succeeded rollout shows its plan taken: every step done, the bar full.
+    let shown = wait_until("the page to show the completed plan", || {
+        let text = browser.text_of("#rollout-phase + dt + dd")?;
+        text.contains("step 2 of 2, promoted").then_some(text)
+    });
+    println!("a succeeded rollout's plan: {shown}");
+    assert_eq!(
+        browser.execute(
+            "return document.querySelectorAll('#main .summary .bar-complete .tick-done').length",
+            &[]
+        ),
+        3,
+        "every tick (two steps and the gate) taken"
     );
     // Promote is not possible any more.
     wait_until("promote to be disabled after the run", || {
@@ -540,11 +574,47 @@ spec:
     if let Some(dir) = screenshots() {
         screenshot(&browser, &dir, "dashboard-flag-rollout-created.png");
     }
+    // A flag rollout's revisions are hashes of the flag: not shown.
+    let facts = browser.text_of("#main .summary").unwrap_or_default();
+    assert!(!facts.contains("Revisions"), "{facts}");
     // An admin may promote the new flag rollout once the engine has started it (it then waits
     // for its first entry; the page follows it live)...
     wait_until("Promote to be enabled for an admin", || {
         (browser.enabled_of("#cmd-promote") == Some(true)).then_some(())
     });
+
+    // The tokens page on a phone: each token a card, its Revoke button on the screen; revoking
+    // the session's own token, the last admin one, warns of both before anything happens.
+    browser.click_on("a[data-nav='tokens']");
+    wait_ready(&browser);
+    browser.resize(390, 844);
+    let revoke = "button[data-revoke='release-admin']";
+    browser.wait_for(revoke);
+    let reach = browser.execute(
+        "const r = document.querySelector(arguments[0]).getBoundingClientRect();
+         return [r.left >= 0, r.right <= document.documentElement.clientWidth,
+                 document.documentElement.scrollWidth - document.documentElement.clientWidth];",
+        &[json!(revoke)],
+    );
+    println!(
+        "the Revoke button on a phone (inside on the left, on the right, page overflow): {reach}"
+    );
+    assert_eq!(reach, json!([true, true, 0]));
+    assert_accessible(&browser, "the tokens on a phone");
+    browser.click_on(revoke);
+    browser.wait_for("dialog[open] #confirm-ok");
+    let warning = browser.text_of("#confirm-text").unwrap_or_default();
+    println!("revoking one's own last admin token: {warning}");
+    assert!(warning.contains("your own session"), "{warning}");
+    assert!(warning.contains("last admin token"), "{warning}");
+    assert_accessible(
+        &browser,
+        "the warning before revoking one's own last admin token",
+    );
+    browser.click_on("dialog[open] #confirm-cancel");
+    // Cancelled: the token still works.
+    assert_eq!(api.get_json("/api/v1/tokens").0, 200);
+    browser.resize(1280, 1000);
 
     // Logging out returns to the login form, and the session is gone.
     browser.click_on("#logout");
@@ -575,6 +645,17 @@ spec:
     println!("with a read token, Promote is disabled: {reason} / {note}");
     assert!(reason.to_string().contains("operate"), "{reason}");
     assert!(note.contains("operate scope"), "{note}");
+    // The tokens page is not offered to a read token: no form, no list.
+    browser.open(&format!("{base}/tokens"));
+    wait_ready(&browser);
+    browser.wait_for("#tokens-admin-only");
+    assert!(
+        browser.find("#token-name").is_none(),
+        "a read token sees the token form"
+    );
+    assert_accessible(&browser, "the tokens page for a read token");
+    browser.open(&format!("{base}/rollouts/shop/checkout-rollout"));
+    wait_ready(&browser);
     // The run could be promoted: only the scope stands in the way.
     let (_, rollout) = api.get_json("/api/v1/rollouts/shop/checkout-rollout");
     assert_ne!(rollout["status"]["phase"], "Succeeded", "{rollout}");
@@ -644,4 +725,541 @@ fn the_dashboard_is_served_with_a_strict_policy_and_the_api_keeps_its_404() {
     // The page's routes take no changes.
     let posted = http::request(address, "POST", "/rollouts/shop/x", &[], "").unwrap();
     assert_eq!(posted.status, 404);
+}
+
+// === issue 33: links, search, the connection, the judge, one step ===
+
+/// An open server (no tokens, loopback): the page's session may do anything.
+struct Open {
+    server: Weir,
+}
+
+impl Open {
+    fn post(&self, path: &str, content_type: &str, body: &str) -> http::Response {
+        http::request(
+            self.server.address("api"),
+            "POST",
+            path,
+            &[("Content-Type", content_type)],
+            body,
+        )
+        .unwrap()
+    }
+
+    fn get_json(&self, path: &str) -> Value {
+        get_json_without_token(&self.server, path).1
+    }
+
+    fn status_of(&self, ns: &str, name: &str) -> Value {
+        self.get_json(&format!("/api/v1/rollouts/{ns}/{name}"))["status"].clone()
+    }
+
+    fn history(&self, ns: &str, name: &str) -> Vec<Value> {
+        let page = self.get_json(&format!("/api/v1/rollouts/{ns}/{name}/events?limit=500"));
+        page["items"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Where local rollout `ns/name`'s router listens, as its history says.
+    fn router_of(&self, ns: &str, name: &str) -> SocketAddr {
+        wait_until("the router's address in the history", || {
+            self.history(ns, name).iter().find_map(|event| {
+                let message = event["message"].as_str()?;
+                message
+                    .strip_prefix("the router listens on http://")?
+                    .parse()
+                    .ok()
+            })
+        })
+    }
+}
+
+fn open_server(db: &TempDb) -> Open {
+    Open {
+        server: Weir::serve(env!("CARGO_BIN_EXE_weir"), &db.path(), &[]),
+    }
+}
+
+/// examples/local-urls.yaml as the README runs it (no namespace), with its URLs pointed at
+/// `versions` and its router on a port the OS picks.
+fn local_urls_example(versions: &[SocketAddr]) -> String {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/local-urls.yaml"
+    );
+    let example = std::fs::read_to_string(path).unwrap();
+    assert!(
+        !example.contains("namespace:"),
+        "the example names a namespace"
+    );
+    example
+        .replace("listen: 127.0.0.1:8080", "listen: \"127.0.0.1:0\"")
+        .replace("127.0.0.1:9001", &versions[0].to_string())
+        .replace("127.0.0.1:9002", &versions[1].to_string())
+}
+
+/// Every link of the page now: its address, each checked to have no empty, `undefined` or
+/// `null` segment.
+fn links_of(browser: &Browser, page: &str) -> Vec<String> {
+    let links = browser.execute(
+        "return [...document.querySelectorAll('a[href]')]
+           .filter(a => a.origin === location.origin)
+           .map(a => a.pathname + a.search);",
+        &[],
+    );
+    let links: Vec<String> = serde_json::from_value(links).unwrap();
+    for link in &links {
+        let path = link.split('?').next().unwrap_or_default();
+        let segments: Vec<&str> = path.split('/').skip(1).collect();
+        assert!(
+            path == "/"
+                || segments.iter().all(|segment| !segment.is_empty()
+                    && *segment != "undefined"
+                    && *segment != "null"),
+            "{page}: a link with a missing part: {link}"
+        );
+        assert!(
+            !link.contains("undefined") && !link.contains("null"),
+            "{page}: {link}"
+        );
+    }
+    links
+}
+
+#[test]
+fn every_link_resolves_the_list_searches_by_name_and_the_indicator_tells_when_the_server_is_gone() {
+    let Some(browser) = browser() else {
+        return;
+    };
+    let runtime = runtime();
+    let versions = sample_apps(&runtime, &["v1", "v2"]);
+    let db = TempDb::new();
+    let api = open_server(&db);
+    let base = api.server.url("api");
+    // The README's first example, without a namespace: in `default`.
+    let created = api.post(
+        "/api/v1/rollouts",
+        "application/yaml",
+        &local_urls_example(&versions),
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    let stored: Value = serde_json::from_str(&created.body).unwrap();
+    assert_eq!(stored["rollout"]["metadata"]["namespace"], "default");
+    for flag in FLAGS {
+        let created = api.post("/api/v1/flags", "application/yaml", flag);
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    let later = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(48);
+    let flag_rollout = json!({
+        "apiVersion": "weir.dev/v1alpha1", "kind": "Rollout",
+        "metadata": {"name": "banner-green", "namespace": "shop"},
+        "spec": {
+            "target": {"kind": "flag", "flag": "banner", "control": "blue", "variation": "green"},
+            "plan": {"schedule": {"manual": [{"at": later.to_string(), "weight": 25}]}},
+        },
+    });
+    let created = api.post(
+        "/api/v1/rollouts",
+        "application/json",
+        &flag_rollout.to_string(),
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    // Every listed rollout names its namespace.
+    let listed = api.get_json("/api/v1/rollouts");
+    for item in listed["items"].as_array().unwrap() {
+        assert!(item["metadata"]["namespace"].is_string(), "{item}");
+    }
+
+    // Every page, and every page its links lead to, once: no link with a missing part, and
+    // none leads to "Not found" or an error.
+    open_dashboard(&browser, &base, "/rollouts", None);
+    let row = browser.wait_for("tr[data-rollout='default/shop-urls']");
+    let name = browser.text(&row);
+    assert!(name.starts_with("default/shop-urls"), "{name}");
+    let namespaces = browser.execute(
+        "return [...document.querySelectorAll('#filter-namespace option')].map(o => o.textContent)",
+        &[],
+    );
+    assert_eq!(namespaces, json!(["all", "default", "shop"]));
+    let mut queue = vec![
+        "/rollouts".to_string(),
+        "/flags".to_string(),
+        "/tokens".to_string(),
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(page) = queue.pop() {
+        if !seen.insert(page.clone()) {
+            continue;
+        }
+        browser.open(&format!("{base}{page}"));
+        wait_ready(&browser);
+        let heading = browser.text_of("#main h1").unwrap_or_default();
+        assert_ne!(heading, "Not found", "{page}");
+        assert!(
+            browser.find("#main .error").is_none(),
+            "{page}: {:?}",
+            browser.text_of("#main .error")
+        );
+        for link in links_of(&browser, &page) {
+            if !seen.contains(&link) {
+                queue.push(link);
+            }
+        }
+    }
+    println!("pages visited through their links: {seen:?}");
+    for page in [
+        "/rollouts/default/shop-urls",
+        "/rollouts/shop/banner-green",
+        "/flags/shop/banner",
+    ] {
+        assert!(seen.contains(page), "no link leads to {page}: {seen:?}");
+    }
+
+    // Search by name: the rows follow the text, and the address keeps it.
+    open_dashboard(&browser, &base, "/rollouts", None);
+    browser.wait_for("tr[data-rollout='shop/banner-green']");
+    let search = browser.wait_for("#filter-name");
+    browser.type_into(&search, "URLS");
+    let visible = || {
+        browser.execute(
+            "return [...document.querySelectorAll('tr[data-rollout]')].filter(r => !r.hidden).map(r => r.dataset.rollout)",
+            &[],
+        )
+    };
+    wait_until("the search to leave one row", || {
+        (visible() == json!(["default/shop-urls"])).then_some(())
+    });
+    assert_eq!(
+        browser.execute("return location.pathname + location.search", &[]),
+        "/rollouts?name=URLS"
+    );
+    assert_accessible(&browser, "the rollouts searched by name");
+    // Reloaded, the search is still there.
+    browser.open(&format!("{base}/rollouts?name=banner"));
+    wait_ready(&browser);
+    assert_eq!(
+        browser.execute("return document.getElementById('filter-name').value", &[]),
+        "banner"
+    );
+    assert_eq!(visible(), json!(["shop/banner-green"]));
+
+    // The connection: live while the server answers...
+    open_dashboard(&browser, &base, "/rollouts", None);
+    wait_until("the indicator to say live", || {
+        (browser.text_of("#connection-state").as_deref() == Some("live")).then_some(())
+    });
+    assert_accessible(&browser, "the list, live");
+    // ...and not once it is gone: reconnecting with the age of the last update, then offline.
+    let mut server = api.server;
+    server.kill();
+    let reconnecting = wait_until("the indicator to leave live", || {
+        let state = browser.execute(
+            "return document.getElementById('connection').dataset.state",
+            &[],
+        );
+        let text = browser.text_of("#connection").unwrap_or_default();
+        (state != "live" && text.contains("last update")).then_some(format!("{state}: {text}"))
+    });
+    println!("the server stopped, the indicator says {reconnecting}");
+    let offline = wait_until("the indicator to say offline", || {
+        let text = browser.text_of("#connection").unwrap_or_default();
+        text.starts_with("offline").then_some(text)
+    });
+    println!("then {offline}");
+    assert!(
+        offline.contains("last update") && offline.contains("s ago"),
+        "{offline}"
+    );
+    assert_accessible(&browser, "the list, offline");
+    if let Some(dir) = screenshots() {
+        screenshot(&browser, &dir, "dashboard-offline.png");
+    }
+}
+
+#[test]
+fn one_step_is_promoted_from_the_command_line_and_the_page_and_the_history_says_which() {
+    let Some(browser) = browser() else {
+        return;
+    };
+    let runtime = runtime();
+    let versions = sample_apps(&runtime, &["v1", "v2"]);
+    let db = TempDb::new();
+    let api = open_server(&db);
+    let base = api.server.url("api");
+    let rollout = format!(
+        "apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: stepped, namespace: shop}}
+spec:
+  target:
+    kind: local
+    listen: \"127.0.0.1:0\"
+    primary: {{url: \"http://{v1}\"}}
+    canary: {{url: \"http://{v2}\"}}
+  plan: {{canary: {{steps: [{{weight: 20, pause: {{}}}}, {{weight: 50, pause: {{}}}}, {{weight: 80, pause: {{}}}}]}}}}
+  analysis:
+    interval: 1s
+    progressDeadline: 10m
+    evidence: {{promoteOn: noHarm}}
+",
+        v1 = versions[0],
+        v2 = versions[1],
+    );
+    let created = api.post("/api/v1/rollouts", "application/yaml", &rollout);
+    assert_eq!(created.status, 201, "{}", created.body);
+    wait_until("the run to pause at 20%", || {
+        let status = api.status_of("shop", "stepped");
+        (status["canaryWeight"] == 20 && status["waitingForResume"] == true).then_some(())
+    });
+
+    // The command line: one step, past the pause, to the next step's own pause.
+    let help = weir_testkit::process::output(env!("CARGO_BIN_EXE_weir"), &["promote", "--help"]);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--step"));
+    let stepped = weir_testkit::process::output(
+        env!("CARGO_BIN_EXE_weir"),
+        &[
+            "promote",
+            "shop/stepped",
+            "--step",
+            "--as",
+            "ana",
+            "--server",
+            &base,
+        ],
+    );
+    assert!(
+        stepped.status.success(),
+        "weir promote --step: {}",
+        String::from_utf8_lossy(&stepped.stderr)
+    );
+    let status = api.status_of("shop", "stepped");
+    assert_eq!(
+        (&status["canaryWeight"], &status["phase"]),
+        (&json!(50), &json!("Progressing")),
+        "{status}"
+    );
+    let messages = |api: &Open| -> Vec<String> {
+        api.history("shop", "stepped")
+            .iter()
+            .filter_map(|event| event["message"].as_str().map(String::from))
+            .collect()
+    };
+    let said = messages(&api);
+    println!("the command line's step: {:?}", said.last());
+    assert!(
+        said.iter()
+            .any(|m| m.starts_with("promoted one step by ana to 50%: step 2 of 3")),
+        "{said:?}"
+    );
+    // The API refuses `step` on another command, naming the field.
+    let refused = api.post(
+        "/api/v1/rollouts/shop/stepped/commands",
+        "application/json",
+        r#"{"command": "pause", "step": true}"#,
+    );
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(
+        refused.body.contains("only promote takes step"),
+        "{}",
+        refused.body
+    );
+
+    // The page: a button beside Promote, behind the same confirmation.
+    open_dashboard(&browser, &base, "/rollouts/shop/stepped", None);
+    browser.wait_for("#cmd-promote-one-step");
+    wait_until("one step to be offered", || {
+        (browser.enabled_of("#cmd-promote-one-step") == Some(true)).then_some(())
+    });
+    assert_accessible(&browser, "a rollout with promote one step");
+    browser.click_on("#cmd-promote-one-step");
+    browser.wait_for("dialog[open] #confirm-ok");
+    let question = browser.text_of("#confirm-text").unwrap_or_default();
+    assert!(question.starts_with("Promote one step"), "{question}");
+    assert_accessible(&browser, "the one-step confirmation");
+    browser.click_on("dialog[open] #confirm-ok");
+    wait_until("the step to 80%", || {
+        (api.status_of("shop", "stepped")["canaryWeight"] == 80).then_some(())
+    });
+    let history = wait_until("the page's history to say one step", || {
+        let text = browser.text_of("ol.history")?;
+        text.contains("promoted one step by dashboard to 80%")
+            .then_some(text)
+    });
+    assert!(
+        history.contains("promoted one step by ana to 50%"),
+        "{history}"
+    );
+    // No step left: Promote goes to the end, and says so.
+    click_and_confirm(&browser, "#cmd-promote");
+    wait_until("the promotion", || {
+        (api.status_of("shop", "stepped")["phase"] == "Succeeded").then_some(())
+    });
+    let said = messages(&api);
+    assert!(
+        said.iter()
+            .any(|m| m.starts_with("promoted by dashboard to the end")),
+        "{said:?}"
+    );
+    // Not possible any more: both disabled, with the reason.
+    wait_until("one step to be disabled after the run", || {
+        (browser.enabled_of("#cmd-promote-one-step") == Some(false)).then_some(())
+    });
+}
+
+#[test]
+fn the_judge_shows_what_decided_a_rolled_back_and_a_promoted_run_readable_on_a_phone() {
+    let Some(browser) = browser() else {
+        return;
+    };
+    let runtime = runtime();
+    let _context = runtime.enter();
+    let versions = sample_apps(&runtime, &["v1", "v2"]);
+    let faulty = runtime.block_on(start_faulty_sample_app("v3", 50.0));
+    let db = TempDb::new();
+    let api = open_server(&db);
+    let base = api.server.url("api");
+    let local = |name: &str, canary: SocketAddr, evidence: &str| {
+        format!(
+            "apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: {name}}}
+spec:
+  target:
+    kind: local
+    listen: \"127.0.0.1:0\"
+    primary: {{url: \"http://{v1}\", healthCheck: /healthz}}
+    canary: {{url: \"http://{canary}\", healthCheck: /healthz}}
+  plan: {{canary: {{stepWeights: [50]}}}}
+  analysis: {{interval: 1s, progressDeadline: 1m, evidence: {evidence}}}
+",
+            v1 = versions[0],
+        )
+    };
+    // Half the canary's answers are errors: the judge rolls it back on its first window.
+    let created = api.post(
+        "/api/v1/rollouts",
+        "application/yaml",
+        &local("faulty", faulty, "{marginPercent: 5}"),
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    // A healthy canary: promoted once the judges show health within 5 points.
+    let created = api.post(
+        "/api/v1/rollouts",
+        "application/yaml",
+        &local("healthy", versions[1], "{marginPercent: 5}"),
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    let loads = [
+        Load::at(api.router_of("default", "faulty"), 50.0),
+        Load::at(api.router_of("default", "healthy"), 100.0),
+    ];
+    for name in ["faulty", "healthy"] {
+        let phase = wait_until(&format!("{name} to end its run"), || {
+            let phase = api.status_of("default", name)["phase"].clone();
+            (phase == "Failed" || phase == "Succeeded").then_some(phase)
+        });
+        println!("{name}: {phase}");
+    }
+    for load in loads {
+        runtime.block_on(load.stop());
+    }
+    assert_eq!(api.status_of("default", "faulty")["phase"], "Failed");
+    assert_eq!(api.status_of("default", "healthy")["phase"], "Succeeded");
+
+    // The rolled-back run: its verdicts' e-values are drawn, a single one as a dot.
+    let e_values = api
+        .history("default", "faulty")
+        .iter()
+        .filter(|event| event["evidence"]["verdict"]["evidence"]["eValue"].is_number())
+        .count();
+    assert!(e_values >= 1, "no e-value in the history");
+    open_dashboard(&browser, &base, "/rollouts/default/faulty", None);
+    let drawn = browser.execute(
+        "return document.querySelectorAll(\"#judge-evalue-1 [data-role='point']\").length",
+        &[],
+    );
+    println!("the rolled-back run: {e_values} e-value(s) in the history, {drawn} drawn");
+    assert_eq!(drawn, json!(e_values));
+    let verdict = browser
+        .text_of(".judge-run[data-run='1'] [data-role='verdict']")
+        .unwrap_or_default();
+    println!("its verdict: {verdict}");
+    assert!(verdict.contains("worse than the primary"), "{verdict}");
+    let counts = browser
+        .text_of(".judge-run[data-run='1'] [data-role='counts']")
+        .unwrap_or_default();
+    assert!(counts.starts_with("canary "), "{counts}");
+    assert_accessible(&browser, "a rolled-back rollout's judge");
+
+    // The promoted run: the evidence of health that let it promote, its bound and margin.
+    open_dashboard(&browser, &base, "/rollouts/default/healthy", None);
+    assert!(
+        browser.find("#judge-none").is_none(),
+        "no judge's evidence shown"
+    );
+    let verdict = browser
+        .text_of(".judge-run[data-run='1'] [data-role='verdict']")
+        .unwrap_or_default();
+    println!("the promoted run: {verdict}");
+    assert!(
+        verdict
+            .starts_with("Evidence of health that let the run promote: evidence of health after"),
+        "{verdict}"
+    );
+    let bound = browser.execute(
+        "return document.querySelectorAll(\"#judge-health-1 [data-role='point']\").length",
+        &[],
+    );
+    assert!(bound.as_u64().unwrap_or(0) >= 1, "no health bound drawn");
+    let margin = browser
+        .text_of("#judge-health-1 .limit-label")
+        .unwrap_or_default();
+    assert_eq!(margin, "margin 5%");
+    // Its plan is shown taken.
+    let plan = browser
+        .text_of("#rollout-phase + dt + dd")
+        .unwrap_or_default();
+    assert!(plan.contains("step 1 of 1, promoted"), "{plan}");
+    assert_accessible(&browser, "a promoted rollout's judge");
+
+    // At a phone's width: no text inside the stretched SVG, axis labels at their own size, and
+    // nothing wider than the screen.
+    browser.resize(390, 844);
+    wait_ready(&browser);
+    let svg_text = browser.execute(
+        "return document.querySelectorAll('main svg text').length",
+        &[],
+    );
+    assert_eq!(svg_text, 0, "text inside a stretched SVG");
+    let sizes = browser.execute(
+        "return [...document.querySelectorAll('main figure.chart .y-label, main figure.chart .x-axis time')]
+           .map(e => parseFloat(getComputedStyle(e).fontSize));",
+        &[],
+    );
+    let sizes: Vec<f64> = serde_json::from_value(sizes).unwrap();
+    assert!(!sizes.is_empty(), "no axis labels");
+    assert!(sizes.iter().all(|size| *size >= 11.0), "{sizes:?}");
+    let overflow = browser.execute(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
+        &[],
+    );
+    assert_eq!(
+        overflow, 0,
+        "a rollout's page is wider than a 390 px screen"
+    );
+    assert_accessible(&browser, "a promoted rollout's judge on a phone");
+    if let Some(dir) = screenshots() {
+        browser.execute("document.getElementById('judge').scrollIntoView()", &[]);
+        screenshot(&browser, &dir, "dashboard-judge-phone.png");
+    }
+    browser.resize(1280, 1000);
+    // The list shows the promoted run's plan done, and the rolled-back one where it stopped.
+    open_dashboard(&browser, &base, "/rollouts", None);
+    let row = browser.wait_for("tr[data-rollout='default/healthy']");
+    let text = browser.text(&row);
+    assert!(text.contains("step 1 of 1, promoted"), "{text}");
+    if let Some(dir) = screenshots() {
+        open_dashboard(&browser, &base, "/rollouts/default/faulty", None);
+        browser.execute("document.getElementById('judge').scrollIntoView()", &[]);
+        screenshot(&browser, &dir, "dashboard-judge.png");
+    }
 }
