@@ -440,3 +440,26 @@ fn malformed_input_never_panics() {
         assert!(results.iter().all(Result::is_err), "{yaml}: {results:?}");
     }
 }
+
+#[test]
+fn pod_templates_are_held_to_what_the_api_server_accepts() {
+    let yaml = CANARY
+        .replace("image: shop:2", "image: shop:2\n        resources: {requests: {memory: lots, cpu: 250m}, limits: {memory: 1Gi, cpu: 1.5}}\n      - name: shop");
+    let errors = errors_of(&yaml);
+    assert_eq!(
+        errors,
+        [
+            "spec.template.spec.containers[0].resources.requests.memory: \"lots\" is not allowed: a Kubernetes quantity such as 128Mi, 0.5 or 500m",
+            "spec.template.spec.containers[1].image: is required: the container's image",
+            "spec.template.spec.containers[1].name: \"shop\" is not allowed: each container of a pod is named once",
+        ],
+    );
+    for quantity in [
+        "1", "0.5", ".5", "500m", "128Mi", "1e3", "1E-3", "+2", "-1k", "2Ei",
+    ] {
+        assert!(super::validate::is_quantity(quantity), "{quantity}");
+    }
+    for quantity in ["", "Mi", "1.2.3", "12MB", "1e", "e3", "1 Gi", "٣"] {
+        assert!(!super::validate::is_quantity(quantity), "{quantity}");
+    }
+}

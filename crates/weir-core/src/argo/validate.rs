@@ -82,14 +82,7 @@ fn rollout(rollout: &Rollout, errors: &mut Vec<FieldError>) {
             "spec.template",
             "the pod template (or spec.workloadRef naming a Deployment)",
         )),
-        (Some(template), None) => {
-            if !template.is_object() {
-                errors.push(FieldError::new(
-                    "spec.template",
-                    "is not a mapping: a pod template {metadata, spec}",
-                ));
-            }
-        }
+        (Some(template), None) => pod_template(template, "spec.template", errors),
         (None, Some(workload)) => {
             if workload.name.as_deref().is_none_or(str::is_empty) {
                 errors.push(FieldError::missing(
@@ -1283,13 +1276,18 @@ fn provider(provider: &MetricProvider, base: &str, errors: &mut Vec<FieldError>)
             ));
         }
     }
-    if let Some(job) = job
-        && !job.spec.is_object()
-    {
-        errors.push(FieldError::new(
-            format!("{base}.job.spec"),
-            "is not a mapping: a batch/v1 Job spec",
-        ));
+    if let Some(job) = job {
+        match job.spec.get("template") {
+            _ if !job.spec.is_object() => errors.push(FieldError::new(
+                format!("{base}.job.spec"),
+                "is not a mapping: a batch/v1 Job spec",
+            )),
+            Some(template) => pod_template(template, &format!("{base}.job.spec.template"), errors),
+            None => errors.push(FieldError::missing(
+                format!("{base}.job.spec.template"),
+                "the Job's pod template",
+            )),
+        }
     }
     for (value, name, required) in [
         (datadog, "datadog", &["query", "queries"][..]),
@@ -1373,6 +1371,110 @@ fn placeholders(
     }
 }
 
+// === pod templates ===
+
+/// The part of a pod template the API server would refuse: no containers, a container without
+/// a name or an image, a name used twice, a resource quantity that is not one.
+fn pod_template(template: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    if !template.is_object() {
+        errors.push(FieldError::new(
+            path,
+            "is not a mapping: a pod template {metadata, spec}",
+        ));
+        return;
+    }
+    let spec = template.get("spec");
+    match spec.and_then(|spec| spec.get("containers")) {
+        Some(Value::Array(containers)) if !containers.is_empty() => {}
+        _ => {
+            errors.push(FieldError::missing(
+                format!("{path}.spec.containers"),
+                "at least one container {name, image}",
+            ));
+        }
+    }
+    let mut names = BTreeSet::new();
+    for list in ["containers", "initContainers"] {
+        let Some(Value::Array(containers)) = spec.and_then(|spec| spec.get(list)) else {
+            continue;
+        };
+        for (index, container) in containers.iter().enumerate() {
+            let base = format!("{path}.spec.{list}[{index}]");
+            for field in ["name", "image"] {
+                let given = container
+                    .get(field)
+                    .and_then(Value::as_str)
+                    .is_some_and(|text| !text.is_empty());
+                if !given {
+                    errors.push(FieldError::missing(
+                        format!("{base}.{field}"),
+                        format!("the container's {field}"),
+                    ));
+                }
+            }
+            if let Some(name) = container.get("name").and_then(Value::as_str)
+                && !names.insert(name.to_string())
+            {
+                errors.push(FieldError::with_value(
+                    format!("{base}.name"),
+                    format!("{name:?}"),
+                    "each container of a pod is named once",
+                ));
+            }
+            for kind in ["requests", "limits"] {
+                let Some(Value::Object(resources)) = container
+                    .get("resources")
+                    .and_then(|resources| resources.get(kind))
+                else {
+                    continue;
+                };
+                for (resource, quantity) in resources {
+                    let valid = match quantity {
+                        Value::Number(_) => true,
+                        Value::String(text) => text.contains("{{") || is_quantity(text),
+                        _ => false,
+                    };
+                    if !valid {
+                        errors.push(FieldError::with_value(
+                            format!("{base}.resources.{kind}.{resource}"),
+                            quantity,
+                            "a Kubernetes quantity such as 128Mi, 0.5 or 500m",
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Kubernetes' quantity syntax: a signed decimal number and an optional binary-SI (`Ki` ...
+/// `Ei`), decimal-SI (`n`, `u`, `m`, `k`, `M`, ... `E`) or exponent (`e3`) suffix.
+pub(super) fn is_quantity(text: &str) -> bool {
+    fn number(text: &str) -> Option<&str> {
+        let digits = text.chars().take_while(char::is_ascii_digit).count();
+        let mut rest = &text[digits..];
+        let mut fraction = 0;
+        if let Some(after) = rest.strip_prefix('.') {
+            fraction = after.chars().take_while(char::is_ascii_digit).count();
+            rest = &after[fraction..];
+        }
+        (digits + fraction > 0).then_some(rest)
+    }
+    let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let Some(suffix) = number(unsigned) else {
+        return false;
+    };
+    match suffix {
+        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "n" | "u" | "m" | "k" | "M" | "G" | "T"
+        | "P" | "E" => true,
+        exponent => exponent
+            .strip_prefix(['e', 'E'])
+            .map(|rest| rest.strip_prefix(['+', '-']).unwrap_or(rest))
+            .and_then(number)
+            .is_some_and(str::is_empty),
+    }
+}
+
 // === Experiment ===
 
 fn experiment(experiment: &Experiment, errors: &mut Vec<FieldError>) {
@@ -1398,12 +1500,7 @@ fn experiment(experiment: &Experiment, errors: &mut Vec<FieldError>) {
             ));
         }
         non_negative(template.replicas, &format!("{base}.replicas"), errors);
-        if !template.template.is_object() {
-            errors.push(FieldError::new(
-                format!("{base}.template"),
-                "is not a mapping: a pod template {metadata, spec}",
-            ));
-        }
+        pod_template(&template.template, &format!("{base}.template"), errors);
     }
     let mut analyses = BTreeSet::new();
     for (index, analysis) in spec.analyses.iter().flatten().enumerate() {
