@@ -463,3 +463,33 @@ fn pod_templates_are_held_to_what_the_api_server_accepts() {
         assert!(!super::validate::is_quantity(quantity), "{quantity}");
     }
 }
+
+#[test]
+fn provider_settings_are_typed_as_the_crd_types_them() {
+    let yaml = TEMPLATE.replace(
+        "      prometheus:\n        address: http://prometheus:9090\n",
+        "      datadog:\n        apiVersion: v3\n        interval: 5m\n        queris: {a: 'avg:x{*}'}\n      prometheus:\n        address: http://prometheus:9090\n        rangeQuery: {start: 'now() - 1h', stepp: 1m}\n",
+    );
+    let errors = errors_of(&yaml);
+    for expected in [
+        "spec.metrics[0].provider.datadog.queris: unknown field (did you mean `queries`?)",
+        "spec.metrics[0].provider.prometheus.rangeQuery.stepp: unknown field (did you mean `step`?)",
+    ] {
+        assert!(
+            errors.iter().any(|error| error.starts_with(expected)),
+            "{expected}: {errors:?}"
+        );
+    }
+    let affinity = CANARY.replace(
+        "      canaryService: shop-canary\n",
+        "      canaryService: shop-canary\n      antiAffinity: {preferredDuringSchedulingIgnoredDuringExecution: {weight: 0}}\n      replicaProgressThreshold: {type: Share, value: 50}\n",
+    );
+    let errors = errors_of(&affinity);
+    assert_eq!(
+        errors,
+        [
+            "spec.strategy.canary.antiAffinity.preferredDuringSchedulingIgnoredDuringExecution.weight: 0 is not allowed: from 1 to 100",
+            "spec.strategy.canary.replicaProgressThreshold.type: \"Share\" is not allowed: Percent or Pods",
+        ]
+    );
+}

@@ -223,11 +223,47 @@ pub struct CanaryStrategy {
     pub min_pods_per_replica_set: Option<i64>,
     /// How many canary pods must be available before a step counts as done.
     #[serde(default)]
-    pub replica_progress_threshold: Option<Value>,
+    pub replica_progress_threshold: Option<ReplicaProgressThreshold>,
     /// Scheduling away from the old ReplicaSet's nodes.
     #[serde(default)]
-    pub anti_affinity: Option<Value>,
+    pub anti_affinity: Option<AntiAffinity>,
 }
+
+/// `replicaProgressThreshold`.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReplicaProgressThreshold {
+    /// `Percent` or `Pods`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The percentage or the count.
+    pub value: i64,
+}
+
+/// `antiAffinity`: exactly one of preferred (with a weight) or required.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AntiAffinity {
+    /// Preferred, with a weight from 1 to 100.
+    #[serde(default)]
+    pub preferred_during_scheduling_ignored_during_execution: Option<PreferredAntiAffinity>,
+    /// Required.
+    #[serde(default)]
+    pub required_during_scheduling_ignored_during_execution: Option<RequiredAntiAffinity>,
+}
+
+/// Preferred anti-affinity.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreferredAntiAffinity {
+    /// 1 to 100.
+    pub weight: i64,
+}
+
+/// Required anti-affinity (no settings).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequiredAntiAffinity {}
 
 /// `pingPong`.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
@@ -633,12 +669,33 @@ pub struct IstioVirtualService {
     /// HTTP route names.
     #[serde(default)]
     pub routes: Option<Vec<String>>,
-    /// TLS routes (port, sniHosts).
+    /// TLS routes.
     #[serde(default)]
-    pub tls_routes: Option<Vec<Value>>,
-    /// TCP routes (port).
+    pub tls_routes: Option<Vec<IstioTlsRoute>>,
+    /// TCP routes.
     #[serde(default)]
-    pub tcp_routes: Option<Vec<Value>>,
+    pub tcp_routes: Option<Vec<IstioTcpRoute>>,
+}
+
+/// A TLS route of a VirtualService, by port and SNI hosts.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IstioTlsRoute {
+    /// The port.
+    #[serde(default)]
+    pub port: Option<i64>,
+    /// The SNI hosts.
+    #[serde(default)]
+    pub sni_hosts: Option<Vec<String>>,
+}
+
+/// A TCP route of a VirtualService, by port.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IstioTcpRoute {
+    /// The port.
+    #[serde(default)]
+    pub port: Option<i64>,
 }
 
 /// An Istio DestinationRule with a stable and a canary subset.
@@ -731,7 +788,7 @@ pub struct BlueGreenStrategy {
     pub preview_metadata: Option<PodMetadata>,
     /// Scheduling away from the old ReplicaSet's nodes.
     #[serde(default)]
-    pub anti_affinity: Option<Value>,
+    pub anti_affinity: Option<AntiAffinity>,
     /// Pods that may be unavailable.
     #[serde(default)]
     pub max_unavailable: Option<IntOrString>,
@@ -883,19 +940,19 @@ pub struct MetricProvider {
     pub job: Option<JobMetric>,
     /// Datadog.
     #[serde(default)]
-    pub datadog: Option<Value>,
+    pub datadog: Option<DatadogMetric>,
     /// New Relic.
     #[serde(default)]
-    pub new_relic: Option<Value>,
+    pub new_relic: Option<NewRelicMetric>,
     /// Amazon CloudWatch.
     #[serde(default)]
-    pub cloud_watch: Option<Value>,
+    pub cloud_watch: Option<CloudWatchMetric>,
     /// Graphite.
     #[serde(default)]
-    pub graphite: Option<Value>,
+    pub graphite: Option<QueryMetric>,
     /// InfluxDB.
     #[serde(default)]
-    pub influxdb: Option<Value>,
+    pub influxdb: Option<InfluxdbMetric>,
     /// Kayenta.
     #[serde(default)]
     pub kayenta: Option<Value>,
@@ -931,10 +988,185 @@ pub struct PrometheusMetric {
     pub headers: Option<Vec<Header>>,
     /// SigV4 or OAuth2.
     #[serde(default)]
-    pub authentication: Option<Value>,
+    pub authentication: Option<Authentication>,
     /// A range query.
     #[serde(default)]
-    pub range_query: Option<Value>,
+    pub range_query: Option<RangeQuery>,
+}
+
+/// `rangeQuery`.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RangeQuery {
+    /// The start (an expression such as `now() - 1h`).
+    #[serde(default)]
+    pub start: Option<String>,
+    /// The end.
+    #[serde(default)]
+    pub end: Option<String>,
+    /// The step.
+    #[serde(default)]
+    pub step: Option<String>,
+}
+
+/// `authentication`: AWS SigV4 or OAuth2 client credentials.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Authentication {
+    /// AWS SigV4.
+    #[serde(default)]
+    pub sigv4: Option<Sigv4>,
+    /// OAuth2 client credentials.
+    #[serde(default)]
+    pub oauth2: Option<OAuth2>,
+}
+
+/// `sigv4`.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Sigv4 {
+    /// The AWS region.
+    #[serde(default)]
+    pub region: Option<String>,
+    /// An AWS profile.
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// A role to assume.
+    #[serde(default)]
+    pub role_arn: Option<String>,
+}
+
+/// `oauth2`.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OAuth2 {
+    /// The token endpoint.
+    #[serde(default)]
+    pub token_url: Option<String>,
+    /// The client.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// The client's secret.
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    /// Scopes.
+    #[serde(default)]
+    pub scopes: Option<Vec<String>>,
+}
+
+/// `provider.datadog`.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DatadogMetric {
+    /// `v1` (default) or `v2`.
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// One query (v1 and v2).
+    #[serde(default)]
+    pub query: Option<String>,
+    /// Named queries combined by `formula` (v2).
+    #[serde(default)]
+    pub queries: Option<BTreeMap<String, String>>,
+    /// A formula over `queries`.
+    #[serde(default)]
+    pub formula: Option<String>,
+    /// The window (default 5m).
+    #[serde(default)]
+    pub interval: Option<String>,
+    /// How points are reduced (v2).
+    #[serde(default)]
+    pub aggregator: Option<String>,
+    /// How long a request may take (default 10s; Argo v1.10).
+    #[serde(default)]
+    pub request_timeout: Option<String>,
+    /// The Secret with the keys.
+    #[serde(default)]
+    pub secret_ref: Option<DatadogSecretRef>,
+}
+
+/// `datadog.secretRef`.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DatadogSecretRef {
+    /// The Secret's name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// In the AnalysisRun's namespace rather than the controller's.
+    #[serde(default)]
+    pub namespaced: Option<bool>,
+}
+
+/// `provider.newRelic`.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewRelicMetric {
+    /// The NRQL query.
+    pub query: String,
+    /// The Secret holding the account's credentials.
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// Seconds to wait.
+    #[serde(default)]
+    pub timeout: Option<i64>,
+}
+
+/// `provider.graphite`.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QueryMetric {
+    /// The server.
+    #[serde(default)]
+    pub address: Option<String>,
+    /// The query.
+    #[serde(default)]
+    pub query: Option<String>,
+}
+
+/// `provider.influxdb`.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InfluxdbMetric {
+    /// The Secret holding the address and token.
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// The Flux query.
+    #[serde(default)]
+    pub query: Option<String>,
+}
+
+/// `provider.cloudWatch`.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CloudWatchMetric {
+    /// The window (default 5m).
+    #[serde(default)]
+    pub interval: Option<String>,
+    /// The queries (GetMetricData's).
+    pub metric_data_queries: Vec<CloudWatchQuery>,
+}
+
+/// One of `cloudWatch.metricDataQueries`.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CloudWatchQuery {
+    /// Its id.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// A metric math expression, or
+    #[serde(default)]
+    pub expression: Option<String>,
+    /// a metric and statistic.
+    #[serde(default)]
+    pub metric_stat: Option<Value>,
+    /// A label.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// The period.
+    #[serde(default)]
+    pub period: Option<IntOrString>,
+    /// Whether its values are returned.
+    #[serde(default)]
+    pub return_data: Option<bool>,
 }
 
 /// `provider.web`.
@@ -966,7 +1198,7 @@ pub struct WebMetric {
     pub insecure: Option<bool>,
     /// SigV4 or OAuth2.
     #[serde(default)]
-    pub authentication: Option<Value>,
+    pub authentication: Option<Authentication>,
 }
 
 /// A request header.

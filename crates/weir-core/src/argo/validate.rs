@@ -8,9 +8,9 @@ use serde_json::Value;
 use super::ArgoObject;
 use super::expr::Expr;
 use super::types::{
-    AnalysisArg, AnalysisRun, AnalysisTemplate, BlueGreenStrategy, CanaryStep, CanaryStrategy,
-    Experiment, IntOrString, Metadata, Metric, MetricProvider, Rollout, RolloutAnalysis,
-    StepExperiment, StringMatch, TrafficRouting,
+    AnalysisArg, AnalysisRun, AnalysisTemplate, AntiAffinity, BlueGreenStrategy, CanaryStep,
+    CanaryStrategy, Experiment, IntOrString, Metadata, Metric, MetricProvider, Rollout,
+    RolloutAnalysis, StepExperiment, StringMatch, TrafficRouting,
 };
 use crate::error::{FieldError, Warning};
 use crate::units::GoDuration;
@@ -269,6 +269,34 @@ fn canary(canary: &CanaryStrategy, replicas: Option<i64>, errors: &mut Vec<Field
             format!("{base}.scaleDownDelaySeconds"),
             "cannot be set with dynamicStableScale",
         ));
+    }
+    anti_affinity(
+        canary.anti_affinity.as_ref(),
+        &format!("{base}.antiAffinity"),
+        errors,
+    );
+    if let Some(threshold) = &canary.replica_progress_threshold {
+        let path = format!("{base}.replicaProgressThreshold");
+        match threshold.kind.as_str() {
+            "Percent" if !(0..=100).contains(&threshold.value) => {
+                errors.push(FieldError::with_value(
+                    format!("{path}.value"),
+                    threshold.value,
+                    "a percentage from 0 to 100",
+                ));
+            }
+            "Pods" if threshold.value < 0 => errors.push(FieldError::with_value(
+                format!("{path}.value"),
+                threshold.value,
+                "a count of pods, 0 or more",
+            )),
+            "Percent" | "Pods" => {}
+            other => errors.push(FieldError::with_value(
+                format!("{path}.type"),
+                format!("{other:?}"),
+                "Percent or Pods",
+            )),
+        }
     }
     if canary.ping_pong.is_some() {
         errors.push(FieldError::new(
@@ -796,6 +824,11 @@ fn blue_green(blue_green: &BlueGreenStrategy, errors: &mut Vec<FieldError>) {
             }
         }
     }
+    anti_affinity(
+        blue_green.anti_affinity.as_ref(),
+        &format!("{base}.antiAffinity"),
+        errors,
+    );
     non_negative(
         blue_green.auto_promotion_seconds,
         &format!("{base}.autoPromotionSeconds"),
@@ -818,6 +851,30 @@ fn blue_green(blue_green: &BlueGreenStrategy, errors: &mut Vec<FieldError>) {
         if let Some(analysis) = analysis {
             rollout_analysis(analysis, &format!("{base}.{field}"), errors);
         }
+    }
+}
+
+fn anti_affinity(value: Option<&AntiAffinity>, path: &str, errors: &mut Vec<FieldError>) {
+    let Some(value) = value else {
+        return;
+    };
+    let preferred = &value.preferred_during_scheduling_ignored_during_execution;
+    let required = &value.required_during_scheduling_ignored_during_execution;
+    if preferred.is_some() == required.is_some() {
+        errors.push(FieldError::new(
+            path,
+            "exactly one of preferredDuringSchedulingIgnoredDuringExecution and \
+             requiredDuringSchedulingIgnoredDuringExecution",
+        ));
+    }
+    if let Some(preferred) = preferred
+        && !(1..=100).contains(&preferred.weight)
+    {
+        errors.push(FieldError::with_value(
+            format!("{path}.preferredDuringSchedulingIgnoredDuringExecution.weight"),
+            preferred.weight,
+            "from 1 to 100",
+        ));
     }
 }
 
@@ -1289,30 +1346,80 @@ fn provider(provider: &MetricProvider, base: &str, errors: &mut Vec<FieldError>)
             )),
         }
     }
-    for (value, name, required) in [
-        (datadog, "datadog", &["query", "queries"][..]),
-        (new_relic, "newRelic", &["query"][..]),
-        (cloud_watch, "cloudWatch", &["metricDataQueries"][..]),
-        (graphite, "graphite", &["query"][..]),
-        (influxdb, "influxdb", &["query"][..]),
-    ] {
-        match value {
-            None => {}
-            Some(Value::Object(map)) if !required.iter().any(|key| map.contains_key(*key)) => {
-                errors.push(FieldError::missing(
-                    format!(
-                        "{base}.{name}.{}",
-                        required.first().copied().unwrap_or("query")
-                    ),
-                    format!("the {name} query"),
-                ));
+    if let Some(datadog) = datadog {
+        if datadog.query.is_none() && datadog.queries.as_ref().is_none_or(BTreeMap::is_empty) {
+            errors.push(FieldError::missing(
+                format!("{base}.datadog.query"),
+                "the Datadog query (or queries with a formula)",
+            ));
+        }
+        if let Some(version) = &datadog.api_version
+            && !matches!(version.as_str(), "v1" | "v2")
+        {
+            errors.push(FieldError::with_value(
+                format!("{base}.datadog.apiVersion"),
+                format!("{version:?}"),
+                "v1 or v2",
+            ));
+        }
+        if let Some(aggregator) = &datadog.aggregator
+            && !matches!(
+                aggregator.as_str(),
+                "avg" | "min" | "max" | "sum" | "last" | "percentile" | "mean" | "l2norm" | "area"
+            )
+        {
+            errors.push(FieldError::with_value(
+                format!("{base}.datadog.aggregator"),
+                format!("{aggregator:?}"),
+                "avg, min, max, sum, last, percentile, mean, l2norm or area",
+            ));
+        }
+        for (value, field) in [
+            (&datadog.interval, "interval"),
+            (&datadog.request_timeout, "requestTimeout"),
+        ] {
+            if let Some(value) = value {
+                duration_field(value, &format!("{base}.datadog.{field}"), errors);
             }
-            Some(Value::Object(_)) => {}
-            Some(other) => errors.push(FieldError::with_value(
-                format!("{base}.{name}"),
-                other,
-                "a mapping of the provider's settings",
-            )),
+        }
+    }
+    if let Some(new_relic) = new_relic
+        && new_relic.query.trim().is_empty()
+    {
+        errors.push(FieldError::missing(
+            format!("{base}.newRelic.query"),
+            "the NRQL query",
+        ));
+    }
+    if let Some(cloud_watch) = cloud_watch
+        && cloud_watch.metric_data_queries.is_empty()
+    {
+        errors.push(FieldError::missing(
+            format!("{base}.cloudWatch.metricDataQueries"),
+            "at least one query",
+        ));
+    }
+    for (set, query, name) in [
+        (
+            graphite.is_some(),
+            graphite
+                .as_ref()
+                .and_then(|graphite| graphite.query.as_deref()),
+            "graphite",
+        ),
+        (
+            influxdb.is_some(),
+            influxdb
+                .as_ref()
+                .and_then(|influxdb| influxdb.query.as_deref()),
+            "influxdb",
+        ),
+    ] {
+        if set && query.is_none_or(|query| query.trim().is_empty()) {
+            errors.push(FieldError::missing(
+                format!("{base}.{name}.query"),
+                format!("the {name} query"),
+            ));
         }
     }
 }
