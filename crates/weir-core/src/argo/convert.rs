@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::types::{CanaryStep, CanaryStrategy, Rollout};
 use super::validate::{GATEWAY_API_PLUGIN, pause_seconds};
-use super::{Converted, UNMAPPED_ANNOTATION};
+use super::{Converted, PROMOTE_ON_ANNOTATION, UNMAPPED_ANNOTATION};
 use crate::document::deserialize_collecting;
 use crate::error::{FieldError, Warning};
 use crate::model::{API_VERSION, ROLLOUT_KIND, Rollout as WeirRollout};
@@ -197,8 +197,25 @@ pub(super) fn rollout(
     }
 
     // --- the rest of spec ---
+    // Argo promotes at the end of the steps; the annotation opts into weir's evidence rule, as
+    // for a Flagger Canary.
     let mut analysis = Map::new();
-    analysis.insert("evidence".into(), json!({"promoteOn": "noHarm"}));
+    let annotations = rollout.metadata.annotations.clone().unwrap_or_default();
+    match annotations.get(PROMOTE_ON_ANNOTATION).map(String::as_str) {
+        None | Some("noHarm") => {
+            analysis.insert("evidence".into(), json!({"promoteOn": "noHarm"}));
+        }
+        Some("health") => {
+            analysis.insert("evidence".into(), json!({"promoteOn": "health"}));
+            analysis.insert("judges".into(), json!(["sequential"]));
+        }
+        Some(other) => errors.push(FieldError::with_value(
+            format!("metadata.annotations[\"{PROMOTE_ON_ANNOTATION}\"]"),
+            format!("{other:?}"),
+            "`health` (promote only on evidence of health, weir's rule) or `noHarm` (Argo's: \
+             promote at the end of the steps)",
+        )),
+    }
     if let Some(deadline) = rollout.spec.progress_deadline_seconds {
         if deadline >= 60 {
             analysis.insert("progressDeadline".into(), json!(format!("{deadline}s")));

@@ -36,6 +36,11 @@ pub const API_VERSION: &str = "argoproj.io/v1alpha1";
 /// compact JSON mapping each field's path in the Argo document to its value.
 pub const UNMAPPED_ANNOTATION: &str = "weir.dev/argo-unmapped";
 
+/// The annotation of an Argo Rollout that chooses what promotion of the converted Rollout needs:
+/// `health` opts into weir's evidence rule (and the sequential judge), `noHarm` (the default)
+/// keeps Argo's promotion at the end of the steps. The same as a Flagger Canary's.
+pub const PROMOTE_ON_ANNOTATION: &str = "weir.dev/promote-on";
+
 /// The kinds of the group weir reads.
 pub const KINDS: &str =
     "Rollout, AnalysisTemplate, ClusterAnalysisTemplate, AnalysisRun, Experiment";

@@ -493,3 +493,30 @@ fn provider_settings_are_typed_as_the_crd_types_them() {
         ]
     );
 }
+
+#[test]
+fn the_promote_on_annotation_opts_into_the_evidence_rule() {
+    use crate::model::PromotionEvidence;
+    let plain = convert(&argo(CANARY)).unwrap().value;
+    assert_eq!(
+        plain.spec.analysis.evidence.promote_on,
+        PromotionEvidence::NoHarm
+    );
+    assert!(plain.spec.analysis.judges.is_empty());
+    let health = CANARY.replace(
+        "  namespace: web\n",
+        "  namespace: web\n  annotations: {weir.dev/promote-on: health}\n",
+    );
+    let rollout = convert(&argo(&health)).unwrap().value;
+    assert_eq!(
+        rollout.spec.analysis.evidence.promote_on,
+        PromotionEvidence::Health
+    );
+    assert_eq!(rollout.spec.analysis.judges, ["sequential"]);
+    let wrong = health.replace("promote-on: health", "promote-on: always");
+    let errors = convert(&argo(&wrong)).unwrap_err();
+    assert_eq!(
+        errors[0].path,
+        "metadata.annotations[\"weir.dev/promote-on\"]"
+    );
+}
