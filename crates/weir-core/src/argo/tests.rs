@@ -520,3 +520,68 @@ fn the_promote_on_annotation_opts_into_the_evidence_rule() {
         "metadata.annotations[\"weir.dev/promote-on\"]"
     );
 }
+
+mod never_panics {
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    use crate::document::{self, Document};
+
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            (-1e6f64..1e6).prop_map(Value::from),
+            "[a-z{}#\\[\\]0-9 .'<>=]{0,12}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map("[a-zA-Z]{1,8}", inner, 0..4)
+                    .prop_map(|map| Value::Object(map.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Where a random value replaces part of a valid document.
+    const PLACES: [&str; 10] = [
+        "/spec",
+        "/spec/strategy",
+        "/spec/strategy/canary",
+        "/spec/strategy/canary/steps",
+        "/spec/strategy/canary/steps/0",
+        "/spec/strategy/canary/trafficRouting",
+        "/spec/template",
+        "/spec/replicas",
+        "/metadata",
+        "/spec/strategy/canary/steps/1/pause",
+    ];
+
+    proptest! {
+        #[test]
+        fn a_rollout_with_any_part_replaced_is_read_or_refused(
+            place in 0..PLACES.len(),
+            value in any_json(),
+        ) {
+            let mut document: Value = serde_saphyr::from_str(super::CANARY).unwrap();
+            if let Some(slot) = document.pointer_mut(PLACES[place]) {
+                *slot = value;
+            }
+            if let Ok(loaded) = document::load_value(&document)
+                && let Document::Argo(read) = loaded.document
+            {
+                let _ = super::convert(&read);
+            }
+        }
+
+        #[test]
+        fn a_template_with_any_metric_is_read_or_refused(value in any_json()) {
+            let mut document: Value = serde_saphyr::from_str(super::TEMPLATE).unwrap();
+            if let Some(slot) = document.pointer_mut("/spec/metrics/0") {
+                *slot = value;
+            }
+            let _ = document::load_value(&document);
+        }
+    }
+}
