@@ -277,7 +277,10 @@ pub fn load_value(value: &Value) -> LoadResult {
                     quote_or_empty(api_version),
                     format!(
                         "weir reads {API_VERSION} (Rollout, MetricTemplate, AlertProvider, Flag), \
-                     flagger.app/v1beta1 (Canary, MetricTemplate, AlertProvider) and v1 (Secret)"
+                     flagger.app/v1beta1 (Canary, MetricTemplate, AlertProvider), {} ({}) and v1 \
+                     (Secret)",
+                        argo::API_VERSION,
+                        argo::KINDS
                     ),
                 )])
             });
