@@ -2,7 +2,8 @@
 //!
 //! A file may hold several documents (`---`). Each is dispatched on `apiVersion` + `kind`:
 //! weir's own `Rollout`, `MetricTemplate`, `AlertProvider` and `Flag`, Flagger's `Canary`,
-//! `MetricTemplate` and `AlertProvider`, which are converted (see [`crate::flagger`]), and
+//! `MetricTemplate` and `AlertProvider`, which are converted (see [`crate::flagger`]), Argo
+//! Rollouts' `argoproj.io` objects, read and validated as they are (see [`crate::argo`]), and
 //! Kubernetes `v1` `Secret`s (credentials of providers). Then [`crate::validate`] checks the result, so a
 //! Flagger manifest is held to exactly the rules of a native one.
 //!
