@@ -4,6 +4,7 @@
 import { allows, enc, get, listAll, request, watch } from "/ui/api.js";
 import { age, errorBox, field, fill, h, pct, phase, showFieldErrors, time, toast } from "/ui/ui.js";
 import { expandManual, expandTemplate, INTERVALS, MIN_GAP_SECONDS, planOf, toLocalInput } from "/ui/schedule.js";
+import { evaluationsSection, historySection, triggersSection } from "/ui/flag_extras.js";
 import { deleteRollout, flagEditor, withRolloutVersion, ruleText, strategyText, toggleButton, valueText } from "/ui/flag_edit.js";
 
 export async function flagsPage(main) {
@@ -12,8 +13,10 @@ export async function flagsPage(main) {
   const status = h("div", {});
   const params = new URLSearchParams(location.search);
   const search = h("input", { type: "search", id: "flag-search", value: params.get("search") || "", autocomplete: "off", spellcheck: "false" });
+  const tagSelect = h("select", { id: "flag-tag" }, h("option", { value: "" }, "any tag"));
+  const wantedTag = params.get("tag") || "";
   const filters = h("form", { class: "filters", role: "search", "aria-label": "Find flags", onsubmit: (event) => event.preventDefault() },
-    field("Search keys and descriptions", search));
+    field("Search keys, tags and descriptions", search), field("Tag", tagSelect));
   const count = h("p", { class: "muted", id: "flags-count", "aria-live": "polite" });
   fill(main, h("div", { class: "page-head" }, h("h1", {}, "Flags")), filters, status, count,
     h("div", { class: "table-wrap" }, h("table", { id: "flags" },
@@ -23,19 +26,33 @@ export async function flagsPage(main) {
   function query() {
     const next = new URLSearchParams();
     if (search.value.trim()) next.set("search", search.value.trim());
+    const tag = tagSelect.value || (tagSelect.options.length <= 1 ? wantedTag : "");
+    if (tag) next.set("tag", tag);
     return next;
   }
   async function reload() {
     const wanted = query();
     try {
-      const items = await listAll(`/api/v1/flags${wanted.toString() ? `?${wanted}` : ""}`);
+      const [items, every] = await Promise.all([
+        listAll(`/api/v1/flags${wanted.toString() ? `?${wanted}` : ""}`),
+        wanted.toString() ? listAll("/api/v1/flags") : null,
+      ]);
       if (query().toString() !== wanted.toString()) return;
+      // Every tag of every flag, to choose from.
+      const tags = [...new Set((every || items).flatMap((flag) => flag.spec.tags || []))].sort();
+      const chosen = wanted.get("tag") || "";
+      if (chosen && !tags.includes(chosen)) tags.unshift(chosen);
+      const options = ["", ...tags];
+      if (options.join("\n") !== [...tagSelect.options].map((o) => o.value).join("\n")) {
+        tagSelect.replaceChildren(...options.map((t) => h("option", { value: t }, t || "any tag")));
+      }
+      tagSelect.value = chosen;
       fill(status);
       tbody.replaceChildren(...items.map((flag) => {
         const { namespace, name } = flag.metadata;
         return h("tr", { "data-flag": `${namespace}/${name}` },
           h("th", { scope: "row" }, h("a", { href: `/flags/${enc(namespace)}/${enc(name)}` }, h("span", { class: "ns" }, `${namespace}/`), name),
-            (flag.spec.tags || []).length ? h("span", { class: "flag-tags" }, flag.spec.tags.map((t) => h("span", { class: "flag-tag" }, t))) : null),
+            (flag.spec.tags || []).length ? h("span", { class: "flag-tags" }, flag.spec.tags.map((t) => h("a", { class: "flag-tag", href: `/flags?tag=${enc(t)}`, "aria-label": `Flags tagged ${t}` }, t))) : null),
           h("td", {}, flag.spec.enabled === false ? h("span", { class: "phase phase-failed" }, "off") : h("span", { class: "phase phase-succeeded" }, "on")),
           h("td", {}, strategyText(flag.spec.defaultStrategy)),
           h("td", {}, (flag.spec.variations || []).map((v) => v.name).join(", ")),
@@ -49,14 +66,16 @@ export async function flagsPage(main) {
     }
   }
   let typing = null;
+  const refilter = () => {
+    const next = query().toString();
+    history.replaceState(null, "", `/flags${next ? `?${next}` : ""}`);
+    reload();
+  };
   search.addEventListener("input", () => {
     clearTimeout(typing);
-    typing = setTimeout(() => {
-      const next = query().toString();
-      history.replaceState(null, "", `/flags${next ? `?${next}` : ""}`);
-      reload();
-    }, 200);
+    typing = setTimeout(refilter, 200);
   });
+  tagSelect.addEventListener("change", refilter);
   await reload();
   let timer = null;
   return watch("/api/v1/flags/watch", { flag: () => { clearTimeout(timer); timer = setTimeout(reload, 200); } }, reload);
@@ -79,10 +98,13 @@ export async function flagPage(main, ns, key) {
   const scheduleEditBox = h("div", { id: "schedule-edit-box" });
   const createBox = h("div", { id: "create-box" });
   let created = null;
+  const evaluations = evaluationsSection(ns, key, (flag.spec.variations || []).map((v) => v.name));
+  const triggers = triggersSection(ns, key, admin);
+  const changes = historySection(ns, key);
   fill(main,
     h("p", { class: "crumbs" }, h("a", { href: "/flags" }, "Flags"), " / ", `${ns}/`),
     h("h1", {}, key),
-    details, editorBox, rolloutsSection, scheduleEditBox, createBox);
+    details, evaluations.box, editorBox, rolloutsSection, scheduleEditBox, createBox, triggers.box, changes.box);
 
   let editor = null;
   let rolloutNames = null;
@@ -91,6 +113,8 @@ export async function flagPage(main, ns, key) {
     const newer = next.version !== flag.version;
     flag = next;
     renderFlag();
+    // A change may be a trigger's use: its count moves too.
+    if (newer) { changes.reload(); triggers.reload(); }
     if (!admin) return;
     if (!editor || !editor.dirty()) buildEditor();
     else if (newer) editor.stale(flag, buildEditor);
@@ -183,7 +207,9 @@ export async function flagPage(main, ns, key) {
 
   renderFlag();
   if (admin) buildEditor();
-  await renderRollouts();
+  await Promise.all([renderRollouts(), evaluations.reload(), triggers.reload(), changes.reload()]);
+  // Evaluations are counted per minute (the server adds them up every few seconds).
+  const counting = setInterval(() => { evaluations.reload(); triggers.reload(); }, 30000);
   let timer = null;
   const closeFlag = watch(`/api/v1/flags/watch?namespace=${enc(ns)}`, {
     flag: async (change) => {
@@ -195,7 +221,7 @@ export async function flagPage(main, ns, key) {
   const closeRollouts = watch(`/api/v1/watch?namespace=${enc(ns)}`, {
     status: () => { clearTimeout(timer); timer = setTimeout(renderRollouts, 200); },
   }, renderRollouts);
-  return () => { closeFlag(); closeRollouts(); };
+  return () => { closeFlag(); closeRollouts(); clearInterval(counting); };
 }
 
 /**

@@ -23,7 +23,7 @@ const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-
      frame-ancestors 'none'";
 
 /// The files, by the name under `/ui/`, with their content types.
-const ASSETS: [(&str, &str, &[u8]); 11] = [
+const ASSETS: [(&str, &str, &[u8]); 12] = [
     (
         "index.html",
         "text/html; charset=utf-8",
@@ -73,6 +73,11 @@ const ASSETS: [(&str, &str, &[u8]); 11] = [
         "flag_edit.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../dashboard/flag_edit.js"),
+    ),
+    (
+        "flag_extras.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../dashboard/flag_extras.js"),
     ),
     (
         "tokens.js",

@@ -39,6 +39,8 @@ fn browser() -> Option<Browser> {
 /// A server without tokens (loopback only): the page's session may do anything.
 struct Api {
     server: Weir,
+    /// How many OFREP evaluations of flag banner were made.
+    evaluations: std::cell::Cell<u64>,
 }
 
 impl Api {
@@ -61,8 +63,10 @@ impl Api {
         self.send("GET", path, "")
     }
 
-    /// One OFREP evaluation of flag `key` of namespace shop for `context`, over HTTP.
+    /// One OFREP evaluation of flag `key` of namespace shop for `context`, over HTTP (counted).
     fn evaluate(&self, key: &str, context: Value) -> Value {
+        self.evaluations
+            .set(self.evaluations.get() + u64::from(key == "banner"));
         let (status, answer) = self.send(
             "POST",
             &format!("/ns/shop/ofrep/v1/evaluate/flags/{key}"),
@@ -157,7 +161,8 @@ const CHECKOUT: &str = r#"{
       {"name": "off", "value": false},
       {"name": "on", "value": true, "description": "the new payment page"}
     ],
-    "defaultStrategy": {"variation": "off"}
+    "defaultStrategy": {"variation": "off"},
+    "tags": ["team:payments"]
   }
 }"#;
 
@@ -170,6 +175,7 @@ fn a_flag_is_managed_in_the_dashboard_and_every_change_reaches_ofrep() {
     let db = TempDb::new();
     let api = Api {
         server: Weir::serve(env!("CARGO_BIN_EXE_weir"), &db.path(), &[]),
+        evaluations: std::cell::Cell::new(0),
     };
     let base = api.server.url("api");
     let (status, created) = api.send("POST", "/api/v1/flags", BANNER);
@@ -196,6 +202,23 @@ fn a_flag_is_managed_in_the_dashboard_and_every_change_reaches_ofrep() {
         (browser.execute("return location.search", &[]) == "?search=payment").then_some(())
     });
     assert_accessible(&browser, &axe, "the flags list searched");
+    // The tag filter (the API's ?tag=), with the search cleared.
+    browser.type_into(&search, "e");
+    browser.wait_for("tr[data-flag='shop/banner']");
+    browser.select_value("#flag-tag", "team:payments");
+    wait_until("the list to show only the tagged flag", || {
+        let rows = browser.execute(
+            "return [...document.querySelectorAll('#flags tbody tr')].map(r => r.dataset.flag)",
+            &[],
+        );
+        (rows == json!(["shop/checkout"])).then_some(())
+    });
+    let address = browser.execute("return location.search", &[]);
+    println!("filtered by tag: {address}");
+    assert_eq!(address, "?search=e&tag=team%3Apayments");
+    assert_accessible(&browser, &axe, "the flags list filtered by a tag");
+    assert_fits_a_phone(&browser, "the flags list filtered by a tag");
+    browser.select_value("#flag-tag", "");
     browser.type_into(&search, "BANN");
     browser.wait_for("tr[data-flag='shop/banner']");
     browser.click_on("tr[data-flag='shop/banner'] a");
@@ -239,7 +262,11 @@ fn a_flag_is_managed_in_the_dashboard_and_every_change_reaches_ofrep() {
     browser.click_on("#flag-save");
     let flag = wait_version(&api, 4);
     assert_eq!(flag["spec"]["variations"][1]["value"], "teal", "{flag}");
-    assert_eq!(flag["spec"]["tags"], json!(["team:shop", "homepage"]), "{flag}");
+    assert_eq!(
+        flag["spec"]["tags"],
+        json!(["team:shop", "homepage"]),
+        "{flag}"
+    );
     let answer = api.evaluate("banner", user.clone());
     println!("green's value changed, OFREP answers {answer}");
     assert_eq!(answer["variant"], "green", "{answer}");
@@ -325,6 +352,121 @@ fn a_flag_is_managed_in_the_dashboard_and_every_change_reaches_ofrep() {
         json!({"weights": {"blue": 30, "green": 70}})
     );
     wait_page_version(&browser, 6);
+
+    // The history: who changed what, as readable diffs.
+    let history = wait_until("the history of the six versions", || {
+        let text = browser.text_of("#flag-history")?;
+        text.contains("version 6").then_some(text)
+    });
+    println!("the history reads:\n{history}");
+    assert!(history.contains("state: on → off"), "{history}");
+    assert!(
+        history.contains("variation 2, value: green → teal"),
+        "{history}"
+    );
+    assert!(
+        !history.contains("{\""),
+        "raw JSON in the history: {history}"
+    );
+
+    // Evaluations per minute: the page's totals are the API's, as a chart and as a table.
+    let evaluated = wait_until("the evaluations counted", || {
+        let (_, counted) = api.get("/api/v1/flags/shop/banner/evaluations?since=1h");
+        let total: u64 = counted["totals"]
+            .as_object()?
+            .values()
+            .filter_map(Value::as_u64)
+            .sum();
+        (total == api.evaluations.get()).then_some(counted["totals"].clone())
+    });
+    let legend = wait_until("the chart to show the API's totals", || {
+        browser.click_on("#evaluations-refresh");
+        let legend = browser.text_of("#flag-evaluations ul.legend")?;
+        evaluated
+            .as_object()?
+            .iter()
+            .all(|(variation, count)| legend.contains(&format!("{variation} {count}")))
+            .then_some(legend)
+    });
+    println!("evaluations {evaluated}; the chart's legend: {legend}");
+    browser.click_on("#flag-evaluations details summary");
+    browser.wait_for("#evaluations-table tbody tr");
+    assert_accessible(&browser, &axe, "the evaluations with their table");
+    assert_fits_a_phone(&browser, "the evaluations with their table");
+    browser.execute(
+        "document.getElementById('flag-evaluations').scrollIntoView()",
+        &[],
+    );
+    screenshot(&browser, "dashboard-flag-evaluations.png");
+
+    // A trigger: created with its URL shown once, called over HTTP (the flag turns off, the
+    // history names it and the caller), then revoked after a confirmation.
+    browser.select_value("#trigger-action", "off");
+    let description = browser.wait_for("#trigger-description");
+    browser.type_into(&description, "checkout alert");
+    browser.click_on("#trigger-create");
+    browser.wait_for("#trigger-url");
+    browser.wait_for("#trigger-copy");
+    let url = browser.execute("return document.getElementById('trigger-url').value", &[]);
+    let url = url.as_str().unwrap().to_string();
+    println!(
+        "the trigger's URL (shown once): {}...",
+        &url[..url.len().min(60)]
+    );
+    assert!(
+        url.starts_with(&format!("{base}/api/v1/triggers/")),
+        "{url}"
+    );
+    browser.wait_for("#triggers tbody tr");
+    assert_accessible(&browser, &axe, "a trigger just created");
+    assert_fits_a_phone(&browser, "a trigger just created");
+    browser.execute(
+        "document.getElementById('flag-triggers').scrollIntoView()",
+        &[],
+    );
+    screenshot(&browser, "dashboard-flag-triggers.png");
+    let (_, listed) = api.get("/api/v1/flags/shop/banner/triggers");
+    let secret_path = url.trim_start_matches(&base).to_string();
+    assert!(
+        !listed
+            .to_string()
+            .contains(secret_path.rsplit('/').next().unwrap()),
+        "the list shows the secret: {listed}"
+    );
+    let (status, fired) = api.send("POST", &secret_path, "");
+    assert_eq!(status, 200, "{fired}");
+    let answer = api.evaluate("banner", user.clone());
+    println!("after the trigger: {answer}");
+    assert_eq!(answer["reason"], "DISABLED", "{answer}");
+    wait_until("the page to show the flag off", || {
+        (browser.text_of("#flag-state").as_deref() == Some("off")).then_some(())
+    });
+    let history = wait_until("the trigger's use in the history", || {
+        let text = browser.text_of("#flag-history")?;
+        text.contains("triggered").then_some(text)
+    });
+    assert!(history.contains("checkout alert"), "{history}");
+    // The use is counted once the call has answered (after the flag changed): the list shows
+    // it when read again, as after a reload.
+    let (_, listed) = api.get("/api/v1/flags/shop/banner/triggers");
+    assert_eq!(listed["items"][0]["uses"], 1, "{listed}");
+    browser.open(&format!("{base}/flags/shop/banner"));
+    wait_ready(&browser);
+    wait_until("the trigger's use counted", || {
+        (browser.text_of("#triggers tbody tr td.num").as_deref() == Some("1")).then_some(())
+    });
+    browser.click_on("#triggers tbody tr button");
+    browser.wait_for("dialog[open]");
+    assert_accessible(&browser, &axe, "the revoke confirmation");
+    browser.click_on("dialog[open] #confirm-ok");
+    wait_until("the trigger revoked", || {
+        browser.find("#triggers").is_none().then_some(())
+    });
+    let (status, _) = api.send("POST", &secret_path, "");
+    assert_ne!(status, 200, "a revoked trigger still works");
+    let flag_now = api.get("/api/v1/flags/shop/banner").1;
+    let version = flag_now["version"].as_u64().unwrap();
+    wait_page_version(&browser, version);
 
     // A waiting flag rollout: no create form; its schedule is edited, then deleted.
     assert!(browser.find("#create-rollout").is_some(), "no create form");
