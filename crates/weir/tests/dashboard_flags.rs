@@ -470,6 +470,9 @@ fn a_flag_is_managed_in_the_dashboard_and_every_change_reaches_ofrep() {
 
     // A waiting flag rollout: no create form; its schedule is edited, then deleted.
     assert!(browser.find("#create-rollout").is_some(), "no create form");
+    // An edit begun before a rollout of the flag starts...
+    let value = browser.wait_for("#var-1-value");
+    browser.type_into(&value, "navy");
     let later = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(48);
     let rollout = json!({
         "apiVersion": "weir.dev/v1alpha1", "kind": "Rollout",
@@ -485,6 +488,17 @@ fn a_flag_is_managed_in_the_dashboard_and_every_change_reaches_ofrep() {
     let (status, created) = api.send("POST", "/api/v1/rollouts", &rollout.to_string());
     assert_eq!(status, 201, "{created}");
     browser.wait_for("#schedule-edit-banner-blue");
+    // ...is refused with the server's reason: the rollout holds the variations.
+    browser.click_on("#flag-save");
+    let refusal = wait_until("the rollout's refusal", || {
+        let text = browser.text_of("#flag-errors")?;
+        text.contains("rolled out by").then_some(text)
+    });
+    println!("saving under the rollout: {refusal}");
+    assert!(refusal.contains("shop/banner-blue"), "{refusal}");
+    let (_, stored) = api.get("/api/v1/flags/shop/banner");
+    assert_eq!(stored["spec"]["variations"][1]["value"], "teal", "{stored}");
+    assert_accessible(&browser, &axe, "a change refused under a rollout");
     wait_until("the create form to go", || {
         browser.find("#create-rollout").is_none().then_some(())
     });
