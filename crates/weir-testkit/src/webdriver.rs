@@ -411,20 +411,6 @@ fn exchange(
     Ok((status, answer))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_driver_port_is_read_from_its_line() {
-        assert_eq!(
-            started_port("ChromeDriver was started successfully on port 36335."),
-            Some(36335)
-        );
-        assert_eq!(started_port("Starting ChromeDriver 156.0 on port 0"), None);
-    }
-}
-
 /// The axe-core version the dashboard's accessibility checks run (from the npm registry).
 pub const AXE_CORE_VERSION: &str = "4.14.1";
 
@@ -507,5 +493,19 @@ impl Browser {
             );
             (done == Value::Bool(true)).then_some(())
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_driver_port_is_read_from_its_line() {
+        assert_eq!(
+            started_port("ChromeDriver was started successfully on port 36335."),
+            Some(36335)
+        );
+        assert_eq!(started_port("Starting ChromeDriver 156.0 on port 0"), None);
     }
 }
