@@ -184,7 +184,8 @@ pub fn validate(args: &ValidateArgs) -> Result<ExitCode> {
     })
 }
 
-/// Loads a file that must be entirely valid, printing every error otherwise.
+/// Loads a file whose documents weir reads (its own, Flagger's, Argo Rollouts') must all be
+/// valid, printing every error otherwise; documents of other APIs are skipped with a note.
 fn load_valid(file: &Path) -> Result<Option<Vec<document::Loaded>>> {
     let bytes = read_input(file)?;
     let results: Vec<LoadResult> = document::load(&bytes);
@@ -197,11 +198,24 @@ fn load_valid(file: &Path) -> Result<Option<Vec<document::Loaded>>> {
     for result in results {
         match result {
             Ok(document) => loaded.push(document),
+            // A manifest holds a rollout beside its Services and the like: those are not
+            // weir's to read, and not errors.
+            Err(refused) if refused.foreign => {
+                eprintln!(
+                    "{}: {} skipped: not a weir document",
+                    file.display(),
+                    refused.subject
+                );
+            }
             Err(refused) => {
                 ok = false;
                 print_refusal(file, &refused);
             }
         }
+    }
+    if ok && loaded.is_empty() {
+        eprintln!("{}: holds no document weir reads", file.display());
+        return Ok(None);
     }
     Ok(ok.then_some(loaded))
 }

@@ -237,6 +237,74 @@ fn convert_prints_a_weir_rollout_and_warnings_apart() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An Argo Rollouts manifest as its users keep it (a Service beside the Rollout and an
+/// AnalysisTemplate): `validate` reads the argoproj.io objects and skips the Service; `convert`
+/// prints the canary as a weir Rollout whose steps are Argo's, valid input itself; a step with no
+/// weir equivalent is refused naming its path.
+#[test]
+#[allow(clippy::unwrap_used)]
+fn argo_rollouts_are_validated_and_converted_beside_their_services() {
+    let output = weir(&["validate", &fixture("argo-rollout.yaml")]);
+    let printed = text(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{printed}{}",
+        text(&output.stderr)
+    );
+    assert!(printed.contains("Service checkout skipped"), "{printed}");
+    assert!(
+        printed.contains("2 valid, 0 invalid, 1 skipped"),
+        "{printed}"
+    );
+
+    let output = weir(&["convert", &fixture("argo-rollout.yaml")]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let yaml = text(&output.stdout);
+    let weights: Vec<&str> = yaml
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("- weight: "))
+        .collect();
+    assert_eq!(weights, ["25", "50", "75"], "{yaml}");
+    assert!(yaml.contains("duration: 45s"), "{yaml}");
+    assert!(
+        yaml.contains("image: registry.example/checkout:2.4.1"),
+        "{yaml}"
+    );
+    assert!(text(&output.stderr).contains("Service checkout skipped"));
+    let dir = weir_testkit::fixtures::TempDb::new();
+    let converted = dir.file("converted.yaml");
+    std::fs::write(&converted, yaml.as_bytes()).unwrap();
+    let output = weir(&["validate", &converted.display().to_string()]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+
+    let scaled = std::fs::read_to_string(fixture("argo-rollout.yaml"))
+        .unwrap()
+        .replace(
+            "        - setWeight: 75\n",
+            "        - setCanaryScale: {replicas: 1}\n",
+        );
+    let file = dir.file("scaled.yaml");
+    std::fs::write(&file, scaled).unwrap();
+    let output = weir(&["convert", &file.display().to_string()]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stdout));
+    let refused = text(&output.stderr);
+    assert!(
+        refused.contains("spec.strategy.canary.steps[4].setCanaryScale"),
+        "{refused}"
+    );
+    assert!(
+        text(&output.stdout).is_empty(),
+        "nothing printed when a conversion fails"
+    );
+}
+
 #[test]
 fn convert_refuses_invalid_input_with_exit_2() {
     let output = weir(&["convert", &repo_file("examples/invalid.yaml")]);
