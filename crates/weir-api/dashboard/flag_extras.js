@@ -69,14 +69,25 @@ function changeItem(entry) {
 export function historySection(ns, key) {
   const box = h("section", { "aria-labelledby": "flag-history-title", id: "flag-history" });
   let asked = 0;
-  async function reload() {
+  let retry = null;
+  /**
+   * Reads the history again; with `version`, until it has that version's change: the server
+   * records a change just after it publishes it, so the first read may come a moment early
+   * (a few tries, further apart each time).
+   */
+  async function reload(version, attempt = 0) {
     asked += 1;
     const mine = asked;
+    clearTimeout(retry);
     try {
       const page = await get(`/api/v1/flags/${enc(ns)}/${enc(key)}/history?limit=50`);
       // An older answer arriving after a newer one is dropped.
       if (mine !== asked) return;
       const items = page.items || [];
+      const newest = items.reduce((max, item) => Math.max(max, Number(item.version || 0)), 0);
+      if (typeof version === "number" && newest < version && attempt < 6) {
+        retry = setTimeout(() => reload(version, attempt + 1), 200 * 2 ** attempt);
+      }
       fill(box, h("h2", { id: "flag-history-title" }, "History"),
         items.length ? h("ol", { class: "history flag-history" }, items.map(changeItem)) : h("p", { class: "muted" }, "No change recorded yet."),
         page.nextCursor ? h("p", { class: "muted" }, "Older changes: weir flag history.") : null);

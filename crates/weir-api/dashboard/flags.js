@@ -114,7 +114,7 @@ export async function flagPage(main, ns, key) {
     flag = next;
     renderFlag();
     // A change may be a trigger's use: its count moves too.
-    if (newer) { changes.reload(); triggers.reload(); }
+    if (newer) { changes.reload(flag.version); triggers.reload(); }
     if (!admin) return;
     if (!editor || !editor.dirty()) buildEditor();
     else if (newer) editor.stale(flag, buildEditor);
