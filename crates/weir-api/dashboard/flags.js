@@ -67,6 +67,8 @@ export async function flagsPage(main) {
   }
   let typing = null;
   const refilter = () => {
+    // Typing just before following a link: the list is gone, the address is the next page's.
+    if (location.pathname !== "/flags") return;
     const next = query().toString();
     history.replaceState(null, "", `/flags${next ? `?${next}` : ""}`);
     reload();
@@ -78,7 +80,8 @@ export async function flagsPage(main) {
   tagSelect.addEventListener("change", refilter);
   await reload();
   let timer = null;
-  return watch("/api/v1/flags/watch", { flag: () => { clearTimeout(timer); timer = setTimeout(reload, 200); } }, reload);
+  const close = watch("/api/v1/flags/watch", { flag: () => { clearTimeout(timer); timer = setTimeout(reload, 200); } }, reload);
+  return () => { clearTimeout(typing); clearTimeout(timer); close(); };
 }
 
 export async function flagPage(main, ns, key) {

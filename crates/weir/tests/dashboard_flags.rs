@@ -220,7 +220,13 @@ fn a_flag_is_managed_in_the_dashboard_and_every_change_reaches_ofrep() {
     assert_fits_a_phone(&browser, "the flags list filtered by a tag");
     browser.select_value("#flag-tag", "");
     browser.type_into(&search, "BANN");
-    browser.wait_for("tr[data-flag='shop/banner']");
+    wait_until("the list to show only banner", || {
+        let rows = browser.execute(
+            "return [...document.querySelectorAll('#flags tbody tr')].map(r => r.dataset.flag)",
+            &[],
+        );
+        (rows == json!(["shop/banner"])).then_some(())
+    });
     browser.click_on("tr[data-flag='shop/banner'] a");
     wait_ready(&browser);
     browser.wait_for("#flag-editor");
