@@ -199,7 +199,7 @@ mod tests {
             for (position, _) in text.match_indices("/ui/") {
                 let rest = &text[position + 4..];
                 let end = rest
-                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '-'))
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
                     .unwrap_or(rest.len());
                 let imported = &rest[..end];
                 if imported.is_empty() {
