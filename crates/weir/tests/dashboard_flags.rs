@@ -113,6 +113,13 @@ fn assert_fits_a_phone(browser: &Browser, state: &str) {
             )
         })
     });
+    if state == "the editor with a new rule" {
+        browser.execute(
+            "document.getElementById('rule-0-clause-0-attribute').scrollIntoView({block: 'center'})",
+            &[],
+        );
+        screenshot(browser, "dashboard-flag-phone.png");
+    }
     browser.resize(1280, 1000);
     assert_eq!(overflow, 0, "{state} is wider than a 390 px screen");
 }
