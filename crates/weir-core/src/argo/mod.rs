@@ -17,6 +17,7 @@
 
 mod convert;
 pub mod expr;
+pub mod printer;
 pub mod replicas;
 pub mod types;
 mod validate;
