@@ -97,6 +97,8 @@ pub struct GetArgs {
     output: OutputFormat,
     #[command(flatten)]
     server: ServerArgs,
+    #[command(flatten)]
+    argo: crate::cmd_argo::ArgoGetArgs,
 }
 
 /// Arguments of `weir history`.
@@ -470,6 +472,9 @@ pub fn apply(args: &ApplyArgs) -> Result<ExitCode> {
 
 /// `weir get [NAME]`.
 pub fn get(args: &GetArgs) -> Result<ExitCode> {
+    if args.argo.wanted() {
+        return crate::cmd_argo::get(&args.argo, args.name.as_deref(), args.namespace.as_deref());
+    }
     let client = Client::new(&args.server)?;
     runtime()?.block_on(async {
         let mut rollouts = Vec::new();

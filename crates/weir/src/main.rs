@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+mod cmd_argo;
 mod cmd_bench;
 mod cmd_client;
 mod cmd_core;
