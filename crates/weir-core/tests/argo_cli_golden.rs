@@ -484,3 +484,41 @@ fn own_fixture_renders_as_the_plugin_does() {
     );
     assert_eq!(out, expected);
 }
+
+/// With colours on, the text is the same once the colour codes are removed: they take no width
+/// in the tree's columns.
+#[test]
+fn colours_change_no_alignment() {
+    let docs = own_fixture();
+    let objects = Objects::from_documents(&docs);
+    let plain = printer::get_rollout(
+        &docs[0],
+        &objects,
+        &Options {
+            now: now(),
+            color: false,
+        },
+    );
+    let colored = printer::get_rollout(
+        &docs[0],
+        &objects,
+        &Options {
+            now: now(),
+            color: true,
+        },
+    );
+    assert!(colored.contains("\x1b[32m✔\x1b[0m Healthy"));
+    assert!(colored.contains("\x1b[33mweb-bbb\x1b[0m"));
+    let mut stripped = String::new();
+    let mut rest = colored.as_str();
+    while let Some(start) = rest.find("\x1b[") {
+        stripped.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('m')
+            .unwrap_or_else(|| panic!("an unterminated colour code"));
+        rest = &after[end + 1..];
+    }
+    stripped.push_str(rest);
+    assert_eq!(stripped, plain);
+}

@@ -7,9 +7,10 @@
 //!
 //! Pure: "now" is a value ([`Options::now`]) used for AGE and for a ReplicaSet's remaining
 //! scale-down delay; colour is a choice of the caller ([`Options::color`]; the plugin's
-//! `--no-color` is `false`). Columns are aligned as Go's `text/tabwriter` aligns them (minimum
-//! width 0, padding 2, spaces, widths counted in code points), and the header block uses the
-//! plugin's `%-17s` labels, so trailing spaces are the plugin's too.
+//! `--no-color` is `false`). Columns are aligned as the plugin's tab writer aligns them (Go's
+//! `text/tabwriter`, minimum width 0, padding 2, spaces, widths in code points with colour codes
+//! excluded), and the header block uses the plugin's `%-17s` labels, so trailing spaces are the
+//! plugin's too.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -233,7 +234,28 @@ fn age(now: Timestamp, created: Option<Timestamp>) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Go's text/tabwriter (minwidth 0, tabwidth 0, padding 2, padchar ' ', no flags)
+// Go's text/tabwriter (minwidth 0, tabwidth 0, padding 2, padchar ' ', no flags), with colour
+// codes of no width as in `juju/ansiterm`'s copy of it
+
+/// A cell's width as the plugin's tab writer (`juju/ansiterm`) counts it: code points, ANSI
+/// escape sequences (`ESC [ ... final byte`) excluded.
+fn display_width(cell: &str) -> usize {
+    let mut width = 0;
+    let mut chars = cell.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' && chars.peek() == Some(&'[') {
+            chars.next();
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+            continue;
+        }
+        width += 1;
+    }
+    width
+}
 
 struct TabWriter {
     lines: Vec<Vec<String>>,
@@ -270,7 +292,7 @@ impl TabWriter {
             start = this;
             let mut width = 0;
             while this < line1 && column + 1 < self.lines[this].len() {
-                width = width.max(self.lines[this][column].chars().count() + 2);
+                width = width.max(display_width(&self.lines[this][column]) + 2);
                 this += 1;
             }
             widths.push(width);
@@ -286,7 +308,7 @@ impl TabWriter {
             for (j, cell) in line.iter().enumerate() {
                 out.push_str(cell);
                 if let Some(&w) = widths.get(j) {
-                    let n = w.saturating_sub(cell.chars().count());
+                    let n = w.saturating_sub(display_width(cell));
                     out.extend(std::iter::repeat_n(' ', n));
                 }
             }
