@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use weir_core::FieldError;
 use weir_core::units::GoDuration;
 use weir_flags::{EVALUATIONS_KEPT_MINUTES, Flags, minute_of};
-use weir_store::{FieldChange, FlagKey, FlagStore, StoredFlagChange};
+use weir_store::{FieldChange, FlagStore, StoredFlagChange};
 
 use crate::error::ApiError;
 use crate::input::Params;
@@ -102,7 +102,7 @@ pub(crate) async fn history<F: FlagStore>(
             ))
         })?),
     };
-    let key = FlagKey::new(namespace, key);
+    let key = crate::flags::flag_in_path(namespace, key)?;
     // One more than asked for says whether there is a next page.
     let mut found = flags.history(&key, limit + 1, before).await?;
     let more = found.len() > limit;
@@ -160,7 +160,7 @@ pub(crate) async fn evaluations<F: FlagStore>(
     };
     let earliest = minute_of(now) - EVALUATIONS_KEPT_MINUTES;
     let since_minute = minute_of(since).max(earliest);
-    let key = FlagKey::new(namespace, key);
+    let key = crate::flags::flag_in_path(namespace, key)?;
     if flags.snapshot().get(&key.namespace, &key.key).is_none()
         && flags.store().get_flag(&key).await.ok().flatten().is_none()
     {

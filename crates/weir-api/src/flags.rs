@@ -347,6 +347,19 @@ pub(crate) async fn get_one<F: FlagStore>(
     ))
 }
 
+/// The flag a path names, or 404 when the namespace or key could not name one (a key a flag
+/// cannot have, e.g. `null,null`), as for a flag that does not exist: the routes of a flag's
+/// records (history, triggers) answer for deleted flags too, so they cannot ask the store.
+pub(crate) fn flag_in_path(namespace: String, key: String) -> Result<FlagKey, ApiError> {
+    if weir_core::validate::is_dns_label(&namespace) && weir_core::validate::is_flag_key(&key) {
+        Ok(FlagKey::new(namespace, key))
+    } else {
+        Err(ApiError::NotFound(format!(
+            "flag {namespace}/{key} not found"
+        )))
+    }
+}
+
 /// `POST /api/v1/flags`
 pub(crate) async fn create<F: FlagStore>(
     State(flags): State<Flags<F>>,

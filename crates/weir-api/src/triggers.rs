@@ -24,7 +24,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use weir_core::FieldError;
 use weir_flags::{FlagError, Flags};
-use weir_store::{FlagKey, FlagStore, FlagStoreError, NewFlagTrigger, StoredFlagTrigger};
+use weir_store::{FlagStore, FlagStoreError, NewFlagTrigger, StoredFlagTrigger};
 
 use crate::auth::{Caller, ClientAddr, new_secret, secret_hash};
 use crate::error::ApiError;
@@ -158,7 +158,7 @@ pub(crate) async fn create<F: FlagStore>(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let key = FlagKey::new(namespace, key);
+    let key = crate::flags::flag_in_path(namespace, key)?;
     caller.may_write(&key.namespace)?;
     let bytes = input::body(body)?;
     let request: TriggerRequest = serde_json::from_slice(&bytes).map_err(|error| {
@@ -215,7 +215,7 @@ pub(crate) async fn list<F: FlagStore>(
     State(flags): State<Flags<F>>,
     Path((namespace, key)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let key = FlagKey::new(namespace, key);
+    let key = crate::flags::flag_in_path(namespace, key)?;
     let items = flags
         .store()
         .list_triggers(&key)
@@ -233,7 +233,7 @@ pub(crate) async fn revoke<F: FlagStore>(
     caller: Caller,
     Path((namespace, key, id)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
-    let key = FlagKey::new(namespace, key);
+    let key = crate::flags::flag_in_path(namespace, key)?;
     caller.may_write(&key.namespace)?;
     let deleted = flags
         .store()

@@ -12,6 +12,7 @@ use crate::model::{
 use crate::units::{GoDuration, Weight};
 
 mod flags;
+pub use flags::is_flag_key;
 mod target;
 
 /// Schedule entries must be at least this far apart (seed 004).

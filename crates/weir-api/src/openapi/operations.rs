@@ -221,6 +221,10 @@ fn query(name: &str, description: &str, schema: Value) -> Value {
     json!({"name": name, "in": "query", "required": false, "description": description, "schema": schema})
 }
 
+/// The shapes `since` takes: a Go duration or an RFC 3339 time (whether the time is a real date
+/// is checked by the server).
+const SINCE_PATTERN: &str = "^(([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2}))$";
+
 /// The largest whole number a query parameter may hold (a u64).
 const MAX_WHOLE: u64 = u64::MAX;
 
@@ -454,21 +458,21 @@ pub(crate) fn table(schemas: &mut Schemas) -> Vec<Operation> {
             .answer(204, json!({"description": "Counted, all of it"}))
             .errors(&[400, 404, 413, 415, 422]),
         op("get", "/api/v1/flags/{namespace}/{key}/history", "flagHistory", FLAGS, "A flag's changes, newest first: who, when, and every field that changed with its value before and after")
-            .describe("Every change is recorded: applies (actor: the token's name, or X-Weir-Actor on a server without tokens), deletes, a flag rollout's final strategy, a trigger's use (with the caller's address). Kept after the flag is deleted.")
+            .describe("Every change is recorded: applies (actor: the token's name, or X-Weir-Actor on a server without tokens), deletes, a flag rollout's final strategy, a trigger's use (with the caller's address). Kept after the flag is deleted; 404 only for a namespace or key no flag can have.")
             .params(vec![
                 reference("parameters", "limit"),
                 query("cursor", "The nextCursor of the previous page: changes older than it", json!({"type": "string", "pattern": "^[0-9]{1,19}$"})),
             ])
             .answer(200, json_answer("One page; nextCursor is absent on the last", schemas.response::<crate::flag_history::FlagHistoryPage>()))
-            .errors(&[400, 500]),
+            .errors(&[400, 404, 500]),
         op("get", "/api/v1/flags/{namespace}/{key}/evaluations", "flagEvaluations", FLAGS, "A flag's OFREP evaluations per minute and variation (the store keeps a day)")
             .describe("Counted in memory and written every 5 seconds (and at shutdown), so the last seconds may not be in the answer yet.")
-            .params(vec![query("since", "A time (RFC 3339) or a duration back from now (90m, 24h); default 1h, at most a day back", json!({"type": "string"}))])
+            .params(vec![query("since", "A time (RFC 3339) or a duration back from now (90m, 24h); default 1h, at most a day back", json!({"type": "string", "pattern": SINCE_PATTERN}))])
             .answer(200, json_answer("Minutes with evaluations, oldest first", schemas.response::<crate::flag_history::FlagEvaluations>()))
             .errors(&[400, 404, 500]),
         op("get", "/api/v1/flags/{namespace}/{key}/triggers", "listFlagTriggers", FLAGS, "A flag's triggers, without their secrets")
             .answer(200, json_answer("The triggers, oldest first", schemas.response::<crate::triggers::TriggerList>()))
-            .errors(&[500]),
+            .errors(&[404, 500]),
         op("post", "/api/v1/flags/{namespace}/{key}/triggers", "createFlagTrigger", FLAGS, "Create a trigger: a secret URL that turns the flag on or off when POSTed to")
             .describe("The answer holds the secret (and the path with it) once; only its SHA-256 is stored.")
             .body(json_body(schemas.request::<crate::triggers::TriggerRequest>(), true))

@@ -16,7 +16,8 @@ use crate::model::{API_VERSION, ClauseOp, FLAG_KIND, Flag, FlagWeight, ObjectMet
 const KEY_RULE: &str = "a flag's key is 1 to 253 lowercase letters, digits, '-', '.' and '_', \
                         starting and ending with a letter or digit";
 
-pub(super) fn is_flag_key(text: &str) -> bool {
+/// Whether `text` can be a flag's key (the rule above).
+pub fn is_flag_key(text: &str) -> bool {
     let edge =
         |byte: Option<u8>| byte.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
     !text.is_empty()
