@@ -9,10 +9,14 @@
 //! The corpus is read from `WEIR_ARGO_COMPAT_DIR` (set by `.ci/run`), or `../shared/compat/argo`
 //! beside the repository. Without it these tests print SKIPPED and pass.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use jiff::Timestamp;
 use serde_json::{Value, json};
+use weir_core::argo::analysis::{AnalysisRunState, ArgValues, Outcome, Phase, RunSpec};
 use weir_core::argo::replicas::{
     self, BasicCanary, CanaryPosition, Fenceposts, ReplicaSetCounts, ReplicaTargets,
     StableReplicaSet, TrafficRoutedCanary,
@@ -212,4 +216,197 @@ fn calculate_replica_counts() {
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert_eq!(checked, CALCULATE_CASES);
+}
+
+// === AnalysisRuns of the CLI's golden testdata ===
+
+/// AnalysisRuns with metric results in `cli-golden/testdata/*/`.
+const GOLDEN_RUNS: usize = 3;
+/// Of those, runs whose listed measurements account for their counters, so that replaying them
+/// must give the same counts and phases.
+const GOLDEN_RUNS_COMPARABLE: usize = 2;
+
+fn timestamp(value: &Value) -> Option<Timestamp> {
+    value.as_str().and_then(|text| text.parse().ok())
+}
+
+fn counters(result: &Value) -> [i64; 5] {
+    ["count", "successful", "failed", "inconclusive", "error"].map(|key| int(result, key))
+}
+
+fn listed(result: &Value) -> [i64; 5] {
+    let mut counts = [0; 5];
+    for measurement in result["measurements"].as_array().into_iter().flatten() {
+        match measurement["phase"].as_str() {
+            Some("Successful") => {
+                counts[0] += 1;
+                counts[1] += 1;
+            }
+            Some("Failed") => {
+                counts[0] += 1;
+                counts[2] += 1;
+            }
+            Some("Inconclusive") => {
+                counts[0] += 1;
+                counts[3] += 1;
+            }
+            Some("Error") => counts[4] += 1,
+            _ => {}
+        }
+    }
+    counts
+}
+
+/// Replays a run's listed measurements through `argo::analysis`.
+fn replay(run: &Value) -> AnalysisRunState {
+    let args: Vec<(String, String)> = run["spec"]["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|arg| {
+            (
+                arg["name"].as_str().unwrap_or("").to_string(),
+                arg["value"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let values = ArgValues {
+        values: args,
+        secrets: Vec::new(),
+    };
+    let spec = RunSpec::build(&run["spec"], &values).unwrap_or_else(|error| panic!("{error}"));
+    let results = run["status"]["metricResults"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let first = results
+        .iter()
+        .flat_map(|result| {
+            result["measurements"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|measurement| timestamp(&measurement["startedAt"]))
+        .min();
+    let started = timestamp(&run["status"]["startedAt"])
+        .or(first)
+        .unwrap_or(Timestamp::UNIX_EPOCH);
+    let mut state = AnalysisRunState::new(spec, started);
+    for result in &results {
+        let name = result["name"].as_str().unwrap_or("");
+        let conditions = run["spec"]["metrics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|metric| {
+                metric["name"] == result["name"]
+                    && (metric.get("successCondition").is_some()
+                        || metric.get("failureCondition").is_some())
+            });
+        for measurement in result["measurements"].as_array().into_iter().flatten() {
+            let started_at = timestamp(&measurement["startedAt"]).unwrap_or(started);
+            let Some(finished_at) = timestamp(&measurement["finishedAt"]) else {
+                state
+                    .start(name, started_at)
+                    .expect("an in-flight measurement");
+                continue;
+            };
+            let phase = measurement["phase"]
+                .as_str()
+                .and_then(Phase::parse)
+                .expect("a measurement's phase");
+            let outcome = match measurement.get("value") {
+                Some(value) if conditions => Outcome::json(value),
+                _ => Outcome::Decided {
+                    phase,
+                    message: measurement["message"].as_str().map(str::to_string),
+                },
+            };
+            let judged = state
+                .record(name, outcome, started_at, finished_at)
+                .expect("the run takes the measurement");
+            assert_eq!(judged, phase, "{name}: a measurement judged again");
+        }
+    }
+    state
+}
+
+#[test]
+fn cli_golden_analysis_runs() {
+    let Some(dir) = corpus() else { return };
+    let testdata = dir.join("cli-golden/testdata");
+    if !testdata.is_dir() {
+        println!("SKIPPED: {} is not there", testdata.display());
+        return;
+    }
+    let mut files: Vec<PathBuf> = fs::read_dir(&testdata)
+        .expect("reading testdata")
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.is_dir())
+        .flat_map(|dir| {
+            fs::read_dir(dir)
+                .expect("reading a testdata folder")
+                .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+                .collect::<Vec<_>>()
+        })
+        .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
+        .collect();
+    files.sort();
+    let (mut runs, mut comparable) = (0, 0);
+    for file in files {
+        let text = fs::read_to_string(&file).expect("reading a testdata file");
+        let Ok(documents) = serde_saphyr::from_multiple::<Value>(&text) else {
+            continue;
+        };
+        for run in documents {
+            if run["kind"] != "AnalysisRun" || run["status"]["metricResults"].is_null() {
+                continue;
+            }
+            runs += 1;
+            let name = format!("{} {}", file.display(), run["metadata"]["name"]);
+            let state = replay(&run);
+            let status = state.status();
+            let results = run["status"]["metricResults"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let accounted = results
+                .iter()
+                .all(|result| counters(result) == listed(result));
+            for (index, result) in results.iter().enumerate() {
+                let ours = &status["metricResults"][index];
+                assert_eq!(
+                    counters(ours),
+                    listed(result),
+                    "{name}: counters of the listed measurements"
+                );
+                if accounted {
+                    assert_eq!(ours["phase"], result["phase"], "{name}: metric phase");
+                }
+            }
+            if accounted {
+                assert_eq!(status["phase"], run["status"]["phase"], "{name}: run phase");
+                comparable += 1;
+                println!(
+                    "{name}: counts and phase {} match ({})",
+                    status["phase"], state.message
+                );
+            } else {
+                println!(
+                    "{name}: its status counts {:?} (count, successful, failed, inconclusive, \
+                     error) but lists measurements for {:?}; the listed ones replay to the same \
+                     counters, the phase {} is not derivable from them",
+                    results.iter().map(counters).collect::<Vec<_>>(),
+                    results.iter().map(listed).collect::<Vec<_>>(),
+                    run["status"]["phase"]
+                );
+            }
+        }
+    }
+    println!(
+        "cli-golden AnalysisRuns: {runs} replayed, {comparable} with every count and phase matching"
+    );
+    assert_eq!(runs, GOLDEN_RUNS);
+    assert_eq!(comparable, GOLDEN_RUNS_COMPARABLE);
 }

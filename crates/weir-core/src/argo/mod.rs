@@ -15,6 +15,7 @@
 //!
 //! Nothing here runs an Argo object: `weir operator` does not act on them yet.
 
+pub mod analysis;
 mod convert;
 pub mod expr;
 pub mod printer;

@@ -613,6 +613,7 @@ pub fn traffic_routed_canary(input: &TrafficRoutedCanary) -> ReplicaTargets {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::type_complexity)]
 mod tests {
     use super::*;
 
