@@ -162,6 +162,9 @@ impl FlagView {
     /// force: what evaluations answer now.
     fn of<F: FlagStore>(stored: StoredFlag, flags: &Flags<F>) -> FlagView {
         let mut flag = stored.flag;
+        // Every answer names the namespace, `default` included, so that a client never has to
+        // know the rule to build a link (as for rollouts).
+        flag.metadata.namespace = Some(stored.key.namespace.clone());
         if let Some(entry) = flags.snapshot().get(&stored.key.namespace, &stored.key.key)
             && entry.stored.version == stored.version
             && let Some(strategy) = &entry.rollout_strategy

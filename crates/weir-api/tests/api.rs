@@ -1664,6 +1664,35 @@ async fn flag_changes_stream_as_server_sent_events() {
     );
 }
 
+/// A flag whose document names no namespace lives in `default`, and every answer about it says
+/// so (as for rollouts): a client builds links from what it is given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flag_without_a_namespace_is_answered_in_default() {
+    let server = start().await;
+    let created = server
+        .send(
+            Method::POST,
+            "/api/v1/flags",
+            &[("content-type", "application/yaml")],
+            "apiVersion: weir.dev/v1alpha1\nkind: Flag\nmetadata: {name: banner}\nspec:\n  variations: [{name: a, value: true}, {name: b, value: false}]\n  defaultStrategy: {variation: a}\n".to_string(),
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    assert_eq!(
+        created.body["flag"]["metadata"]["namespace"], "default",
+        "{}",
+        created.body
+    );
+    let one = server.get("/api/v1/flags/default/banner").await;
+    assert_eq!(one.body["metadata"]["namespace"], "default", "{}", one.body);
+    let list = server.get("/api/v1/flags").await;
+    assert_eq!(
+        list.body["items"][0]["metadata"]["namespace"], "default",
+        "{}",
+        list.body
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flag_rollouts_are_listed_with_their_schedules_filtered_and_ordered() {
     let server = start().await;
