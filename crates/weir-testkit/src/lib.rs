@@ -62,6 +62,7 @@ pub mod metric_doubles_identity;
 pub mod metrics;
 pub mod operator_scale;
 pub mod postgres;
+pub mod proxy;
 pub mod process;
 pub mod prometheus;
 pub mod receiver;

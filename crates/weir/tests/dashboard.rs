@@ -28,6 +28,7 @@ use weir_testkit::engine::Load;
 use weir_testkit::fixtures::{ClosedPort, TempDb, runtime, sample_apps, start_faulty_sample_app};
 use weir_testkit::http;
 use weir_testkit::process::Weir;
+use weir_testkit::proxy::CuttableProxy;
 use weir_testkit::wait::wait_until;
 use weir_testkit::webdriver::{Browser, axe_core};
 
@@ -941,6 +942,52 @@ fn every_link_resolves_the_list_searches_by_name_and_the_indicator_tells_when_th
         "banner"
     );
     assert_eq!(visible(), json!(["shop/banner-green"]));
+
+    // Cut off and back (a proxy between the page and the server): the page says so, reconnects
+    // by itself and lists again, so what changed while it was cut off shows.
+    let proxy = CuttableProxy::start(api.server.address("api")).unwrap();
+    open_dashboard(&browser, &proxy.url(), "/rollouts", None);
+    let state = || {
+        browser.execute(
+            "return document.getElementById('connection').dataset.state",
+            &[],
+        )
+    };
+    wait_until("the indicator to say live through the proxy", || {
+        (state() == "live").then_some(())
+    });
+    proxy.cut();
+    let cut_off = wait_until("the indicator to leave live when cut off", || {
+        let text = browser.text_of("#connection").unwrap_or_default();
+        (state() != "live" && text.contains("last update")).then_some(text)
+    });
+    println!("cut off, the indicator says {cut_off}");
+    let later_flag_rollout = json!({
+        "apiVersion": "weir.dev/v1alpha1", "kind": "Rollout",
+        "metadata": {"name": "checkout-on", "namespace": "shop"},
+        "spec": {
+            "target": {"kind": "flag", "flag": "checkout", "control": "off", "variation": "on"},
+            "plan": {"schedule": {"manual": [{"at": later.to_string(), "weight": 10}]}},
+        },
+    });
+    let created = api.post(
+        "/api/v1/rollouts",
+        "application/json",
+        &later_flag_rollout.to_string(),
+    );
+    assert_eq!(created.status, 201, "{}", created.body);
+    assert!(
+        browser
+            .find("tr[data-rollout='shop/checkout-on']")
+            .is_none(),
+        "the page saw a change while cut off"
+    );
+    proxy.restore();
+    wait_until("the indicator to say live again", || {
+        (state() == "live").then_some(())
+    });
+    browser.wait_for("tr[data-rollout='shop/checkout-on']");
+    println!("reconnected: live, and the rollout created meanwhile is listed");
 
     // The connection: live while the server answers...
     open_dashboard(&browser, &base, "/rollouts", None);
