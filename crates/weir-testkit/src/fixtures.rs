@@ -213,6 +213,46 @@ pub fn catalog_and_rollout(yaml: &str) -> (Arc<Catalog>, Rollout) {
     (Arc::new(catalog), rollout)
 }
 
+/// A local rollout `name` between `primary` and `canary` (`host:port`, health at `/healthz`),
+/// after `documents` (its MetricTemplate and Secret, each ending in a newline), judged by that
+/// template alone: the metric `error-percentage` with `templateRef` and `thresholdRange` given
+/// as YAML flow maps, checked every second, `noData: fail`, two steps. No traffic is sent, so no
+/// judge sees any: the checks decide (`promoteOn: noHarm`), as in Flagger.
+pub fn local_rollout_judged_by_template(
+    name: &str,
+    documents: &str,
+    primary: &str,
+    canary: &str,
+    template_ref: &str,
+    threshold_range: &str,
+) -> String {
+    format!(
+        r#"{documents}---
+apiVersion: weir.dev/v1alpha1
+kind: Rollout
+metadata: {{name: {name}}}
+spec:
+  target:
+    kind: local
+    listen: "127.0.0.1:0"
+    primary: {{url: "http://{primary}", healthCheck: /healthz}}
+    canary: {{url: "http://{canary}", healthCheck: /healthz}}
+  plan: {{canary: {{stepWeights: [50, 100]}}}}
+  analysis:
+    interval: 1s
+    threshold: 1
+    noData: fail
+    progressDeadline: 1m
+    evidence: {{promoteOn: noHarm}}
+    metrics:
+      - name: error-percentage
+        interval: 1m
+        templateRef: {template_ref}
+        thresholdRange: {threshold_range}
+"#
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

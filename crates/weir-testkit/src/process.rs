@@ -401,3 +401,50 @@ mod tests {
         assert_eq!(status.code(), None, "{status}");
     }
 }
+
+/// What `weir run FILE --output json` did with a rollout file, run to its end.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// Its exit code (`None` when a signal ended it).
+    pub code: Option<i32>,
+    /// The events of the rollout's history it printed, in order.
+    pub events: Vec<serde_json::Value>,
+    /// Everything it printed, standard output then standard error.
+    pub printed: String,
+}
+
+/// Writes `yaml` to a file in a fresh directory and runs `weir run` on it (its database in the
+/// same directory, JSON output) with these variables in its environment, to its end.
+pub fn run_rollout_file(binary: &str, yaml: &str, env: &[(&str, &str)]) -> RunOutcome {
+    let dir = crate::fixtures::TempDb::new();
+    let file = dir.file("rollout.yaml");
+    if let Err(error) = std::fs::write(&file, yaml) {
+        panic!("cannot write {}: {error}", file.display());
+    }
+    let mut run = Weir::start_capturing_stderr(
+        binary,
+        &[
+            "run",
+            &file.display().to_string(),
+            "--db",
+            &dir.path().display().to_string(),
+            "--output",
+            "json",
+        ],
+        env,
+    );
+    let status = run.wait();
+    let lines = run.lines();
+    let printed = format!("{}\n{}", lines.join("\n"), run.stderr_lines().join("\n"));
+    let events = lines
+        .iter()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .map(|line| line["event"].clone())
+        .filter(|event| !event.is_null())
+        .collect();
+    RunOutcome {
+        code: status.code(),
+        events,
+        printed,
+    }
+}

@@ -8,12 +8,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::Value;
-use weir_testkit::fixtures::{ClosedPort, TempDb, runtime, sample_apps};
+use weir_testkit::fixtures::{
+    ClosedPort, TempDb, local_rollout_judged_by_template, runtime, sample_apps,
+};
 use weir_testkit::metric_doubles_cloud::CloudDouble;
 use weir_testkit::metric_doubles_identity::{
     ContainerCredentialsDouble, GceMetadataDouble, ImdsDouble, StsDouble, TemporaryKeys,
 };
-use weir_testkit::process::Weir;
+use weir_testkit::process::run_rollout_file;
 
 const REGION: &str = "eu-central-1";
 const ROLE_ARN: &str = "arn:aws:iam::123456789012:role/weir-cloudwatch";
@@ -66,31 +68,13 @@ spec:
 
 /// The template's documents and a local rollout judged by it alone.
 fn documents(template: &str, primary: &str, canary: &str) -> String {
-    format!(
-        r#"{template}---
-apiVersion: weir.dev/v1alpha1
-kind: Rollout
-metadata: {{name: shop-credentials}}
-spec:
-  target:
-    kind: local
-    listen: "127.0.0.1:0"
-    primary: {{url: "http://{primary}", healthCheck: /healthz}}
-    canary: {{url: "http://{canary}", healthCheck: /healthz}}
-  plan: {{canary: {{stepWeights: [50, 100]}}}}
-  analysis:
-    interval: 1s
-    threshold: 1
-    noData: fail
-    progressDeadline: 1m
-    # The checks alone decide, as in Flagger: no traffic is sent, so no judge sees any.
-    evidence: {{promoteOn: noHarm}}
-    metrics:
-      - name: error-percentage
-        interval: 1m
-        templateRef: {{name: error-percentage}}
-        thresholdRange: {{max: 1}}
-"#
+    local_rollout_judged_by_template(
+        "shop-credentials",
+        template,
+        primary,
+        canary,
+        "{name: error-percentage}",
+        "{max: 1}",
     )
 }
 
@@ -140,8 +124,6 @@ fn run_with_env(yaml: &str, env: &[(&str, &str)]) -> (Option<i32>, Vec<Value>, S
     let dir = TempDb::new();
     let home = dir.file("home");
     std::fs::create_dir_all(&home).unwrap();
-    let file = dir.file("rollout.yaml");
-    std::fs::write(&file, yaml).unwrap();
     let closed = ClosedPort::new();
     let env = environment(
         &home.display().to_string(),
@@ -152,28 +134,8 @@ fn run_with_env(yaml: &str, env: &[(&str, &str)]) -> (Option<i32>, Vec<Value>, S
         .iter()
         .map(|(name, value)| (name.as_str(), value.as_str()))
         .collect();
-    let mut run = Weir::start_capturing_stderr(
-        env!("CARGO_BIN_EXE_weir"),
-        &[
-            "run",
-            &file.display().to_string(),
-            "--db",
-            &dir.path().display().to_string(),
-            "--output",
-            "json",
-        ],
-        &env,
-    );
-    let status = run.wait();
-    let lines = run.lines();
-    let printed = format!("{}\n{}", lines.join("\n"), run.stderr_lines().join("\n"));
-    let events = lines
-        .iter()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .map(|line| line["event"].clone())
-        .filter(|event| !event.is_null())
-        .collect();
-    (status.code(), events, printed)
+    let outcome = run_rollout_file(env!("CARGO_BIN_EXE_weir"), yaml, &env);
+    (outcome.code, outcome.events, outcome.printed)
 }
 
 fn messages(events: &[Value], reason: &str) -> Vec<String> {

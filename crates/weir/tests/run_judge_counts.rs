@@ -8,9 +8,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use serde_json::Value;
-use weir_testkit::fixtures::{TempDb, runtime, sample_apps};
+use weir_testkit::fixtures::{runtime, sample_apps};
 use weir_testkit::metric_doubles::MetricDouble;
-use weir_testkit::process::Weir;
+use weir_testkit::process::run_rollout_file;
 
 const API_KEY: &str = "dd-api-counts-0123456789";
 const APP_KEY: &str = "dd-app-counts-9876543210";
@@ -74,31 +74,8 @@ fn serve(double: &MetricDouble, canary: (f64, f64), primary: (f64, f64)) {
 
 /// Runs the rollout to its end; its exit code, its events and everything it printed.
 fn run(yaml: &str) -> (Option<i32>, Vec<Value>, String) {
-    let dir = TempDb::new();
-    let file = dir.file("rollout.yaml");
-    std::fs::write(&file, yaml).unwrap();
-    let mut run = Weir::start_capturing_stderr(
-        env!("CARGO_BIN_EXE_weir"),
-        &[
-            "run",
-            &file.display().to_string(),
-            "--db",
-            &dir.path().display().to_string(),
-            "--output",
-            "json",
-        ],
-        &[],
-    );
-    let status = run.wait();
-    let lines = run.lines();
-    let printed = format!("{}\n{}", lines.join("\n"), run.stderr_lines().join("\n"));
-    let events = lines
-        .iter()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .map(|line| line["event"].clone())
-        .filter(|event| !event.is_null())
-        .collect();
-    (status.code(), events, printed)
+    let outcome = run_rollout_file(env!("CARGO_BIN_EXE_weir"), yaml, &[]);
+    (outcome.code, outcome.events, outcome.printed)
 }
 
 /// Every query the double answered: each of the four, `{{ interval }}` and

@@ -8,11 +8,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::Value;
-use weir_testkit::fixtures::{TempDb, runtime, sample_apps};
+use weir_testkit::fixtures::{local_rollout_judged_by_template, runtime, sample_apps};
 use weir_testkit::graphite::{self, GraphiteServer};
 use weir_testkit::metric_doubles::MetricDouble;
 use weir_testkit::metric_doubles_cloud::CloudDouble;
-use weir_testkit::process::Weir;
+use weir_testkit::process::run_rollout_file;
 
 const API_KEY: &str = "dd-api-e2e-0123456789";
 const APP_KEY: &str = "dd-app-e2e-9876543210";
@@ -124,31 +124,13 @@ fn documents_judged_by(
     template_ref: &str,
     threshold_range: &str,
 ) -> String {
-    format!(
-        r#"{template}---
-apiVersion: weir.dev/v1alpha1
-kind: Rollout
-metadata: {{name: shop-metrics}}
-spec:
-  target:
-    kind: local
-    listen: "127.0.0.1:0"
-    primary: {{url: "http://{primary}", healthCheck: /healthz}}
-    canary: {{url: "http://{canary}", healthCheck: /healthz}}
-  plan: {{canary: {{stepWeights: [50, 100]}}}}
-  analysis:
-    interval: 1s
-    threshold: 1
-    noData: fail
-    progressDeadline: 1m
-    # The checks alone decide, as in Flagger: no traffic is sent, so no judge sees any.
-    evidence: {{promoteOn: noHarm}}
-    metrics:
-      - name: error-percentage
-        interval: 1m
-        templateRef: {template_ref}
-        thresholdRange: {threshold_range}
-"#
+    local_rollout_judged_by_template(
+        "shop-metrics",
+        template,
+        primary,
+        canary,
+        template_ref,
+        threshold_range,
     )
 }
 
@@ -159,31 +141,8 @@ fn run(yaml: &str) -> (Option<i32>, Vec<Value>, String) {
 
 /// [`run`] with these variables in weir's environment.
 fn run_with_env(yaml: &str, env: &[(&str, &str)]) -> (Option<i32>, Vec<Value>, String) {
-    let dir = TempDb::new();
-    let file = dir.file("rollout.yaml");
-    std::fs::write(&file, yaml).unwrap();
-    let mut run = Weir::start_capturing_stderr(
-        env!("CARGO_BIN_EXE_weir"),
-        &[
-            "run",
-            &file.display().to_string(),
-            "--db",
-            &dir.path().display().to_string(),
-            "--output",
-            "json",
-        ],
-        env,
-    );
-    let status = run.wait();
-    let lines = run.lines();
-    let printed = format!("{}\n{}", lines.join("\n"), run.stderr_lines().join("\n"));
-    let events = lines
-        .iter()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .map(|line| line["event"].clone())
-        .filter(|event| !event.is_null())
-        .collect();
-    (status.code(), events, printed)
+    let outcome = run_rollout_file(env!("CARGO_BIN_EXE_weir"), yaml, env);
+    (outcome.code, outcome.events, outcome.printed)
 }
 
 fn messages(events: &[Value], reason: &str) -> Vec<String> {
