@@ -282,6 +282,11 @@ pub(crate) async fn fire<F: FlagStore>(
     } else {
         format!("trigger {} ({})", trigger.id, trigger.description)
     };
+    // Counted before the flag changes, so a page that sees the change (its watch) and reads the
+    // triggers again finds the use counted.
+    if let Err(error) = flags.store().trigger_used(&trigger.id, now).await {
+        tracing::warn!(trigger = %trigger.id, %error, "a trigger's use was not counted");
+    }
     let flag = match flags
         .set_enabled(
             &trigger.key,
@@ -301,9 +306,6 @@ pub(crate) async fn fire<F: FlagStore>(
         }
         Err(error) => return Err(error.into()),
     };
-    if let Err(error) = flags.store().trigger_used(&trigger.id, now).await {
-        tracing::warn!(trigger = %trigger.id, %error, "a trigger's use was not counted");
-    }
     let action = if enabled {
         TriggerAction::On
     } else {
