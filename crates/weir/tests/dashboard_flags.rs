@@ -373,6 +373,8 @@ fn a_flag_is_managed_in_the_dashboard_and_every_change_reaches_ofrep() {
     });
     println!("the history reads:\n{history}");
     assert!(history.contains("state: on → off"), "{history}");
+    // An open server has no token to name: the dashboard names itself.
+    assert!(history.contains("by dashboard"), "{history}");
     assert!(
         history.contains("variation 2, value: green → teal"),
         "{history}"
