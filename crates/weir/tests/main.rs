@@ -1,0 +1,49 @@
+//! weir's integration tests, one module per file beside this one, built as one test binary
+//! (`cargo nextest run -p weir --test integration`; one file's tests: `-E 'test(/^cli::/)'`).
+//! One binary links the dependency tree once; a binary per file linked it 45 times.
+
+mod auth;
+mod bench;
+mod cli;
+mod client;
+mod command_policy;
+mod dashboard;
+mod dashboard_flags;
+mod database_outage;
+mod durability;
+mod evidence;
+mod flag_cli;
+mod flag_history;
+mod flag_refusal;
+mod flag_rollout;
+mod flag_triggers;
+mod hardening;
+mod metrics_namespaces;
+mod net_policy;
+mod ofrep_sdk;
+mod openapi_fuzz;
+mod operator;
+mod operator_corpus;
+mod operator_daemonset;
+mod operator_external_metrics;
+mod operator_flagger;
+mod operator_keda;
+mod operator_keptn;
+mod operator_knative;
+mod operator_managed;
+mod operator_meshless;
+mod operator_prometheus;
+mod operator_readiness;
+mod operator_revisions;
+mod operator_scale;
+mod operator_secrets;
+mod prometheus;
+mod run_cloud_credentials;
+mod run_examples;
+mod run_judge_counts;
+mod run_metric_providers;
+mod run_metrics;
+mod run_signals;
+mod scale_out;
+mod slow_clients;
+mod tls;
