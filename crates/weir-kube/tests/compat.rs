@@ -7,7 +7,7 @@
 //! three Services, the primary's autoscaler, the provider's route objects at the moments of a
 //! healthy run (first canary step, A/B match, mirror, or the blue/green switch) - is compared
 //! with `tests/snapshots/<manifest stem>.snap` (weir's own output; update with
-//! `INSTA_UPDATE=always cargo test -p weir-kube --test compat` and review the diff), and checked
+//! `INSTA_UPDATE=always cargo test -p weir-kube --test integration compat::` and review the diff), and checked
 //! per provider without the snapshots too. A DaemonSet target gets the primary DaemonSet instead
 //! of a Deployment. A Knative Service target gets no object at all: its snapshot holds the edits
 //! of the user's Knative Service (the `flagger.app/primary-revision` annotation and
