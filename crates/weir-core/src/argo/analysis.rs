@@ -829,6 +829,22 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
+    fn from_json(value: Option<&Value>) -> RunSummary {
+        let field = |key: &str| {
+            value
+                .and_then(|value| value.get(key))
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+        };
+        RunSummary {
+            count: field("count"),
+            successful: field("successful"),
+            failed: field("failed"),
+            inconclusive: field("inconclusive"),
+            error: field("error"),
+        }
+    }
+
     fn to_json(self) -> Value {
         let mut map = Map::new();
         for (key, value) in [
@@ -919,6 +935,69 @@ impl AnalysisRunState {
             run_summary: RunSummary::default(),
             dry_run_summary: RunSummary::default(),
         }
+    }
+
+    /// A run restored from the `status` it wrote before ([`AnalysisRunState::status`]), so an
+    /// operator that restarts (even killed mid-run) goes on where the last write left it: the
+    /// counters, the kept measurements (an in-flight one stays in flight), `startedAt`, the phase,
+    /// the message and the summaries. A status without a phase or `startedAt` is a run not yet
+    /// started: it starts at `now_if_unstarted`. Results of metrics the spec no longer has are
+    /// dropped; what cannot be read is taken as absent (a counter as 0), since the status is
+    /// the controller's own writing and a partial restore beats refusing the run.
+    pub fn from_status(
+        spec: RunSpec,
+        status: &Value,
+        now_if_unstarted: Timestamp,
+    ) -> AnalysisRunState {
+        let text = |key: &str| status.get(key).and_then(Value::as_str);
+        let started_at = text("startedAt").and_then(parse_time);
+        let phase = text("phase").and_then(Phase::parse);
+        let (Some(started_at), Some(phase)) = (started_at, phase) else {
+            return AnalysisRunState::new(spec, started_at.unwrap_or(now_if_unstarted));
+        };
+        let stored: Vec<&Value> = status
+            .get("metricResults")
+            .and_then(Value::as_array)
+            .map(|results| results.iter().collect())
+            .unwrap_or_default();
+        let results = spec
+            .metrics
+            .iter()
+            .map(|metric| {
+                stored
+                    .iter()
+                    .find(|result| {
+                        result.get("name").and_then(Value::as_str) == Some(metric.name.as_str())
+                    })
+                    .map(|result| metric_result_from_json(metric, result))
+            })
+            .collect();
+        AnalysisRunState {
+            spec,
+            results,
+            started_at,
+            completed_at: text("completedAt").and_then(parse_time),
+            phase,
+            message: text("message").unwrap_or("").to_string(),
+            run_summary: RunSummary::from_json(status.get("runSummary")),
+            dry_run_summary: RunSummary::from_json(status.get("dryRunSummary")),
+        }
+    }
+
+    /// The metrics whose last measurement is still in flight (a Job running), with the number
+    /// of measurements taken before it (completed and errors), which names its Job.
+    pub fn in_flight(&self) -> Vec<(&str, i64)> {
+        self.spec
+            .metrics
+            .iter()
+            .zip(&self.results)
+            .filter_map(|(spec, result)| {
+                let result = result.as_ref()?;
+                let last = result.last()?;
+                (last.finished_at.is_none() && !result.phase.completed())
+                    .then_some((spec.name.as_str(), result.count + result.error))
+            })
+            .collect()
     }
 
     /// Whether the run has ended.
@@ -1285,6 +1364,64 @@ pub fn time_text(at: Timestamp) -> String {
     Timestamp::from_second(at.as_second())
         .unwrap_or(at)
         .to_string()
+}
+
+/// A time as Kubernetes writes it, read back.
+fn parse_time(text: &str) -> Option<Timestamp> {
+    text.parse().ok()
+}
+
+/// A `status.metricResults[]` entry read back ([`metric_result_json`]'s inverse); the dry-run
+/// mark comes from the spec, which decides it.
+fn metric_result_from_json(spec: &MetricSpec, value: &Value) -> MetricResult {
+    let counter = |key: &str| value.get(key).and_then(Value::as_i64).unwrap_or(0);
+    let text =
+        |value: &Value, key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
+    let measurements = value
+        .get("measurements")
+        .and_then(Value::as_array)
+        .map(|measurements| {
+            measurements
+                .iter()
+                .filter_map(|measurement| {
+                    Some(Measurement {
+                        phase: measurement
+                            .get("phase")
+                            .and_then(Value::as_str)
+                            .and_then(Phase::parse)?,
+                        value: text(measurement, "value"),
+                        message: text(measurement, "message"),
+                        started_at: measurement
+                            .get("startedAt")
+                            .and_then(Value::as_str)
+                            .and_then(parse_time)?,
+                        finished_at: measurement
+                            .get("finishedAt")
+                            .and_then(Value::as_str)
+                            .and_then(parse_time),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    MetricResult {
+        name: spec.name.clone(),
+        phase: value
+            .get("phase")
+            .and_then(Value::as_str)
+            .and_then(Phase::parse)
+            .unwrap_or(Phase::Running),
+        measurements,
+        message: text(value, "message"),
+        count: counter("count"),
+        successful: counter("successful"),
+        failed: counter("failed"),
+        inconclusive: counter("inconclusive"),
+        error: counter("error"),
+        consecutive_error: counter("consecutiveError"),
+        consecutive_success: counter("consecutiveSuccess"),
+        dry_run: spec.dry_run,
+    }
 }
 
 fn metric_result_json(result: &MetricResult) -> Value {
@@ -1865,5 +2002,100 @@ mod tests {
         assert_eq!(spec.metrics[0].count, 2);
         assert_eq!(spec.metrics[0].failure_limit, 1);
         assert_eq!(spec.metrics[0].consecutive_error_limit, 4);
+    }
+
+    /// status() -> from_status() -> status() is the identity, and the restored run goes on as
+    /// the original would: same due metrics, same next time, same phases after the same
+    /// measurements.
+    #[test]
+    fn a_run_restored_from_its_status_goes_on_where_it_was() {
+        let spec = json!({"metrics": [
+            {"name": "web", "interval": "1m", "count": 3, "failureLimit": 1,
+                "successCondition": "result > 5", "provider": {"web": {"url": "http://x/"}}},
+            {"name": "job", "provider": {"job": {"spec": {}}}},
+            {"name": "trial", "interval": "1m", "count": 2, "successCondition": "result > 5",
+                "provider": {"prometheus": {"query": "q"}}},
+            {"name": "later", "initialDelay": "10m", "provider": {"prometheus": {"query": "q"}}}
+        ], "dryRun": [{"metricName": "trial"}]});
+        let build = || RunSpec::build(&spec, &ArgValues::default()).unwrap();
+        let mut state = AnalysisRunState::new(build(), at(0));
+        state.record("web", value("9"), at(0), at(1)).unwrap();
+        state
+            .record("web", Outcome::Error("refused".into()), at(62), at(62))
+            .unwrap();
+        state.record("web", value("1"), at(73), at(73)).unwrap();
+        state.start("job", at(0)).unwrap();
+        state.record("trial", value("1"), at(0), at(0)).unwrap();
+        assert_eq!(state.phase, Phase::Running);
+
+        let status = state.status();
+        let restored = AnalysisRunState::from_status(build(), &status, at(5000));
+        assert_eq!(restored.status(), status);
+        assert_eq!(restored, state);
+        assert_eq!(restored.in_flight(), vec![("job", 0)]);
+        for now in [74, 133, 134, 600, 601] {
+            assert_eq!(restored.due(at(now)), state.due(at(now)), "at {now}");
+        }
+        assert_eq!(restored.next_measurement_at(), state.next_measurement_at());
+
+        // Both finish the same way.
+        let mut restored = restored;
+        for run in [&mut state, &mut restored] {
+            run.record(
+                "job",
+                Outcome::Decided {
+                    phase: Phase::Successful,
+                    message: None,
+                },
+                at(0),
+                at(140),
+            )
+            .unwrap();
+            run.record("trial", value("9"), at(140), at(140)).unwrap();
+            run.record("web", value("9"), at(140), at(140)).unwrap();
+            run.record("later", value("9"), at(600), at(600)).unwrap();
+        }
+        assert_eq!(restored, state);
+        assert_eq!(restored.phase, Phase::Successful);
+        let status = restored.status();
+        assert_eq!(status["metricResults"][0]["count"], json!(3));
+        assert_eq!(status["metricResults"][0]["error"], json!(1));
+        let again = AnalysisRunState::from_status(build(), &status, at(5000));
+        assert_eq!(again.status(), status);
+        assert!(again.completed());
+        assert!(again.due(at(9999)).is_empty());
+    }
+
+    #[test]
+    fn a_run_restored_from_a_terminated_or_failed_status_stays_ended() {
+        let spec = json!({"metrics": [{"name": "m", "interval": "1m",
+            "successCondition": "result > 5", "provider": {"prometheus": {"query": "q"}}}]});
+        let build = || RunSpec::build(&spec, &ArgValues::default()).unwrap();
+        let mut state = AnalysisRunState::new(build(), at(0));
+        state.record("m", value("9"), at(0), at(0)).unwrap();
+        state.terminate(at(30));
+        let status = state.status();
+        assert_eq!(status["message"], json!(RUN_TERMINATED));
+        let restored = AnalysisRunState::from_status(build(), &status, at(99));
+        assert_eq!(restored.status(), status);
+        assert_eq!(restored.completed_at, Some(at(30)));
+
+        let failed =
+            AnalysisRunState::failed_to_start(&SpecError("Analysis spec invalid".into()), at(3));
+        let restored = AnalysisRunState::from_status(build(), &failed.status(), at(99));
+        assert_eq!(restored.phase, Phase::Error);
+        assert_eq!(restored.message, "Analysis spec invalid");
+    }
+
+    #[test]
+    fn a_status_never_written_is_a_run_starting_now() {
+        let spec = json!({"metrics": [{"name": "m", "initialDelay": "30s",
+            "provider": {"prometheus": {"query": "q"}}}]});
+        let build = || RunSpec::build(&spec, &ArgValues::default()).unwrap();
+        for status in [json!(null), json!({}), json!({"phase": ""})] {
+            let restored = AnalysisRunState::from_status(build(), &status, at(7));
+            assert_eq!(restored, AnalysisRunState::new(build(), at(7)), "{status}");
+            assert_eq!(restored.next_measurement_at(), Some(at(37)));
+        }
     }
 }
