@@ -21,8 +21,9 @@
 //! - [`fixtures`]: sample apps on port 0, an address that refuses connections, temporary
 //!   databases, documents loaded into a catalog.
 //! - [`kube_server`]: a strict in-memory Kubernetes API server on port 0 for kubectl and kube-rs.
-//! - [`deployment_controller`]: the Deployment and DaemonSet controllers played on it (3 nodes
-//!   for DaemonSets), new pods available at once, after a delay or never.
+//! - [`deployment_controller`]: the Deployment, DaemonSet and ReplicaSet controllers played on it
+//!   (3 nodes for DaemonSets), new pods available at once, after a delay or never.
+//! - [`argo_cluster`]: Argo Rollouts' CRDs (`argoproj.io/v1alpha1`), written for the server.
 //! - [`traffic_audit`]: every state the server went through, checked for a Service or route
 //!   sending traffic to Deployments or DaemonSets with no available pod.
 //! - [`kube_cluster`]: the operator tests' cluster on it.
@@ -44,6 +45,7 @@
 // Test support: a failed set-up is a failed test, and a panic says where.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod argo_cluster;
 pub mod client;
 pub mod deployment_controller;
 pub mod engine;

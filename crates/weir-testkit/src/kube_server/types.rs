@@ -130,7 +130,13 @@ fn builtin(
     columns.push(Column::new("Age", "date", Cell::Age));
     let categories = if matches!(
         plural,
-        "services" | "deployments" | "daemonsets" | "pods" | "horizontalpodautoscalers"
+        "services"
+            | "deployments"
+            | "daemonsets"
+            | "replicasets"
+            | "jobs"
+            | "pods"
+            | "horizontalpodautoscalers"
     ) {
         vec!["all".to_owned()]
     } else {
@@ -149,7 +155,12 @@ fn builtin(
         status,
         generation: matches!(
             plural,
-            "deployments" | "daemonsets" | "horizontalpodautoscalers" | "customresourcedefinitions"
+            "deployments"
+                | "daemonsets"
+                | "replicasets"
+                | "jobs"
+                | "horizontalpodautoscalers"
+                | "customresourcedefinitions"
         ),
         columns,
         fields: Fields::TopLevel(fields),
@@ -171,6 +182,35 @@ fn int_at(object: &Value, pointer: &str) -> i64 {
 
 fn str_at<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
     object.pointer(pointer).and_then(Value::as_str)
+}
+
+/// A Job's STATUS column as the 1.32 server prints it: `Complete` or `Failed` once the
+/// condition of that type is `True`, then `Terminating` while being deleted, `Suspended`,
+/// `FailureTarget` (failed, pods still being terminated), else `Running`.
+fn job_status(job: &Value) -> &'static str {
+    let holds = |wanted: &str| {
+        job.pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|condition| {
+                str_at(condition, "/type") == Some(wanted)
+                    && str_at(condition, "/status") == Some("True")
+            })
+    };
+    if holds("Complete") {
+        "Complete"
+    } else if holds("Failed") {
+        "Failed"
+    } else if job.pointer("/metadata/deletionTimestamp").is_some() {
+        "Terminating"
+    } else if holds("Suspended") {
+        "Suspended"
+    } else if holds("FailureTarget") {
+        "FailureTarget"
+    } else {
+        "Running"
+    }
 }
 
 /// The kinds every server starts with.
@@ -409,6 +449,55 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
             ],
         ),
         builtin(
+            "apps",
+            "v1",
+            "replicasets",
+            "ReplicaSet",
+            true,
+            &["rs"],
+            true,
+            SPEC_STATUS,
+            vec![
+                computed("Desired", "integer", |rs| {
+                    json!(
+                        rs.pointer("/spec/replicas")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(1)
+                    )
+                }),
+                computed("Current", "integer", |rs| {
+                    json!(int_at(rs, "/status/replicas"))
+                }),
+                computed("Ready", "integer", |rs| {
+                    json!(int_at(rs, "/status/readyReplicas"))
+                }),
+            ],
+        ),
+        builtin(
+            "batch",
+            "v1",
+            "jobs",
+            "Job",
+            true,
+            &[],
+            true,
+            SPEC_STATUS,
+            vec![
+                computed("Status", "string", |job| json!(job_status(job))),
+                computed("Completions", "string", |job| {
+                    // Without `spec.completions` a Job is done after one success: `0/1`.
+                    let completions = job
+                        .pointer("/spec/completions")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(1);
+                    json!(format!(
+                        "{}/{completions}",
+                        int_at(job, "/status/succeeded")
+                    ))
+                }),
+            ],
+        ),
+        builtin(
             "autoscaling",
             "v2",
             "horizontalpodautoscalers",
@@ -561,7 +650,11 @@ pub(crate) fn from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
                 cell: Cell::Path(field("jsonPath").to_owned()),
             });
         }
-        columns.push(Column::new("Age", "date", Cell::Age));
+        // A CRD that declares its own `Age` column (as every CRD with printer columns must on
+        // the real server, which adds one only when none is declared) gets it once.
+        if !columns.iter().any(|column| column.name == "Age") {
+            columns.push(Column::new("Age", "date", Cell::Age));
+        }
         let schema = version
             .pointer("/schema/openAPIV3Schema")
             .cloned()
