@@ -32,6 +32,15 @@
 //! (those of the current template), `numberMisscheduled` 0 and `numberUnavailable`; the four
 //! counts the API requires are always written, the others left out at 0 as the real server
 //! does.
+//!
+//! And it plays the ReplicaSet controller (ReplicaSets written by the test or by a controller
+//! under test, such as an Argo Rollouts stand-in): `status.replicas` is `spec.replicas`
+//! (default 1; always written, the API requires it), `fullyLabeledReplicas` the same, and
+//! `readyReplicas` and `availableReplicas` follow the readiness as a Deployment's pods do (by
+//! the ReplicaSet's name too): a new ReplicaSet or one scaled up waits for the delay, scaling
+//! down is at once. A new pod template changes nothing, as in Kubernetes (a ReplicaSet does
+//! not replace its pods). `observedGeneration` follows `metadata.generation`; counts of 0 are
+//! left out. No pods, no `conditions`, no owner of its own: a Deployment here makes none.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -240,6 +249,49 @@ pub(crate) fn observe_daemon_set(
     (pods, status)
 }
 
+/// The fields of a ReplicaSet's `status` the controller owns.
+const OWNED_BY_REPLICA_SETS: [&str; 5] = [
+    "observedGeneration",
+    "replicas",
+    "fullyLabeledReplicas",
+    "readyReplicas",
+    "availableReplicas",
+];
+
+/// One pass over `replica_set`: its pods updated from what the controller knew (`None`: a
+/// ReplicaSet it has not seen yet) at `now`, and the status to report.
+///
+/// A ReplicaSet never replaces the pods it has when its template changes (a Deployment or a
+/// Rollout makes a new ReplicaSet for that), so only `spec.replicas` counts: the template is
+/// not tracked.
+pub(crate) fn observe_replica_set(
+    known: Option<Pods>,
+    replica_set: &Value,
+    readiness: Readiness,
+    now: Instant,
+) -> (Pods, Map<String, Value>) {
+    let replicas = replica_set
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+        .max(0);
+    let pods = track(known, Value::Null, replicas, readiness, now);
+    let generation = replica_set
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let count = |n: i64| if n == 0 { Value::Null } else { json!(n) };
+    let mut status = Map::new();
+    status.insert("observedGeneration".into(), json!(generation));
+    // Required by the API: written even at 0.
+    status.insert("replicas".into(), json!(replicas));
+    // Every pod carries the template's labels, so all of them are fully labelled.
+    status.insert("fullyLabeledReplicas".into(), count(replicas));
+    status.insert("readyReplicas".into(), count(pods.available));
+    status.insert("availableReplicas".into(), count(pods.available));
+    (pods, status)
+}
+
 /// Whether `object`'s status already says what `status` says of `fields` (a null: absent).
 fn reported_fields(object: &Value, status: &Map<String, Value>, fields: &[&str]) -> bool {
     fields.iter().all(|field| {
@@ -326,8 +378,8 @@ impl PlayedController {
     }
 }
 
-/// The Deployment controller played over the Deployments and DaemonSets of one namespace (or
-/// all); its readiness settings through [`PlayedController`].
+/// The Deployment controller played over the Deployments, DaemonSets and ReplicaSets of one
+/// namespace (or all); its readiness settings through [`PlayedController`].
 pub struct DeploymentController(PlayedController);
 
 impl std::ops::Deref for DeploymentController {
@@ -339,8 +391,9 @@ impl std::ops::Deref for DeploymentController {
 }
 
 impl DeploymentController {
-    /// Starts the controller on the current tokio runtime for the Deployments and DaemonSets of
-    /// `namespace` (`""`: every namespace), new pods taking `readiness` to become available.
+    /// Starts the controller on the current tokio runtime for the Deployments, DaemonSets and
+    /// ReplicaSets of `namespace` (`""`: every namespace), new pods taking `readiness` to
+    /// become available.
     pub fn spawn(
         server: Arc<KubeServer>,
         namespace: &str,
@@ -363,7 +416,7 @@ struct Played {
     owned: &'static [&'static str],
 }
 
-const PLAYED: [Played; 2] = [
+const PLAYED: [Played; 3] = [
     Played {
         kind: "Deployment",
         observe,
@@ -373,6 +426,11 @@ const PLAYED: [Played; 2] = [
         kind: "DaemonSet",
         observe: observe_daemon_set,
         owned: &OWNED_BY_DAEMON_SETS,
+    },
+    Played {
+        kind: "ReplicaSet",
+        observe: observe_replica_set,
+        owned: &OWNED_BY_REPLICA_SETS,
     },
 ];
 
@@ -537,6 +595,62 @@ mod tests {
             start + Duration::from_secs(3600),
         );
         assert_eq!(counts(&status), (2, 0, 2));
+    }
+
+    fn replica_set(generation: i64, replicas: Option<i64>, image: &str) -> Value {
+        let mut rs = json!({
+            "metadata": {"name": "app-abc", "generation": generation},
+            "spec": {"template": {"spec": {"containers": [{"image": image}]}}},
+        });
+        if let Some(replicas) = replicas {
+            rs["spec"]["replicas"] = json!(replicas);
+        }
+        rs
+    }
+
+    #[test]
+    fn a_replica_set_scales_up_after_the_delay_and_down_at_once() {
+        let start = Instant::now();
+        let delay = Readiness::After(Duration::from_secs(5));
+        let (pods, status) = observe_replica_set(None, &replica_set(1, Some(3), "a"), delay, start);
+        assert_eq!(status["replicas"], 3);
+        assert_eq!(status["fullyLabeledReplicas"], 3);
+        assert_eq!(status["availableReplicas"], Value::Null);
+        assert_eq!(status["readyReplicas"], Value::Null);
+        assert_eq!(status["observedGeneration"], 1);
+        let later = start + Duration::from_secs(5);
+        let (pods, status) =
+            observe_replica_set(Some(pods), &replica_set(1, Some(3), "a"), delay, later);
+        assert_eq!(status["availableReplicas"], 3);
+        assert_eq!(status["readyReplicas"], 3);
+        // A new template replaces no pod.
+        let (pods, status) =
+            observe_replica_set(Some(pods), &replica_set(2, Some(3), "b"), delay, later);
+        assert_eq!(status["availableReplicas"], 3);
+        assert_eq!(status["observedGeneration"], 2);
+        // Up: the new pods wait; down: at once; to zero: replicas stays, the rest goes.
+        let (pods, status) =
+            observe_replica_set(Some(pods), &replica_set(3, Some(5), "b"), delay, later);
+        assert_eq!(
+            (
+                status["replicas"].clone(),
+                status["availableReplicas"].clone()
+            ),
+            (json!(5), json!(3))
+        );
+        let (pods, status) =
+            observe_replica_set(Some(pods), &replica_set(4, Some(1), "b"), delay, later);
+        assert_eq!(status["availableReplicas"], 1);
+        let (_, status) =
+            observe_replica_set(Some(pods), &replica_set(5, Some(0), "b"), delay, later);
+        assert_eq!(status["replicas"], 0);
+        for field in ["fullyLabeledReplicas", "readyReplicas", "availableReplicas"] {
+            assert_eq!(status[field], Value::Null, "{field}");
+        }
+        // Without spec.replicas: one.
+        let (_, status) =
+            observe_replica_set(None, &replica_set(1, None, "a"), Readiness::Instant, start);
+        assert_eq!(status["availableReplicas"], 1);
     }
 
     fn daemon_set(generation: i64, node_selector: Value, image: &str) -> Value {

@@ -23,6 +23,8 @@
 //! - [`kube_server`]: a strict in-memory Kubernetes API server on port 0 for kubectl and kube-rs.
 //! - [`deployment_controller`]: the Deployment, DaemonSet and ReplicaSet controllers played on it
 //!   (3 nodes for DaemonSets), new pods available at once, after a delay or never.
+//! - [`job_controller`]: the Job controller played on it: each Job's command runs as a local
+//!   process (the image is ignored), its status written as the real controller's.
 //! - [`argo_cluster`]: Argo Rollouts' CRDs (`argoproj.io/v1alpha1`), written for the server.
 //! - [`traffic_audit`]: every state the server went through, checked for a Service or route
 //!   sending traffic to Deployments or DaemonSets with no available pod.
@@ -55,6 +57,7 @@ pub mod flags;
 pub mod graphite;
 pub mod http;
 pub mod istio;
+pub mod job_controller;
 pub mod knative_controller;
 pub mod kube_cluster;
 pub mod kube_server;
