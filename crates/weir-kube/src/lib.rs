@@ -15,6 +15,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod argo_analysis;
 pub mod basic_canary;
 pub mod controller;
 pub mod crd;

@@ -1,6 +1,7 @@
 //! weir-kube's integration tests, one module per file beside this one, built as one test binary
 //! (`cargo nextest run -p weir-kube --test integration compat::` runs one file's tests).
 
+mod argo_analysis;
 mod basic_canary;
 mod chart;
 mod compat;

@@ -1,0 +1,493 @@
+//! weir's Argo AnalysisRun controller (`weir_kube::argo_analysis::run`) against the in-memory API
+//! server: web metrics over real HTTP on loopback, job metrics run by the testkit's Job
+//! controller, `spec.terminate`, secret arguments, unsupported providers, and a controller stopped
+//! mid-run and started again.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use weir_testkit::argo_cluster::install_argo_crds;
+use weir_testkit::job_controller::JobController;
+use weir_testkit::kube_server::KubeServer;
+use weir_testkit::wait::{no_hang, wait_for_ok};
+
+const NAMESPACE: &str = "analysis";
+const RUNS: &str = "argoproj.io/v1alpha1";
+
+/// The API server with Argo's CRDs, and weir's analysis controller running on it.
+struct Cluster {
+    server: Arc<KubeServer>,
+    client: kube::Client,
+    controller: Option<JoinHandle<()>>,
+}
+
+impl Cluster {
+    async fn up() -> Cluster {
+        let server = Arc::new(KubeServer::start().await);
+        server
+            .create(
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+            )
+            .unwrap();
+        install_argo_crds(&server);
+        let client =
+            kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+        let mut cluster = Cluster {
+            server,
+            client,
+            controller: None,
+        };
+        cluster.start_controller();
+        cluster
+    }
+
+    fn start_controller(&mut self) {
+        self.controller = Some(tokio::spawn(weir_kube::argo_analysis::run(
+            self.client.clone(),
+            vec![NAMESPACE.to_string()],
+        )));
+    }
+
+    /// Stops the controller as a killed process would stop: its task (and every run's task
+    /// with it) is gone.
+    async fn stop_controller(&mut self) {
+        if let Some(controller) = self.controller.take() {
+            controller.abort();
+            let ended = controller.await;
+            assert!(ended.is_err_and(|error| error.is_cancelled()));
+        }
+    }
+
+    fn create_run(&self, name: &str, spec: Value) -> Value {
+        self.server
+            .create(json!({
+                "apiVersion": RUNS, "kind": "AnalysisRun",
+                "metadata": {"name": name, "namespace": NAMESPACE},
+                "spec": spec,
+            }))
+            .unwrap()
+    }
+
+    fn run(&self, name: &str) -> Value {
+        self.server
+            .get(RUNS, "AnalysisRun", NAMESPACE, name)
+            .unwrap_or(Value::Null)
+    }
+
+    /// The run's status once its phase is `phase`.
+    async fn status_when(&self, name: &str, phase: &str) -> Value {
+        wait_for_ok(&format!("AnalysisRun {name} to be {phase}"), || async {
+            let status = self.run(name)["status"].clone();
+            if status["phase"] == json!(phase) {
+                Ok(status)
+            } else {
+                Err(status.to_string())
+            }
+        })
+        .await
+    }
+
+    /// The run's status once `check` holds for it.
+    async fn status_until(&self, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        wait_for_ok(what, || async {
+            let status = self.run(name)["status"].clone();
+            if check(&status) {
+                Ok(status)
+            } else {
+                Err(status.to_string())
+            }
+        })
+        .await
+    }
+}
+
+/// An HTTP/1.1 server on `127.0.0.1:0` answering every request with `200` and the JSON body it
+/// is given, counting requests and keeping their paths.
+struct WebDouble {
+    addr: SocketAddr,
+    hits: Arc<AtomicUsize>,
+    paths: Arc<Mutex<Vec<String>>>,
+}
+
+impl WebDouble {
+    async fn start(body: Value) -> WebDouble {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let paths = Arc::new(Mutex::new(Vec::new()));
+        let body = body.to_string();
+        let (counted, seen) = (hits.clone(), paths.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (counted, seen, body) = (counted.clone(), seen.clone(), body.clone());
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    while !request.windows(4).any(|window| window == b"\r\n\r\n") {
+                        match stream.read(&mut buffer).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(read) => request.extend_from_slice(&buffer[..read]),
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&request).into_owned();
+                    let path = text.split(' ').nth(1).unwrap_or("").to_string();
+                    seen.lock().unwrap().push(path);
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                    let _ = stream.shutdown().await;
+                });
+            }
+        });
+        WebDouble { addr, hits, paths }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+fn job_metric(name: &str, script: &str) -> Value {
+    json!({"name": name, "provider": {"job": {
+        "metadata": {"labels": {"team": "checks"}},
+        "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "check", "image": "busybox", "command": ["sh", "-c", script]}]}}}
+    }}})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_web_metric_passing_three_times_ends_successful_with_three_measurements() {
+    no_hang(async {
+        let cluster = Cluster::up().await;
+        let web = WebDouble::start(json!({"data": {"ok": true, "value": 7}})).await;
+        cluster.create_run(
+            "passes",
+            json!({"metrics": [{
+                "name": "web", "interval": "1s", "count": 3, "successCondition": "result > 5",
+                "provider": {"web": {"url": web.url("/metrics"), "jsonPath": "{$.data.value}"}}
+            }]}),
+        );
+        let status = cluster.status_when("passes", "Successful").await;
+        let result = &status["metricResults"][0];
+        assert_eq!(result["name"], json!("web"));
+        assert_eq!(result["phase"], json!("Successful"));
+        assert_eq!(
+            (&result["count"], &result["successful"]),
+            (&json!(3), &json!(3))
+        );
+        let measurements = result["measurements"].as_array().unwrap();
+        assert_eq!(measurements.len(), 3);
+        for measurement in measurements {
+            assert_eq!(measurement["phase"], json!("Successful"));
+            assert_eq!(measurement["value"], json!("7"));
+            assert!(measurement["finishedAt"].is_string());
+        }
+        assert_eq!(status["runSummary"], json!({"count": 1, "successful": 1}));
+        assert!(status["startedAt"].is_string() && status["completedAt"].is_string());
+        assert!(status.get("message").is_none());
+        assert_eq!(web.hits(), 3);
+        assert_eq!(*web.paths.lock().unwrap(), vec!["/metrics"; 3]);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_web_metric_failing_with_failure_limit_0_fails_the_run_with_argos_message() {
+    no_hang(async {
+        let cluster = Cluster::up().await;
+        let web = WebDouble::start(json!({"ok": false})).await;
+        cluster.create_run(
+            "fails",
+            json!({"metrics": [{
+                "name": "web", "interval": "1s", "count": 3, "failureLimit": 0,
+                "successCondition": "result == true",
+                "provider": {"web": {"url": web.url("/"), "jsonPath": "{$.ok}"}}
+            }]}),
+        );
+        let status = cluster.status_when("fails", "Failed").await;
+        assert_eq!(
+            status["message"],
+            json!("Metric \"web\" assessed Failed due to failed (1) > failureLimit (0)")
+        );
+        let result = &status["metricResults"][0];
+        assert_eq!(
+            (&result["count"], &result["failed"]),
+            (&json!(1), &json!(1))
+        );
+        assert_eq!(result["measurements"][0]["value"], json!("false"));
+        assert_eq!(result["measurements"][0]["phase"], json!("Failed"));
+        assert_eq!(status["runSummary"], json!({"count": 1, "failed": 1}));
+        assert_eq!(web.hits(), 1);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_metric_whose_job_completes_is_successful() {
+    no_hang(async {
+        let cluster = Cluster::up().await;
+        let _jobs = JobController::spawn(cluster.server.clone(), NAMESPACE);
+        let run = cluster.create_run(
+            "job-ok",
+            json!({"metrics": [job_metric("check", "exit 0")]}),
+        );
+        let uid = run["metadata"]["uid"].as_str().unwrap().to_string();
+        let status = cluster.status_when("job-ok", "Successful").await;
+        let result = &status["metricResults"][0];
+        assert_eq!(
+            (&result["phase"], &result["count"], &result["successful"]),
+            (&json!("Successful"), &json!(1), &json!(1))
+        );
+        assert_eq!(result["measurements"][0]["phase"], json!("Successful"));
+        let name = format!("{uid}.check.1");
+        let job = cluster
+            .server
+            .get("batch/v1", "Job", NAMESPACE, &name)
+            .unwrap_or_else(|| panic!("Job {name} was not created"));
+        assert_eq!(
+            job["metadata"]["labels"],
+            json!({"team": "checks", "analysisrun.argoproj.io/uid": uid})
+        );
+        assert_eq!(
+            job["metadata"]["annotations"]["analysisrun.argoproj.io/name"],
+            json!("job-ok")
+        );
+        assert_eq!(
+            job["metadata"]["annotations"]["analysisrun.argoproj.io/metric-name"],
+            json!("check")
+        );
+        let owner = &job["metadata"]["ownerReferences"][0];
+        assert_eq!(
+            (
+                &owner["kind"],
+                &owner["name"],
+                &owner["uid"],
+                &owner["controller"]
+            ),
+            (
+                &json!("AnalysisRun"),
+                &json!("job-ok"),
+                &json!(uid),
+                &json!(true)
+            )
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_metric_whose_job_fails_fails_the_run() {
+    no_hang(async {
+        let cluster = Cluster::up().await;
+        let _jobs = JobController::spawn(cluster.server.clone(), NAMESPACE);
+        cluster.create_run(
+            "job-fails",
+            json!({"metrics": [job_metric("check", "exit 3")]}),
+        );
+        let status = cluster.status_when("job-fails", "Failed").await;
+        assert_eq!(
+            status["message"],
+            json!("Metric \"check\" assessed Failed due to failed (1) > failureLimit (0)")
+        );
+        let result = &status["metricResults"][0];
+        assert_eq!(
+            (&result["count"], &result["failed"]),
+            (&json!(1), &json!(1))
+        );
+        assert_eq!(result["measurements"][0]["phase"], json!("Failed"));
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn terminate_ends_a_run_successfully_and_deletes_the_job_in_flight() {
+    no_hang(async {
+        let cluster = Cluster::up().await;
+        let _jobs = JobController::spawn(cluster.server.clone(), NAMESPACE);
+        let web = WebDouble::start(json!(1)).await;
+        let run = cluster.create_run(
+            "ended",
+            json!({"metrics": [
+                {"name": "web", "interval": "1s", "successCondition": "result == 1",
+                    "provider": {"web": {"url": web.url("/")}}},
+                job_metric("slow", "sleep 60")
+            ]}),
+        );
+        let uid = run["metadata"]["uid"].as_str().unwrap().to_string();
+        let job = format!("{uid}.slow.1");
+        cluster
+            .status_until(
+                "ended",
+                "a web measurement and the Job in flight",
+                |status| {
+                    status["metricResults"][0]["count"].as_i64() >= Some(1)
+                        && status["metricResults"][1]["measurements"][0]["phase"]
+                            == json!("Running")
+                },
+            )
+            .await;
+        assert!(
+            cluster
+                .server
+                .get("batch/v1", "Job", NAMESPACE, &job)
+                .is_some()
+        );
+        cluster
+            .server
+            .merge_patch(
+                RUNS,
+                "AnalysisRun",
+                NAMESPACE,
+                "ended",
+                &json!({"spec": {"terminate": true}}),
+                false,
+            )
+            .unwrap();
+        let status = cluster.status_when("ended", "Successful").await;
+        assert_eq!(status["message"], json!("Run Terminated"));
+        let slow = &status["metricResults"][1];
+        assert_eq!(slow["phase"], json!("Successful"));
+        assert_eq!(
+            slow["measurements"][0]["message"],
+            json!("Metric Terminated")
+        );
+        wait_for_ok("the Job in flight to be deleted", || async {
+            match cluster.server.get("batch/v1", "Job", NAMESPACE, &job) {
+                None => Ok(()),
+                Some(job) => Err(job["metadata"].to_string()),
+            }
+        })
+        .await;
+        // Nothing is measured after the run ended.
+        let hits = web.hits();
+        let count = status["metricResults"][0]["count"].clone();
+        tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+        assert_eq!(web.hits(), hits);
+        assert_eq!(
+            cluster.run("ended")["status"]["metricResults"][0]["count"],
+            count
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_controller_neither_loses_nor_repeats_measurements() {
+    no_hang(async {
+        let mut cluster = Cluster::up().await;
+        let web = WebDouble::start(json!({"value": 9})).await;
+        cluster.create_run(
+            "restarted",
+            json!({"metrics": [{
+                "name": "web", "interval": "3s", "count": 3, "successCondition": "result > 5",
+                "provider": {"web": {"url": web.url("/"), "jsonPath": "{$.value}"}}
+            }]}),
+        );
+        cluster
+            .status_until("restarted", "the first measurement", |status| {
+                status["metricResults"][0]["count"] == json!(1)
+            })
+            .await;
+        cluster.stop_controller().await;
+        let recorded = cluster.run("restarted")["status"]["metricResults"][0]["count"].clone();
+        assert_eq!(recorded, json!(1));
+        assert_eq!(web.hits(), 1);
+        cluster.start_controller();
+        let status = cluster.status_when("restarted", "Successful").await;
+        let result = &status["metricResults"][0];
+        assert_eq!(
+            (&result["count"], &result["successful"]),
+            (&json!(3), &json!(3))
+        );
+        assert_eq!(result["measurements"].as_array().unwrap().len(), 3);
+        assert_eq!(web.hits(), 3);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secret_argument_is_used_and_never_shown() {
+    no_hang(async {
+        let cluster = Cluster::up().await;
+        cluster
+            .server
+            .create(json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "api", "namespace": NAMESPACE},
+                // "s3cret-token"
+                "data": {"token": "czNjcmV0LXRva2Vu"}}))
+            .unwrap();
+        let web = WebDouble::start(json!(true)).await;
+        // A port nothing listens on: the error message names the URL, with the secret in it.
+        let closed = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let secret_arg = json!({"name": "token", "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}}});
+        cluster.create_run(
+            "used",
+            json!({"args": [secret_arg.clone()], "metrics": [{"name": "web",
+                "provider": {"web": {"url": web.url("/check/{{args.token}}")}}}]}),
+        );
+        cluster.status_when("used", "Successful").await;
+        assert_eq!(*web.paths.lock().unwrap(), vec!["/check/s3cret-token"]);
+
+        cluster.create_run(
+            "refused",
+            json!({"args": [secret_arg], "metrics": [{"name": "web", "consecutiveErrorLimit": 0,
+                "provider": {"web": {"url": format!("http://{closed}/check/{{{{args.token}}}}")}}}]}),
+        );
+        let status = cluster.status_when("refused", "Error").await;
+        let text = status.to_string();
+        assert!(!text.contains("s3cret"), "{text}");
+        let message = status["metricResults"][0]["measurements"][0]["message"]
+            .as_str()
+            .unwrap();
+        assert!(
+            message.contains(&format!("http://{closed}/check/*****")),
+            "{message}"
+        );
+        assert!(
+            status["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("Metric \"web\" assessed Error due to consecutiveErrors (1) > consecutiveErrorLimit (0)"),
+            "{status}"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_metric_of_another_provider_is_an_error_naming_it() {
+    no_hang(async {
+        let cluster = Cluster::up().await;
+        cluster.create_run(
+            "datadog",
+            json!({"metrics": [{"name": "dd", "consecutiveErrorLimit": 0,
+                "provider": {"datadog": {"query": "avg:errors{*}"}}}]}),
+        );
+        let status = cluster.status_when("datadog", "Error").await;
+        assert_eq!(
+            status["message"],
+            json!("Metric \"dd\" assessed Error due to consecutiveErrors (1) > consecutiveErrorLimit (0): \"Error Message: metric provider datadog is not supported: weir's Argo analysis runs web, prometheus and job metrics\"")
+        );
+    })
+    .await;
+}
