@@ -13,13 +13,15 @@
 //! with a warning naming its path; what would change the run (analysis, experiments, header and
 //! mirror routes, canary scaling, blue-green) refuses the conversion, naming the field.
 //!
-//! Nothing here runs an Argo object: `weir operator` does not act on them yet.
+//! [`sync`] is one reconcile of a Rollout as a pure function: what `weir operator` does with its
+//! ReplicaSets, Services and AnalysisRuns, and the status it writes in Argo's shape.
 
 pub mod analysis;
 mod convert;
 pub mod expr;
 pub mod printer;
 pub mod replicas;
+pub mod sync;
 pub mod types;
 mod validate;
 

@@ -1,0 +1,504 @@
+#![allow(clippy::expect_used, clippy::panic)]
+
+use jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+
+use super::super::analysis::Phase;
+use super::super::types::Rollout;
+use super::*;
+
+/// A cluster in miniature: the Rollout, its ReplicaSets (pods available at once) and runs, and
+/// a clock the test moves.
+struct Sim {
+    rollout: Value,
+    generation: i64,
+    status: Status,
+    replica_sets: Vec<ReplicaSetView>,
+    runs: Vec<RunView>,
+    services: Vec<(String, String)>,
+    events: Vec<String>,
+    now: Timestamp,
+}
+
+impl Sim {
+    fn new(rollout: Value) -> Sim {
+        Sim {
+            rollout,
+            generation: 1,
+            status: Status::default(),
+            replica_sets: Vec::new(),
+            runs: Vec::new(),
+            services: Vec::new(),
+            events: Vec::new(),
+            now: "2026-11-28T10:00:00Z".parse().expect("a time"),
+        }
+    }
+
+    fn typed(&self) -> Rollout {
+        serde_json::from_value(self.rollout.clone()).expect("a Rollout")
+    }
+
+    /// One reconcile, its actions carried out.
+    fn pass(&mut self) -> Sync {
+        let rollout = self.typed();
+        let template = self.rollout["spec"]["template"].clone();
+        let observed = Observed {
+            rollout: &rollout,
+            generation: self.generation,
+            status: self.status.clone(),
+            template: &template,
+            replica_sets: &self.replica_sets,
+            runs: &self.runs,
+            now: self.now,
+        };
+        assert_eq!(unsupported(&rollout), None);
+        let sync = reconcile(&observed);
+        for action in &sync.actions {
+            match action {
+                Action::CreateReplicaSet {
+                    name,
+                    hash,
+                    revision,
+                } => self.replica_sets.push(ReplicaSetView {
+                    name: name.clone(),
+                    hash: hash.clone(),
+                    revision: *revision,
+                    replicas: 0,
+                    status_replicas: 0,
+                    ready: 0,
+                    available: 0,
+                    scale_down_deadline: None,
+                }),
+                Action::ScaleReplicaSet { name, to, .. } => {
+                    let rs = self
+                        .replica_sets
+                        .iter_mut()
+                        .find(|rs| &rs.name == name)
+                        .expect("a ReplicaSet");
+                    rs.replicas = *to;
+                    rs.status_replicas = *to;
+                    rs.ready = *to;
+                    rs.available = *to;
+                }
+                Action::ScaleDownDeadline { name, deadline } => {
+                    let rs = self
+                        .replica_sets
+                        .iter_mut()
+                        .find(|rs| &rs.name == name)
+                        .expect("a ReplicaSet");
+                    rs.scale_down_deadline = *deadline;
+                }
+                Action::CreateRun { name, .. } => self.runs.push(RunView {
+                    name: name.clone(),
+                    phase: Some(Phase::Running),
+                    message: String::new(),
+                    terminating: false,
+                }),
+                Action::TerminateRun { name } => {
+                    let run = self
+                        .runs
+                        .iter_mut()
+                        .find(|run| &run.name == name)
+                        .expect("a run");
+                    run.terminating = true;
+                }
+                Action::PointService { service, hash } => {
+                    self.services.retain(|(name, _)| name != service);
+                    self.services.push((service.clone(), hash.clone()));
+                }
+            }
+        }
+        self.events.extend(
+            sync.events
+                .iter()
+                .map(|event| format!("{}: {}", event.reason, event.message)),
+        );
+        self.status = sync.status.clone();
+        sync
+    }
+
+    /// Reconciles until nothing more happens by itself (no action), at most 50 times.
+    fn settle(&mut self) {
+        for _ in 0..50 {
+            let before = self.status.clone();
+            let sync = self.pass();
+            if sync
+                .actions
+                .iter()
+                .all(|action| matches!(action, Action::PointService { .. }))
+                && before == self.status
+            {
+                return;
+            }
+        }
+        panic!("the rollout did not settle: {:?}", self.status);
+    }
+
+    fn set_image(&mut self, image: &str) {
+        self.rollout["spec"]["template"]["spec"]["containers"][0]["image"] = json!(image);
+        self.generation += 1;
+    }
+
+    fn counts(&self) -> Vec<(i64, i64)> {
+        let mut by_revision: Vec<&ReplicaSetView> = self.replica_sets.iter().collect();
+        by_revision.sort_by_key(|rs| rs.revision);
+        by_revision
+            .iter()
+            .map(|rs| (rs.revision, rs.replicas))
+            .collect()
+    }
+
+    fn replicas_of(&self, revision: i64) -> i64 {
+        self.replica_sets
+            .iter()
+            .find(|rs| rs.revision == revision)
+            .map_or(0, |rs| rs.replicas)
+    }
+
+    fn promote(&mut self) {
+        self.status.pause_conditions.clear();
+    }
+
+    fn wait(&mut self, seconds: i64) {
+        self.now = self
+            .now
+            .checked_add(SignedDuration::from_secs(seconds))
+            .expect("a time");
+    }
+
+    fn set_run_phase(&mut self, phase: Phase, message: &str) {
+        let run = self
+            .runs
+            .iter_mut()
+            .rev()
+            .find(|run| !run.terminating)
+            .expect("a running run");
+        run.phase = Some(phase);
+        run.message = message.into();
+    }
+}
+
+fn canary(replicas: i64, steps: Value) -> Value {
+    json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Rollout",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "web:1"}]}
+            },
+            "strategy": {"canary": {"steps": steps}}
+        }
+    })
+}
+
+fn blue_green(replicas: i64, strategy: Value) -> Value {
+    json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Rollout",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "web:1"}]}
+            },
+            "strategy": {"blueGreen": strategy}
+        }
+    })
+}
+
+#[test]
+fn the_first_deploy_is_stable_at_once() {
+    let mut sim = Sim::new(canary(4, json!([{"setWeight": 50}, {"pause": {}}])));
+    sim.settle();
+    assert_eq!(sim.counts(), vec![(1, 4)]);
+    assert_eq!(sim.status.phase, "Healthy");
+    assert_eq!(sim.status.stable_rs, sim.status.current_pod_hash);
+    assert_eq!(sim.status.current_step_index, Some(2));
+    assert_eq!(sim.status.available_replicas, 4);
+    assert!(
+        sim.events
+            .iter()
+            .any(|event| event.contains("RolloutCompleted") && event.contains("Initial deploy")),
+        "{:?}",
+        sim.events
+    );
+}
+
+#[test]
+fn a_canary_walks_its_steps_by_replica_counts_and_waits_for_promote() {
+    let steps = json!([
+        {"setWeight": 20}, {"pause": {}},
+        {"setWeight": 50}, {"pause": {"duration": "10s"}},
+        {"setWeight": 80}
+    ]);
+    let mut sim = Sim::new(canary(5, steps));
+    sim.settle();
+    sim.set_image("web:2");
+    sim.settle();
+    // setWeight 20 of 5 replicas: one canary pod, four stable; then the indefinite pause.
+    assert_eq!((sim.replicas_of(2), sim.replicas_of(1)), (1, 4));
+    assert_eq!(sim.status.current_step_index, Some(1));
+    assert_eq!(sim.status.phase, "Paused");
+    assert_eq!(sim.status.message, "CanaryPauseStep");
+    assert!(sim.status.controller_pause);
+    sim.settle();
+    assert_eq!(sim.status.current_step_index, Some(1), "waits for promote");
+    sim.promote();
+    sim.settle();
+    // setWeight 50 of 5 with the default maxSurge (25%: 2 pods): three and three, the split
+    // nearest 50% within 5 + 1 pods (Argo's rounding), then the timed pause.
+    assert_eq!((sim.replicas_of(2), sim.replicas_of(1)), (3, 3));
+    assert_eq!(sim.status.current_step_index, Some(3));
+    sim.wait(9);
+    sim.settle();
+    assert_eq!(
+        sim.status.current_step_index,
+        Some(3),
+        "the pause lasts 10s"
+    );
+    sim.wait(2);
+    sim.settle();
+    assert_eq!(sim.status.current_step_index, Some(5));
+    assert_eq!(sim.counts(), vec![(1, 0), (2, 5)]);
+    assert_eq!(sim.status.phase, "Healthy");
+    assert_eq!(sim.status.stable_rs, sim.status.current_pod_hash);
+    assert!(
+        sim.events.iter().any(
+            |event| event == "RolloutStepCompleted: Rollout step 1/5 completed (setWeight: 20)"
+        ),
+        "{:?}",
+        sim.events
+    );
+    assert!(
+        sim.events
+            .iter()
+            .any(|event| event.contains("Completed all 5 canary steps")),
+        "{:?}",
+        sim.events
+    );
+}
+
+#[test]
+fn abort_returns_to_stable_and_retry_starts_again() {
+    let mut sim = Sim::new(canary(4, json!([{"setWeight": 50}, {"pause": {}}])));
+    sim.settle();
+    sim.set_image("web:2");
+    sim.settle();
+    assert_eq!((sim.replicas_of(2), sim.replicas_of(1)), (2, 2));
+    sim.status.abort = true;
+    sim.settle();
+    assert_eq!((sim.replicas_of(2), sim.replicas_of(1)), (0, 4));
+    assert_eq!(sim.status.phase, "Degraded");
+    assert!(
+        sim.status
+            .message
+            .starts_with("RolloutAborted: Rollout aborted update to revision 2"),
+        "{}",
+        sim.status.message
+    );
+    assert_eq!(sim.status.current_step_index, Some(0));
+    sim.status.abort = false;
+    sim.settle();
+    assert_eq!((sim.replicas_of(2), sim.replicas_of(1)), (2, 2));
+    assert_eq!(sim.status.phase, "Paused");
+    assert_eq!(sim.status.current_step_index, Some(1));
+}
+
+#[test]
+fn promote_full_skips_the_remaining_steps() {
+    let mut sim = Sim::new(canary(
+        4,
+        json!([{"setWeight": 25}, {"pause": {}}, {"setWeight": 75}]),
+    ));
+    sim.settle();
+    sim.set_image("web:2");
+    sim.settle();
+    assert_eq!(sim.status.current_step_index, Some(1));
+    sim.status.promote_full = true;
+    sim.settle();
+    assert_eq!(sim.counts(), vec![(1, 0), (2, 4)]);
+    assert_eq!(sim.status.phase, "Healthy");
+    assert!(!sim.status.promote_full);
+    assert_eq!(sim.status.current_step_index, Some(3));
+}
+
+#[test]
+fn an_analysis_step_passes_or_aborts() {
+    let steps = json!([
+        {"setWeight": 50},
+        {"analysis": {"templates": [{"templateName": "success-rate"}]}},
+        {"setWeight": 100}
+    ]);
+    let mut sim = Sim::new(canary(2, steps.clone()));
+    sim.settle();
+    sim.set_image("web:2");
+    sim.settle();
+    assert_eq!(sim.runs.len(), 1);
+    let run = sim.runs[0].name.clone();
+    assert!(run.starts_with("web-") && run.ends_with("-2-1"), "{run}");
+    assert_eq!(sim.status.current_step_index, Some(1));
+    sim.set_run_phase(Phase::Successful, "");
+    sim.settle();
+    assert_eq!(sim.status.phase, "Healthy");
+    assert_eq!(sim.counts(), vec![(1, 0), (2, 2)]);
+
+    sim.set_image("web:3");
+    sim.settle();
+    sim.set_run_phase(
+        Phase::Failed,
+        "Metric \"rate\" assessed Failed due to failed (1) > failureLimit (0)",
+    );
+    sim.settle();
+    assert_eq!(sim.status.phase, "Degraded");
+    assert!(
+        sim.status
+            .message
+            .contains("Step-based analysis phase failed: Metric \"rate\" assessed Failed"),
+        "{}",
+        sim.status.message
+    );
+    assert_eq!((sim.replicas_of(3), sim.replicas_of(2)), (0, 2));
+    // A retry makes a new run (the failed one keeps its name).
+    sim.status.abort = false;
+    sim.settle();
+    let names: Vec<&str> = sim.runs.iter().map(|run| run.name.as_str()).collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(names[2].ends_with("-3-1.1"), "{names:?}");
+}
+
+#[test]
+fn blue_green_switches_after_pre_promotion_analysis_and_keeps_the_old_set_for_its_delay() {
+    let strategy = json!({
+        "activeService": "web-active",
+        "previewService": "web-preview",
+        "prePromotionAnalysis": {"templates": [{"templateName": "smoke"}]},
+        "scaleDownDelaySeconds": 30
+    });
+    let mut sim = Sim::new(blue_green(3, strategy));
+    sim.settle();
+    let first = sim.status.current_pod_hash.clone();
+    assert_eq!(sim.status.phase, "Healthy");
+    assert!(sim.services.contains(&("web-active".into(), first.clone())));
+    sim.set_image("web:2");
+    sim.settle();
+    let second = sim.status.current_pod_hash.clone();
+    assert!(
+        sim.services
+            .contains(&("web-preview".into(), second.clone()))
+    );
+    assert!(sim.services.contains(&("web-active".into(), first.clone())));
+    assert_eq!(sim.counts(), vec![(1, 3), (2, 3)]);
+    assert_eq!(sim.status.phase, "Progressing");
+    assert_eq!(sim.status.message, "active service cutover pending");
+    assert!(sim.runs[0].name.ends_with("-2-pre"), "{:?}", sim.runs);
+    sim.set_run_phase(Phase::Successful, "");
+    sim.settle();
+    assert!(
+        sim.services
+            .contains(&("web-active".into(), second.clone()))
+    );
+    assert_eq!(sim.status.stable_rs, second);
+    assert_eq!(sim.status.phase, "Healthy");
+    assert_eq!(sim.replicas_of(1), 3, "kept for scaleDownDelaySeconds");
+    sim.wait(31);
+    sim.settle();
+    assert_eq!(sim.counts(), vec![(1, 0), (2, 3)]);
+}
+
+#[test]
+fn blue_green_with_a_failing_pre_promotion_analysis_stays_on_the_old_version() {
+    let strategy = json!({
+        "activeService": "web-active",
+        "prePromotionAnalysis": {"templates": [{"templateName": "smoke"}]},
+        "abortScaleDownDelaySeconds": 0
+    });
+    let mut sim = Sim::new(blue_green(2, strategy));
+    sim.settle();
+    let first = sim.status.current_pod_hash.clone();
+    sim.set_image("web:2");
+    sim.settle();
+    sim.set_run_phase(Phase::Failed, "smoke failed");
+    sim.settle();
+    assert!(sim.services.contains(&("web-active".into(), first.clone())));
+    assert_eq!(sim.status.stable_rs, first);
+    assert_eq!(sim.status.phase, "Degraded");
+    assert!(
+        sim.status
+            .message
+            .contains("PrePromotion analysis phase failed: smoke failed"),
+        "{}",
+        sim.status.message
+    );
+}
+
+#[test]
+fn blue_green_without_auto_promotion_waits_for_promote() {
+    let strategy = json!({"activeService": "a", "autoPromotionEnabled": false});
+    let mut sim = Sim::new(blue_green(2, strategy));
+    sim.settle();
+    sim.set_image("web:2");
+    sim.settle();
+    assert_eq!(sim.status.phase, "Paused");
+    assert_eq!(sim.status.message, "BlueGreenPause");
+    sim.promote();
+    sim.settle();
+    assert_eq!(sim.status.phase, "Healthy");
+    assert_eq!(
+        sim.status.blue_green.active_selector,
+        sim.status.current_pod_hash
+    );
+}
+
+#[test]
+fn a_user_pause_holds_every_replica_set() {
+    let mut sim = Sim::new(canary(4, json!([{"setWeight": 50}])));
+    sim.settle();
+    sim.rollout["spec"]["paused"] = json!(true);
+    sim.set_image("web:2");
+    sim.settle();
+    assert_eq!(sim.counts(), vec![(1, 4), (2, 0)]);
+    assert_eq!(sim.status.phase, "Paused");
+    assert_eq!(sim.status.message, "manually paused");
+}
+
+#[test]
+fn what_does_not_run_is_named() {
+    let mut rollout = canary(1, json!([{"setCanaryScale": {"replicas": 1}}]));
+    let typed: Rollout = serde_json::from_value(rollout.clone()).expect("a Rollout");
+    assert_eq!(
+        unsupported(&typed).as_deref(),
+        Some(
+            "spec.strategy.canary.steps[0].setCanaryScale: not run by weir's operator yet (it \
+             runs setWeight, pause and analysis steps)"
+        )
+    );
+    rollout["spec"]["strategy"]["canary"]["trafficRouting"] = json!({"istio": {}});
+    let typed: Rollout = serde_json::from_value(rollout).expect("a Rollout");
+    assert!(
+        unsupported(&typed)
+            .is_some_and(|reason| reason.starts_with("spec.strategy.canary.trafficRouting")),
+    );
+}
+
+#[test]
+fn the_pod_template_hash_ignores_key_order_and_uses_the_safe_alphabet() {
+    let one = json!({"a": 1, "b": {"c": [1, 2]}});
+    let two: Value = serde_json::from_str(r#"{"b": {"c": [1, 2]}, "a": 1}"#).expect("json");
+    assert_eq!(pod_template_hash(&one, None), pod_template_hash(&two, None));
+    assert_ne!(
+        pod_template_hash(&one, None),
+        pod_template_hash(&one, Some(1))
+    );
+    let hash = pod_template_hash(&one, None);
+    assert!(
+        hash.chars()
+            .all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)),
+        "{hash}"
+    );
+}
