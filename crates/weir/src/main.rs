@@ -169,6 +169,26 @@ enum Command {
     /// Exit status: 0 after Ctrl-C or SIGTERM, 1 when the cluster cannot be reached or this
     /// replica lost the leader lease (its pod restarts as a follower).
     Operator(Box<cmd_operator::OperatorArgs>),
+    /// Act on Argo Rollouts in the cluster as `kubectl argo rollouts` does: promote, abort,
+    /// retry, restart, undo, pause, resume; get and list them.
+    ///
+    /// Each verb reads the `argoproj.io/v1alpha1` Rollout and sends the plugin's patch (status
+    /// fields to the `status` subresource), then the Argo controller does the work: `promote`
+    /// clears pause conditions (or skips the step), `--full` sets status.promoteFull, `abort`
+    /// sets status.abort, `retry` clears it, `restart` sets spec.restartAt, `undo` puts back an
+    /// earlier ReplicaSet's pod template, `pause`/`resume` set spec.paused. `get rollout` and
+    /// `list rollouts` print what the cluster holds exactly as the plugin does. `weir argo VERB
+    /// --help` shows each patch. The cluster is the kubeconfig's (KUBECONFIG or
+    /// ~/.kube/config; --kubeconfig, --context), the namespace -n, else the context's, else
+    /// `default`.
+    ///
+    /// Example: weir argo promote web -n shop
+    ///
+    /// Example: weir argo get rollout web -n shop
+    ///
+    /// Exit status: 0 when done, 1 when the Rollout does not exist, 2 when the cluster cannot be
+    /// reached or refused a patch.
+    Argo(Box<cmd_argo::ArgoArgs>),
     /// Create or update the rollouts of a file on the server (weir Rollouts or Flagger Canaries).
     ///
     /// Exit status: 0 when every document was accepted, 1 when any was refused (each error is
@@ -251,6 +271,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => cmd_demo::demo(&args),
         Command::Serve(args) => cmd_serve::serve(&args),
         Command::Operator(args) => cmd_operator::operator(&args),
+        Command::Argo(args) => cmd_argo::argo(&args),
         Command::Apply(args) => cmd_client::apply(&args),
         Command::Get(args) => cmd_client::get(&args),
         Command::Status(args) => cmd_client::status(&args),
