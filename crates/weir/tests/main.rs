@@ -2,6 +2,7 @@
 //! (`cargo nextest run -p weir --test integration`; one file's tests: `-E 'test(/^cli::/)'`).
 //! One binary links the dependency tree once; a binary per file linked it 45 times.
 
+mod argo_verbs;
 mod auth;
 mod bench;
 mod cli;
