@@ -163,7 +163,12 @@ pub(crate) enum Done {
         started_at: Timestamp,
     },
     /// A Job was created (or found, after a restart): the measurement is in flight.
-    Started { metric: String, at: Timestamp },
+    Started {
+        metric: String,
+        at: Timestamp,
+        /// The Job's name.
+        job: String,
+    },
     /// The Job in flight has not finished yet.
     StillRunning { metric: String },
 }
@@ -503,8 +508,14 @@ fn unsupported(provider: &Map<String, Value>) -> Outcome {
 
 /// Records what a measurement task found.
 async fn apply(context: &RunContext, state: &mut AnalysisRunState, done: Done) {
-    if state.completed() {
-        return;
+    if state.completed() || state.terminating() {
+        // A Job created while the run ended (or began to) measures nothing any longer.
+        if let Done::Started { job, .. } = &done {
+            job::delete(context, job).await;
+        }
+        if state.completed() {
+            return;
+        }
     }
     let now = Timestamp::now();
     let before = jobs_in_flight(state, context);
@@ -514,9 +525,9 @@ async fn apply(context: &RunContext, state: &mut AnalysisRunState, done: Done) {
             outcome,
             started_at,
         } => state.record(&metric, outcome, started_at, now).map(|_| ()),
-        Done::Started { metric, at } => {
+        Done::Started { metric, at, .. } => {
             // A Job found again after a restart is already in flight in the restored status.
-            if state.in_flight().iter().any(|(name, _)| *name == metric) {
+            if state.terminating() || state.in_flight().iter().any(|(name, _)| *name == metric) {
                 Ok(())
             } else {
                 state.start(&metric, at)

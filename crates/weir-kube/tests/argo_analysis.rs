@@ -491,3 +491,35 @@ async fn a_metric_of_another_provider_is_an_error_naming_it() {
     })
     .await;
 }
+
+/// The Prometheus API's answer to an instant query, played by the double: a vector is an array
+/// of numbers to the conditions, and the query is sent encoded.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_prometheus_vector_is_an_array_of_numbers() {
+    no_hang(async {
+        let cluster = Cluster::up().await;
+        let prometheus = WebDouble::start(json!({"status": "success", "data": {
+            "resultType": "vector",
+            "result": [{"metric": {"service": "web"}, "value": [1_700_000_000.0, "0.97"]}]
+        }}))
+        .await;
+        cluster.create_run(
+            "prom",
+            json!({"args": [{"name": "service", "value": "web"}], "metrics": [{
+                "name": "success-rate", "successCondition": "len(result) == 1 && result[0] >= 0.95",
+                "provider": {"prometheus": {"address": prometheus.url(""),
+                    "query": "sum(rate(ok{service=\"{{args.service}}\"}[5m]))"}}
+            }]}),
+        );
+        let status = cluster.status_when("prom", "Successful").await;
+        assert_eq!(
+            status["metricResults"][0]["measurements"][0]["value"],
+            json!("[0.97]")
+        );
+        assert_eq!(
+            *prometheus.paths.lock().unwrap(),
+            vec!["/api/v1/query?query=sum%28rate%28ok%7Bservice%3D%22web%22%7D%5B5m%5D%29%29"]
+        );
+    })
+    .await;
+}

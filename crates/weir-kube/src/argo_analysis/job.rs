@@ -94,6 +94,7 @@ pub(super) async fn start(context: &RunContext, metric: &str, job: &Value, taken
         None => Done::Started {
             metric: metric.to_string(),
             at: started_at,
+            job: job_name(&context.uid, metric, taken),
         },
         Some(message) => Done::Measured {
             metric: metric.to_string(),
