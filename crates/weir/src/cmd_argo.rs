@@ -32,8 +32,8 @@ pub struct ArgoGetArgs {
     /// rollout NAME` (or `get experiment NAME` when no Rollout has that name), else `list
     /// rollouts`. The objects must carry their `status` (Rollouts, and the ReplicaSets, Pods,
     /// Experiments and AnalysisRuns they own), as `kubectl get ... -o yaml` prints them: nothing
-    /// is asked of a cluster or a weir server, and weir's operator does not run Argo Rollouts
-    /// yet. --output and the server flags are not used.
+    /// is asked of a cluster or a weir server (`weir argo get rollout NAME` reads them from the
+    /// kubeconfig's cluster). --output and the server flags are not used.
     #[arg(long, value_name = "FILE")]
     pub argo: Vec<PathBuf>,
     /// With --argo: no ANSI colours (`kubectl argo rollouts ... --no-color`). Colours are also

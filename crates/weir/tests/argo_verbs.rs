@@ -576,3 +576,56 @@ fn get_rollout_prints_the_tree_from_the_cluster() {
     assert_eq!(text(&empty.stdout), "");
     assert_eq!(text(&empty.stderr), "No resources found.\n");
 }
+
+#[test]
+fn kubeconfig_and_context_flags_pick_the_cluster() {
+    let argo = Argo::new();
+    argo.create(canary(false, paused_at_pause_step()));
+    let home = TempDb::new();
+    // No KUBECONFIG and an empty home: only the flags say where the cluster is.
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_weir"))
+            .arg("argo")
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .env("HOME", home.dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let kubeconfig = argo.kubeconfig.display().to_string();
+    let listed = run(&[
+        "--kubeconfig",
+        &kubeconfig,
+        "--context",
+        "weir-test",
+        "list",
+        "rollouts",
+        "-n",
+        NAMESPACE,
+    ]);
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    assert!(
+        text(&listed.stdout)
+            .lines()
+            .nth(1)
+            .unwrap_or("")
+            .starts_with("web ")
+    );
+
+    let unknown = run(&[
+        "--kubeconfig",
+        &kubeconfig,
+        "--context",
+        "nope",
+        "pause",
+        "web",
+    ]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        text(&unknown.stderr).contains("\"nope\""),
+        "{}",
+        text(&unknown.stderr)
+    );
+    assert_eq!(argo.server.writes("rollouts.argoproj.io"), 0);
+}

@@ -103,7 +103,13 @@ impl Cluster {
                     .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
                 kube::Config::from_custom_kubeconfig(kubeconfig, &options)
                     .await
-                    .with_context(|| format!("cannot use kubeconfig {}", path.display()))?
+                    .with_context(|| match &args.context {
+                        Some(context) => format!(
+                            "cannot use context {context:?} of kubeconfig {}",
+                            path.display()
+                        ),
+                        None => format!("cannot use kubeconfig {}", path.display()),
+                    })?
             }
             (None, Some(context)) => kube::Config::from_kubeconfig(&options)
                 .await
