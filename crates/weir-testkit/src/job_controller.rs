@@ -205,9 +205,10 @@ async fn run_job(server: Arc<KubeServer>, job: Value, logs: Logs) {
     let line = command_line(&container);
     let Some((program, arguments)) = line.split_first() else {
         let message = format!(
-            "container \"{}\" has no command: the testkit's Job stand-in runs the first \
-             container's command and args as a local process and cannot run an image's \
-             entrypoint; give the container a command",
+            "the testkit's Job stand-in needs a command: it runs the first container's \
+             command and args as a local process and cannot run the entrypoint of image \
+             \"{}\"; container \"{}\" has no command",
+            text(&container, "/image"),
             text(&container, "/name")
         );
         write(json!({
