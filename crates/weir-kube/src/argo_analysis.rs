@@ -524,7 +524,10 @@ async fn apply(context: &RunContext, state: &mut AnalysisRunState, done: Done) {
             metric,
             outcome,
             started_at,
-        } => state.record(&metric, outcome, started_at, now).map(|_| ()),
+        } => {
+            let outcome = redact_value(outcome, &state.spec.secrets);
+            state.record(&metric, outcome, started_at, now).map(|_| ())
+        }
         Done::Started { metric, at, .. } => {
             // A Job found again after a restart is already in flight in the restored status.
             if state.terminating() || state.in_flight().iter().any(|(name, _)| *name == metric) {
@@ -543,6 +546,21 @@ async fn apply(context: &RunContext, state: &mut AnalysisRunState, done: Done) {
         );
     }
     delete_terminated_jobs(context, state, before).await;
+}
+
+/// A measured value with the secret arguments' values struck out (`*****`), as the state
+/// machine strikes them out of messages: an endpoint that echoes a token back must not put it
+/// in the status.
+fn redact_value(outcome: Outcome, secrets: &[String]) -> Outcome {
+    match outcome {
+        Outcome::Value { result, mut shown } => {
+            for secret in secrets.iter().filter(|secret| !secret.is_empty()) {
+                shown = shown.replace(secret.as_str(), "*****");
+            }
+            Outcome::Value { result, shown }
+        }
+        other => other,
+    }
 }
 
 /// The Jobs of the measurements in flight, by metric.
@@ -671,6 +689,16 @@ mod tests {
             json!({"message": null, "metricResults": [{"count": 2}], "startedAt": "t"})
         );
         assert_eq!(merge_diff(&Value::Null, &new), new);
+    }
+
+    #[test]
+    fn a_secret_echoed_in_a_value_is_struck_out() {
+        let outcome = Outcome::json(&json!({"token": "s3cret"}));
+        let Outcome::Value { shown, .. } = redact_value(outcome, &["s3cret".into(), String::new()])
+        else {
+            panic!("not a value");
+        };
+        assert_eq!(shown, r#"{"token":"*****"}"#);
     }
 
     #[test]

@@ -523,3 +523,52 @@ async fn a_prometheus_vector_is_an_array_of_numbers() {
     })
     .await;
 }
+
+/// A Job in flight when the controller stops is found again by its name when it starts: no
+/// second Job, and its end is recorded once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_in_flight_is_found_again_after_a_restart() {
+    no_hang(async {
+        let mut cluster = Cluster::up().await;
+        let _jobs = JobController::spawn(cluster.server.clone(), NAMESPACE);
+        let release = std::env::temp_dir().join(format!(
+            "weir-argo-analysis-release-{}-{}",
+            std::process::id(),
+            cluster.server.addr().port()
+        ));
+        let _ = std::fs::remove_file(&release);
+        let script = format!(
+            "while [ ! -e '{}' ]; do sleep 0.05; done",
+            release.display()
+        );
+        let run = cluster.create_run(
+            "job-restart",
+            json!({"metrics": [job_metric("check", &script)]}),
+        );
+        let uid = run["metadata"]["uid"].as_str().unwrap().to_string();
+        cluster
+            .status_until("job-restart", "the Job's measurement in flight", |status| {
+                status["metricResults"][0]["measurements"][0]["phase"] == json!("Running")
+            })
+            .await;
+        cluster.stop_controller().await;
+        cluster.start_controller();
+        std::fs::write(&release, b"go").unwrap();
+        let status = cluster.status_when("job-restart", "Successful").await;
+        let _ = std::fs::remove_file(&release);
+        let result = &status["metricResults"][0];
+        assert_eq!(
+            (&result["count"], &result["successful"]),
+            (&json!(1), &json!(1))
+        );
+        assert_eq!(result["measurements"].as_array().unwrap().len(), 1);
+        let jobs: Vec<String> = cluster
+            .server
+            .list("batch/v1", "Job", NAMESPACE)
+            .iter()
+            .map(|job| job["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(jobs, vec![format!("{uid}.check.1")]);
+    })
+    .await;
+}
