@@ -27,7 +27,7 @@
 //! `successPolicy`, `backoffLimitPerIndex`, TTL or pod objects. A kill stops the process the
 //! command started, not processes it forked (`sh -c "a; b"` leaves `a` running if killed).
 //! What the last attempt wrote to stdout and stderr is kept ([`JobController::logs`]), as
-//! `kubectl logs job/NAME` would show it. Status is written with a merge patch on the status
+//! `kubectl logs job/NAME` would show it (nothing for an attempt killed at the deadline). Status is written with a merge patch on the status
 //! subresource, as manager `weir-testkit`. Stopped when dropped, killing what still runs.
 
 use std::collections::HashMap;
