@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
-use weir_testkit::argo_cluster::{API_VERSION, install_argo_crds};
+use weir_testkit::argo_cluster::{API_VERSION, argo_crds};
 use weir_testkit::fixtures::{TempDb, runtime};
 use weir_testkit::kube_server::KubeServer;
 
@@ -27,6 +27,11 @@ struct Argo {
 
 impl Argo {
     fn new() -> Argo {
+        Argo::with_crds(argo_crds())
+    }
+
+    /// The server with `crds` (Argo's, or some of them changed) instead.
+    fn with_crds(crds: Vec<Value>) -> Argo {
         let runtime = runtime();
         let server = runtime.block_on(KubeServer::start());
         let dir = TempDb::new();
@@ -36,7 +41,9 @@ impl Argo {
                 json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
             )
             .unwrap();
-        install_argo_crds(&server);
+        for crd in crds {
+            server.create(crd).unwrap();
+        }
         Argo {
             server,
             kubeconfig,
@@ -278,6 +285,53 @@ fn abort_sets_status_abort_and_retry_clears_it() {
     argo.ok(&["abort", "web"]);
     assert_eq!(argo.ok(&["retry", "web"]), "rollout 'web' retried\n");
     assert_eq!(argo.rollout("web")["status"]["abort"], json!(false));
+}
+
+#[test]
+fn without_a_status_subresource_status_patches_go_to_the_rollout() {
+    // A Rollout CRD of before Argo 0.10, without the status subresource: the server answers
+    // 404 on `/status` and the plugin sends its combined patch to the Rollout instead.
+    let crds = argo_crds()
+        .into_iter()
+        .map(|mut crd| {
+            if crd["metadata"]["name"] == "rollouts.argoproj.io" {
+                crd["spec"]["versions"][0]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("subresources");
+            }
+            crd
+        })
+        .collect();
+    let argo = Argo::with_crds(crds);
+    let before = argo.create(canary(true, paused_at_pause_step()));
+    assert_eq!(before["status"], paused_at_pause_step());
+
+    assert_eq!(argo.ok(&["abort", "web"]), "rollout 'web' aborted\n");
+    assert_eq!(
+        argo.rollout("web")["status"],
+        patched(&before["status"], json!({"abort": true}))
+    );
+
+    assert_eq!(argo.ok(&["promote", "web"]), "rollout 'web' promoted\n");
+    let promoted = argo.rollout("web");
+    assert_eq!(
+        promoted["status"],
+        patched(
+            &before["status"],
+            json!({"abort": true, "pauseConditions": null})
+        )
+    );
+    assert_eq!(promoted["spec"]["paused"], json!(false));
+    let counts = argo.server.request_counts();
+    assert!(
+        counts
+            .get("patch rollouts.argoproj.io")
+            .copied()
+            .unwrap_or(0)
+            >= 2,
+        "{counts:?}"
+    );
 }
 
 /// `spec.restartAt` as a timestamp, checked to be RFC 3339 UTC to the second as the plugin
