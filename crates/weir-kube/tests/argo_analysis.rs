@@ -374,7 +374,8 @@ async fn terminate_ends_a_run_successfully_and_deletes_the_job_in_flight() {
             }
         })
         .await;
-        // Nothing is measured after the run ended.
+        // Nothing is measured after the run ended: an absence, so it is watched for a while (a
+        // metric of interval 1s would have measured twice) rather than waited for.
         let hits = web.hits();
         let count = status["metricResults"][0]["count"].clone();
         tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
