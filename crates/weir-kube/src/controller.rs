@@ -10,6 +10,9 @@
 //!   `secrets`, the Secrets they name);
 //!   `publish` writes each committed status change outwards (Kubernetes Events, the Canary,
 //!   `spec.target.statusTo`);
+//! - Argo Rollouts' Rollouts and AnalysisRuns, when their CRD is installed, by
+//!   [`crate::argo_rollouts`] and [`crate::argo_analysis`] (each a loop of its own: Argo's
+//!   objects are not weir Rollouts and keep Argo's semantics);
 //! - **error policy**: every failure is an [`Error`], and [`error_policy`] alone decides what
 //!   follows it: try again after a backoff, or wait for the object's next change.
 //!
@@ -127,9 +130,23 @@ impl Controller {
                 tasks.spawn(watch(api, canaries.clone()));
             }
         }
+        // Argo Rollouts' objects, when their CRD is installed: the Rollouts and the AnalysisRuns
+        // they make.
+        let runs_argo_rollouts = crate::argo_rollouts::installed(&self.client).await;
+        if runs_argo_rollouts {
+            tasks.spawn(crate::argo_rollouts::run(
+                self.client.clone(),
+                self.namespaces.clone(),
+            ));
+            tasks.spawn(crate::argo_analysis::run(
+                self.client.clone(),
+                self.namespaces.clone(),
+            ));
+        }
         Running {
             _tasks: tasks,
             runs_canaries,
+            runs_argo_rollouts,
         }
     }
 }
@@ -138,12 +155,18 @@ impl Controller {
 pub struct Running {
     _tasks: JoinSet<()>,
     runs_canaries: bool,
+    runs_argo_rollouts: bool,
 }
 
 impl Running {
     /// Whether Flagger's Canary CRD is installed, so that Canaries are run too.
     pub fn runs_canaries(&self) -> bool {
         self.runs_canaries
+    }
+
+    /// Whether Argo Rollouts' Rollout CRD is installed, so that Argo Rollouts are run too.
+    pub fn runs_argo_rollouts(&self) -> bool {
+        self.runs_argo_rollouts
     }
 }
 

@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod argo_analysis;
+pub mod argo_rollouts;
 pub mod basic_canary;
 pub mod controller;
 pub mod crd;

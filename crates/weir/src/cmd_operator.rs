@@ -92,8 +92,9 @@ pub fn operator(args: &OperatorArgs) -> Result<ExitCode> {
             .start()
             .await;
         eprintln!(
-            "weir operator: watching rollouts.{GROUP}{} in {}; API at http://{bound}; state in each rollout's status; Ctrl-C stops",
+            "weir operator: watching rollouts.{GROUP}{}{} in {}; API at http://{bound}; state in each rollout's status; Ctrl-C stops",
             if controller.runs_canaries() { " and Flagger's canaries.flagger.app" } else { " (Flagger's Canary CRD is not installed)" },
+            if controller.runs_argo_rollouts() { ", Argo's rollouts.argoproj.io and analysisruns.argoproj.io" } else { "" },
             if args.namespace.is_empty() {
                 "every namespace".to_string()
             } else {

@@ -24,6 +24,7 @@ mod net_policy;
 mod ofrep_sdk;
 mod openapi_fuzz;
 mod operator;
+mod operator_argo;
 mod operator_corpus;
 mod operator_daemonset;
 mod operator_external_metrics;

@@ -1,0 +1,797 @@
+//! Argo Rollouts' `Rollout`s run by weir's operator: the shell around
+//! [`weir_core::argo::sync::reconcile`].
+//!
+//! Each pass reads a Rollout, the ReplicaSets and AnalysisRuns it owns (by owner reference) and
+//! the time, asks the core what to do, and does it in order: ReplicaSets created and scaled,
+//! scale-down deadlines annotated, AnalysisRuns created from their templates (arguments resolved
+//! as Argo does) or terminated, Services pointed at a pod template hash; then the status is
+//! written as a merge patch of what changed, and Kubernetes Events are recorded with Argo's
+//! reasons. The AnalysisRuns themselves are measured by [`crate::argo_analysis`].
+//!
+//! A Rollout is looked at again when it changes (a watch) and at least every
+//! [`LOOK_AGAIN`] while its ReplicaSets' pods, its runs or a timed pause may have moved on, which
+//! the Rollout's own watch does not see. Every pass starts from what the cluster says, so a
+//! restarted operator (or a second one after a leader change) carries on where the last left off.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use futures_util::TryStreamExt;
+use jiff::Timestamp;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use weir_core::argo::analysis::{Phase, flatten_template_args, merge_args, rollout_args};
+use weir_core::argo::sync::{
+    self, Action, MANAGED_BY_ANNOTATION, Observed, POD_TEMPLATE_HASH_LABEL, REVISION_ANNOTATION,
+    ReplicaSetView, RunKind, RunView, SCALE_DOWN_DEADLINE_ANNOTATION, Status,
+};
+use weir_core::argo::types::{AnalysisArg, Rollout, RolloutAnalysis};
+
+use crate::argo_analysis::{analysis_runs_resource, merge_diff};
+
+/// The longest a Rollout waits before it is looked at again while something may change by
+/// itself: a deadline for looking, not a synchronisation.
+pub const LOOK_AGAIN: Duration = Duration::from_millis(500);
+
+/// Who writes, for server-side field ownership and Events.
+const COMPONENT: &str = "weir-operator";
+
+/// `rollouts.argoproj.io`, version `v1alpha1`.
+pub fn argo_rollouts_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Rollout"),
+        "rollouts",
+    )
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// Whether Argo Rollouts' Rollout CRD is installed (the operator then runs Argo Rollouts).
+pub async fn installed(client: &kube::Client) -> bool {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &argo_rollouts_resource());
+    api.list(&ListParams::default().limit(1)).await.is_ok()
+}
+
+/// Runs the Argo Rollouts of `namespaces` (empty: every namespace); never returns by itself.
+pub async fn run(client: kube::Client, namespaces: Vec<String>) {
+    let (wake, mut woken) = mpsc::unbounded_channel::<()>();
+    let apis = apis(&client, &namespaces, &argo_rollouts_resource());
+    for api in &apis {
+        tokio::spawn(watch_changes(api.clone(), wake.clone()));
+    }
+    drop(wake);
+    loop {
+        for api in &apis {
+            let rollouts = match api.list(&ListParams::default()).await {
+                Ok(list) => list.items,
+                Err(error) => {
+                    eprintln!("weir operator: listing Argo Rollouts: {error}");
+                    Vec::new()
+                }
+            };
+            for rollout in rollouts {
+                if rollout.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                if let Err(error) = reconcile(&client, &rollout).await {
+                    eprintln!(
+                        "weir operator: Argo Rollout {}/{}: {error}",
+                        rollout.metadata.namespace.as_deref().unwrap_or_default(),
+                        rollout.metadata.name.as_deref().unwrap_or_default()
+                    );
+                }
+            }
+        }
+        // Woken by a change, or after a while for what changes by itself.
+        let _ = tokio::time::timeout(LOOK_AGAIN, woken.recv()).await;
+        while woken.try_recv().is_ok() {}
+    }
+}
+
+fn apis(
+    client: &kube::Client,
+    namespaces: &[String],
+    resource: &ApiResource,
+) -> Vec<Api<DynamicObject>> {
+    if namespaces.is_empty() {
+        vec![Api::all_with(client.clone(), resource)]
+    } else {
+        namespaces
+            .iter()
+            .map(|namespace| Api::namespaced_with(client.clone(), namespace, resource))
+            .collect()
+    }
+}
+
+/// Sends a wake-up for every change of the watched Rollouts (the watch restarts by itself).
+async fn watch_changes(api: Api<DynamicObject>, wake: mpsc::UnboundedSender<()>) {
+    let stream = watcher(api, watcher::Config::default()).default_backoff();
+    futures_util::pin_mut!(stream);
+    loop {
+        match stream.try_next().await {
+            Ok(Some(_)) => {
+                if wake.send(()).is_err() {
+                    return;
+                }
+            }
+            Ok(None) => return,
+            Err(error) => eprintln!("weir operator: watching Argo Rollouts: {error}"),
+        }
+    }
+}
+
+/// What failed in a pass.
+#[derive(Debug, thiserror::Error)]
+enum PassError {
+    #[error("{doing}: {source}")]
+    Api {
+        doing: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn api_error(doing: impl Into<String>) -> impl FnOnce(kube::Error) -> PassError {
+    let doing = doing.into();
+    move |source| PassError::Api { doing, source }
+}
+
+/// The Rollout as weir reads it: metadata cut to what the typed model keeps, no status.
+fn typed(object: &Value) -> Result<Rollout, String> {
+    let mut document = object.clone();
+    if let Some(map) = document.as_object_mut() {
+        map.remove("status");
+        if let Some(metadata) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.retain(|key, _| {
+                matches!(
+                    key.as_str(),
+                    "name" | "namespace" | "labels" | "annotations"
+                )
+            });
+        }
+    }
+    match weir_core::argo::read(&document) {
+        Ok(read) => match read.value.object {
+            weir_core::argo::ArgoObject::Rollout(rollout) => Ok(*rollout),
+            _ => Err("kind: not a Rollout".into()),
+        },
+        Err(errors) => Err(errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")),
+    }
+}
+
+async fn reconcile(client: &kube::Client, object: &DynamicObject) -> Result<(), PassError> {
+    let namespace = object.metadata.namespace.clone().unwrap_or_default();
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let uid = object.metadata.uid.clone().unwrap_or_default();
+    let json = serde_json::to_value(object).unwrap_or(Value::Null);
+    let stored_status = json.get("status").cloned().unwrap_or(json!({}));
+    let status = Status::read(json.get("status"));
+    let now = Timestamp::now();
+    let generation = object.metadata.generation.unwrap_or(1);
+    let rollouts: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &namespace, &argo_rollouts_resource());
+
+    let rollout = typed(&json);
+    let template = match &rollout {
+        Ok(rollout) => template_of(client, &namespace, rollout, &json).await,
+        Err(_) => Ok(Value::Null),
+    };
+    let replica_sets = owned(
+        client,
+        &namespace,
+        &uid,
+        &resource("apps", "v1", "ReplicaSet", "replicasets"),
+    )
+    .await?;
+    let runs = owned(client, &namespace, &uid, &analysis_runs_resource()).await?;
+    let rs_views: Vec<ReplicaSetView> = replica_sets.iter().filter_map(rs_view).collect();
+    let run_views: Vec<RunView> = runs.iter().map(run_view).collect();
+
+    let placeholder: Rollout;
+    let (rollout, template, invalid) = match (rollout, template) {
+        (Ok(rollout), Ok(template)) => {
+            let invalid = sync::unsupported(&rollout);
+            (rollout, template, invalid)
+        }
+        (Err(reason), _) | (Ok(_), Err(reason)) => {
+            placeholder = minimal(&name);
+            (placeholder, Value::Null, Some(reason))
+        }
+    };
+    let observed = Observed {
+        rollout: &rollout,
+        generation,
+        status,
+        template: &template,
+        replica_sets: &rs_views,
+        runs: &run_views,
+        now,
+    };
+    let mut result = match &invalid {
+        Some(reason) => sync::invalid(&observed, reason),
+        None => sync::reconcile(&observed),
+    };
+    let owner = json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Rollout",
+        "name": name,
+        "uid": uid,
+        "controller": true,
+        "blockOwnerDeletion": true,
+    });
+    let context = Context {
+        client,
+        namespace: &namespace,
+        name: &name,
+        owner: &owner,
+        rollout: &rollout,
+        rollout_json: &json,
+        template: &template,
+        status: &result.status,
+    };
+    let mut refused = None;
+    for action in &result.actions {
+        if let Err(reason) = context.act(action).await? {
+            refused = Some(reason);
+            break;
+        }
+    }
+    if let Some(reason) = refused {
+        result = sync::invalid(&observed, &reason);
+    }
+    let new_status = result.status.to_json();
+    let patch = merge_diff(&stored_status, &new_status);
+    if patch.as_object().is_some_and(|patch| !patch.is_empty()) {
+        rollouts
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": patch})),
+            )
+            .await
+            .map_err(api_error(format!(
+                "writing the status of Argo Rollout {namespace}/{name}"
+            )))?;
+    }
+    if object
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(REVISION_ANNOTATION))
+        .map(String::as_str)
+        != current_revision(&rs_views, &result.status.current_pod_hash).as_deref()
+        && let Some(revision) = current_revision(&rs_views, &result.status.current_pod_hash)
+    {
+        let patch = json!({"metadata": {"annotations": {REVISION_ANNOTATION: revision}}});
+        rollouts
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(api_error(format!(
+                "annotating Argo Rollout {namespace}/{name}"
+            )))?;
+    }
+    record(client, &namespace, &name, &uid, &result.events).await;
+    Ok(())
+}
+
+fn current_revision(replica_sets: &[ReplicaSetView], hash: &str) -> Option<String> {
+    replica_sets
+        .iter()
+        .find(|rs| rs.hash == hash)
+        .map(|rs| rs.revision.to_string())
+}
+
+/// A Rollout with nothing but its name, to write the status of one that cannot be read.
+fn minimal(name: &str) -> Rollout {
+    Rollout {
+        api_version: weir_core::argo::API_VERSION.into(),
+        kind: "Rollout".into(),
+        metadata: weir_core::argo::types::Metadata {
+            name: Some(name.to_string()),
+            ..Default::default()
+        },
+        spec: Default::default(),
+        status: None,
+    }
+}
+
+/// `spec.template`, or the pod template of the `workloadRef` Deployment.
+async fn template_of(
+    client: &kube::Client,
+    namespace: &str,
+    rollout: &Rollout,
+    json: &Value,
+) -> Result<Value, String> {
+    if let Some(template) = json.pointer("/spec/template") {
+        return Ok(template.clone());
+    }
+    let Some(reference) = &rollout.spec.workload_ref else {
+        return Err("spec.template: Required value".into());
+    };
+    let name = reference.name.clone().unwrap_or_default();
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &resource("apps", "v1", "Deployment", "deployments"),
+    );
+    match api.get_opt(&name).await {
+        Ok(Some(deployment)) => serde_json::to_value(&deployment)
+            .ok()
+            .and_then(|deployment| deployment.pointer("/spec/template").cloned())
+            .ok_or_else(|| format!("spec.workloadRef: Deployment {name:?} has no pod template")),
+        Ok(None) => Err(format!(
+            "spec.workloadRef.name: Invalid value: {name:?}: the Deployment does not exist"
+        )),
+        Err(error) => Err(format!(
+            "spec.workloadRef: reading Deployment {name:?}: {error}"
+        )),
+    }
+}
+
+/// The objects of `resource` in `namespace` whose controller is `uid`.
+async fn owned(
+    client: &kube::Client,
+    namespace: &str,
+    uid: &str,
+    resource: &ApiResource,
+) -> Result<Vec<DynamicObject>, PassError> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error(format!(
+            "listing {} in {namespace}",
+            resource.plural
+        )))?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|object| {
+            object
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|owner| owner.uid == uid && owner.controller == Some(true))
+        })
+        .collect())
+}
+
+fn rs_view(object: &DynamicObject) -> Option<ReplicaSetView> {
+    let hash = object
+        .metadata
+        .labels
+        .as_ref()?
+        .get(POD_TEMPLATE_HASH_LABEL)?
+        .clone();
+    let annotations = object.metadata.annotations.clone().unwrap_or_default();
+    let int = |pointer: &str| {
+        object
+            .data
+            .pointer(pointer)
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+    };
+    Some(ReplicaSetView {
+        name: object.metadata.name.clone().unwrap_or_default(),
+        hash,
+        revision: annotations
+            .get(REVISION_ANNOTATION)
+            .and_then(|revision| revision.parse().ok())
+            .unwrap_or(0),
+        replicas: object
+            .data
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1),
+        status_replicas: int("/status/replicas"),
+        ready: int("/status/readyReplicas"),
+        available: int("/status/availableReplicas"),
+        scale_down_deadline: annotations
+            .get(SCALE_DOWN_DEADLINE_ANNOTATION)
+            .and_then(|deadline| deadline.parse().ok()),
+    })
+}
+
+fn run_view(object: &DynamicObject) -> RunView {
+    RunView {
+        name: object.metadata.name.clone().unwrap_or_default(),
+        phase: object
+            .data
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .and_then(Phase::parse),
+        message: object
+            .data
+            .pointer("/status/message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        terminating: object.data.pointer("/spec/terminate") == Some(&json!(true)),
+    }
+}
+
+/// What carrying out the actions of one pass needs.
+struct Context<'a> {
+    client: &'a kube::Client,
+    namespace: &'a str,
+    name: &'a str,
+    owner: &'a Value,
+    rollout: &'a Rollout,
+    rollout_json: &'a Value,
+    template: &'a Value,
+    status: &'a Status,
+}
+
+impl Context<'_> {
+    fn api(&self, resource: &ApiResource) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), self.namespace, resource)
+    }
+
+    /// Carries out one action. `Ok(Err(reason))`: the Rollout names something that is not
+    /// there (a template, a Service): it is invalid, as Argo says.
+    async fn act(&self, action: &Action) -> Result<Result<(), String>, PassError> {
+        let replica_sets = self.api(&resource("apps", "v1", "ReplicaSet", "replicasets"));
+        match action {
+            Action::CreateReplicaSet {
+                name,
+                hash,
+                revision,
+            } => {
+                let object = self.replica_set(name, hash, *revision);
+                let object: DynamicObject =
+                    serde_json::from_value(object).map_err(|error| PassError::Api {
+                        doing: format!("building ReplicaSet {name}"),
+                        source: kube::Error::SerdeError(error),
+                    })?;
+                match replica_sets.create(&PostParams::default(), &object).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 409 => {}
+                    Err(source) => {
+                        return Err(PassError::Api {
+                            doing: format!("creating ReplicaSet {name}"),
+                            source,
+                        });
+                    }
+                }
+            }
+            Action::ScaleReplicaSet { name, to, .. } => {
+                let patch = json!({
+                    "metadata": {"annotations": {"rollout.argoproj.io/desired-replicas": self.rollout.spec.replicas.unwrap_or(1).to_string()}},
+                    "spec": {"replicas": to},
+                });
+                replica_sets
+                    .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .map_err(api_error(format!("scaling ReplicaSet {name}")))?;
+            }
+            Action::ScaleDownDeadline { name, deadline } => {
+                let value = deadline.map_or(Value::Null, |deadline| json!(deadline.to_string()));
+                let patch =
+                    json!({"metadata": {"annotations": {SCALE_DOWN_DEADLINE_ANNOTATION: value}}});
+                replica_sets
+                    .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .map_err(api_error(format!("annotating ReplicaSet {name}")))?;
+            }
+            Action::CreateRun {
+                name,
+                kind,
+                analysis,
+                hash,
+                revision,
+            } => {
+                let spec = match self.run_spec(analysis, hash).await? {
+                    Ok(spec) => spec,
+                    Err(reason) => return Ok(Err(reason)),
+                };
+                let mut labels = BTreeMap::new();
+                labels.insert(POD_TEMPLATE_HASH_LABEL.to_string(), json!(hash));
+                labels.insert("rollout-type".to_string(), json!(kind.label()));
+                if let RunKind::Step(index) = kind {
+                    labels.insert("step-index".to_string(), json!(index.to_string()));
+                }
+                if let Some(extra) = analysis
+                    .analysis_run_metadata
+                    .as_ref()
+                    .and_then(|metadata| metadata.labels.as_ref())
+                {
+                    for (key, value) in extra {
+                        labels.insert(key.clone(), json!(value));
+                    }
+                }
+                let object = json!({
+                    "apiVersion": "argoproj.io/v1alpha1",
+                    "kind": "AnalysisRun",
+                    "metadata": {
+                        "name": name,
+                        "namespace": self.namespace,
+                        "labels": labels,
+                        "annotations": {REVISION_ANNOTATION: revision.to_string()},
+                        "ownerReferences": [self.owner],
+                    },
+                    "spec": spec,
+                });
+                let object: DynamicObject =
+                    serde_json::from_value(object).map_err(|error| PassError::Api {
+                        doing: format!("building AnalysisRun {name}"),
+                        source: kube::Error::SerdeError(error),
+                    })?;
+                match self
+                    .api(&analysis_runs_resource())
+                    .create(&PostParams::default(), &object)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 409 => {}
+                    Err(source) => {
+                        return Err(PassError::Api {
+                            doing: format!("creating AnalysisRun {name}"),
+                            source,
+                        });
+                    }
+                }
+            }
+            Action::TerminateRun { name } => {
+                self.api(&analysis_runs_resource())
+                    .patch(
+                        name,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"spec": {"terminate": true}})),
+                    )
+                    .await
+                    .map_err(api_error(format!("terminating AnalysisRun {name}")))?;
+            }
+            Action::PointService { service, hash } => {
+                let services = self.api(&resource("", "v1", "Service", "services"));
+                let current = services
+                    .get_opt(service)
+                    .await
+                    .map_err(api_error(format!("reading Service {service}")))?;
+                let Some(current) = current else {
+                    return Ok(Err(format!(
+                        "Service \"{service}\" (named by spec.strategy) does not exist"
+                    )));
+                };
+                let managed_by = current
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|annotations| annotations.get(MANAGED_BY_ANNOTATION));
+                if let Some(other) = managed_by
+                    && other != self.name
+                {
+                    return Ok(Err(format!(
+                        "Service \"{service}\" is managed by another Rollout ({other})"
+                    )));
+                }
+                let selected = current
+                    .data
+                    .pointer(&format!("/spec/selector/{POD_TEMPLATE_HASH_LABEL}"))
+                    .and_then(Value::as_str);
+                if selected != Some(hash.as_str()) || managed_by.is_none() {
+                    let patch = json!({
+                        "metadata": {"annotations": {MANAGED_BY_ANNOTATION: self.name}},
+                        "spec": {"selector": {POD_TEMPLATE_HASH_LABEL: hash}},
+                    });
+                    services
+                        .patch(service, &PatchParams::default(), &Patch::Merge(patch))
+                        .await
+                        .map_err(api_error(format!("pointing Service {service} at {hash}")))?;
+                }
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// The ReplicaSet of the current template: its pods and selector carry the hash label.
+    fn replica_set(&self, name: &str, hash: &str, revision: i64) -> Value {
+        let mut template = self.template.clone();
+        template["metadata"]["labels"][POD_TEMPLATE_HASH_LABEL] = json!(hash);
+        let mut selector = self
+            .rollout_json
+            .pointer("/spec/selector")
+            .cloned()
+            .unwrap_or(json!({}));
+        selector["matchLabels"][POD_TEMPLATE_HASH_LABEL] = json!(hash);
+        let mut labels = template["metadata"]["labels"].clone();
+        labels[POD_TEMPLATE_HASH_LABEL] = json!(hash);
+        json!({
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": labels,
+                "annotations": {
+                    REVISION_ANNOTATION: revision.to_string(),
+                    "rollout.argoproj.io/desired-replicas": self.rollout.spec.replicas.unwrap_or(1).to_string(),
+                },
+                "ownerReferences": [self.owner],
+            },
+            "spec": {
+                "replicas": 0,
+                "minReadySeconds": self.rollout.spec.min_ready_seconds.unwrap_or(0),
+                "selector": selector,
+                "template": template,
+            },
+        })
+    }
+
+    /// An AnalysisRun's spec from the templates `analysis` names: metrics joined, arguments
+    /// resolved (the Rollout's over the templates'), dry-run and retention settings carried.
+    async fn run_spec(
+        &self,
+        analysis: &RolloutAnalysis,
+        hash: &str,
+    ) -> Result<Result<Value, String>, PassError> {
+        let mut metrics = Vec::new();
+        let mut template_args: Vec<Vec<AnalysisArg>> = Vec::new();
+        let mut dry_run = Vec::new();
+        let mut retention = Vec::new();
+        let mut seen = HashSet::new();
+        for (index, reference) in analysis.templates.iter().flatten().enumerate() {
+            let name = reference.template_name.clone().unwrap_or_default();
+            let cluster = reference.cluster_scope == Some(true);
+            if !seen.insert((name.clone(), cluster)) {
+                continue;
+            }
+            let template = if cluster {
+                Api::<DynamicObject>::all_with(
+                    self.client.clone(),
+                    &resource(
+                        "argoproj.io",
+                        "v1alpha1",
+                        "ClusterAnalysisTemplate",
+                        "clusteranalysistemplates",
+                    ),
+                )
+                .get_opt(&name)
+                .await
+            } else {
+                self.api(&resource(
+                    "argoproj.io",
+                    "v1alpha1",
+                    "AnalysisTemplate",
+                    "analysistemplates",
+                ))
+                .get_opt(&name)
+                .await
+            }
+            .map_err(api_error(format!("reading analysis template {name}")))?;
+            let Some(template) = template else {
+                let kind = if cluster {
+                    "ClusterAnalysisTemplate"
+                } else {
+                    "AnalysisTemplate"
+                };
+                return Ok(Err(format!(
+                    "templates[{index}].templateName: Invalid value: {name:?}: {kind} not found"
+                )));
+            };
+            let spec = template.data.get("spec").cloned().unwrap_or(json!({}));
+            metrics.extend(
+                spec.get("metrics")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+            dry_run.extend(
+                spec.get("dryRun")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+            retention.extend(
+                spec.get("measurementRetention")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+            let args: Vec<AnalysisArg> = spec
+                .get("args")
+                .cloned()
+                .and_then(|args| serde_json::from_value(args).ok())
+                .unwrap_or_default();
+            template_args.push(args);
+        }
+        let flattened = match flatten_template_args(template_args.iter().map(Vec::as_slice)) {
+            Ok(args) => args,
+            Err(reason) => return Ok(Err(reason)),
+        };
+        let supplied = match rollout_args(
+            analysis.args.as_deref().unwrap_or(&[]),
+            &self.status.stable_rs,
+            hash,
+            self.rollout_json,
+        ) {
+            Ok(args) => args,
+            Err(reason) => return Ok(Err(reason)),
+        };
+        let args = match merge_args(&supplied, &flattened) {
+            Ok(args) => args,
+            Err(reason) => return Ok(Err(reason)),
+        };
+        let args: Vec<Value> = args.iter().map(arg_json).collect();
+        for dry in analysis.dry_run.iter().flatten() {
+            dry_run.push(json!({"metricName": dry.metric_name}));
+        }
+        for kept in analysis.measurement_retention.iter().flatten() {
+            retention.push(json!({"metricName": kept.metric_name, "limit": kept.limit}));
+        }
+        let mut spec = json!({"metrics": metrics, "args": args});
+        if !dry_run.is_empty() {
+            spec["dryRun"] = json!(dry_run);
+        }
+        if !retention.is_empty() {
+            spec["measurementRetention"] = json!(retention);
+        }
+        Ok(Ok(spec))
+    }
+}
+
+/// An argument as an AnalysisRun's spec writes it: a value, or where a secret one comes from.
+fn arg_json(arg: &AnalysisArg) -> Value {
+    let mut value = json!({"name": arg.name});
+    if let Some(text) = &arg.value {
+        value["value"] = json!(text);
+    } else if let Some(secret) = arg
+        .value_from
+        .as_ref()
+        .and_then(|from| from.secret_key_ref.as_ref())
+    {
+        value["valueFrom"] = json!({"secretKeyRef": {"name": secret.name, "key": secret.key}});
+    }
+    value
+}
+
+/// Records each event on the Rollout as a Kubernetes Event, with Argo's reason.
+async fn record(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+    events: &[sync::Event],
+) {
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), namespace);
+    for event in events {
+        let at = Timestamp::now().to_string();
+        let object = json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": format!("{name}."), "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": "argoproj.io/v1alpha1",
+                "kind": "Rollout",
+                "name": name,
+                "namespace": namespace,
+                "uid": uid,
+            },
+            "reason": event.reason,
+            "message": event.message,
+            "type": if event.warning { "Warning" } else { "Normal" },
+            "source": {"component": COMPONENT},
+            "firstTimestamp": at,
+            "lastTimestamp": at,
+            "count": 1,
+        });
+        let Ok(event) = serde_json::from_value::<k8s_openapi::api::core::v1::Event>(object) else {
+            continue;
+        };
+        if let Err(error) = api.create(&PostParams::default(), &event).await {
+            eprintln!(
+                "weir operator: recording an event of Argo Rollout {namespace}/{name}: {error}"
+            );
+        }
+    }
+}
