@@ -27,6 +27,8 @@ mod prometheus;
 mod web;
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::TryStreamExt;
@@ -83,15 +85,26 @@ pub async fn run(client: kube::Client, namespaces: Vec<String>) {
             event = received.recv() => match event {
                 Some(Change::Applied(object)) => {
                     let Some(uid) = object.metadata.uid.clone() else { continue };
-                    if let Some(running) = runs.get(&uid)
-                        && !running.abort.is_finished()
-                    {
-                        running.objects.send_replace(object);
-                        continue;
+                    if let Some(running) = runs.get(&uid) {
+                        // A completed run stays completed; an event still queued from before
+                        // its last write must not start it again from an older status.
+                        if running.completed.load(Ordering::SeqCst) {
+                            continue;
+                        }
+                        if !running.abort.is_finished() {
+                            running.objects.send_replace(object);
+                            continue;
+                        }
                     }
                     let (objects, receiver) = watch::channel(object);
-                    let abort = tasks.spawn(drive(client.clone(), http.clone(), receiver));
-                    runs.insert(uid, Running { objects, abort });
+                    let completed = Arc::new(AtomicBool::new(false));
+                    let abort = tasks.spawn(drive(
+                        client.clone(),
+                        http.clone(),
+                        receiver,
+                        completed.clone(),
+                    ));
+                    runs.insert(uid, Running { objects, abort, completed });
                 }
                 Some(Change::Deleted(object)) => {
                     if let Some(running) = object.metadata.uid.and_then(|uid| runs.remove(&uid)) {
@@ -101,9 +114,12 @@ pub async fn run(client: kube::Client, namespaces: Vec<String>) {
                 // The watches never end; if they did, there is nothing left to run.
                 None => std::future::pending::<()>().await,
             },
-            // Finished run tasks are reaped here so the set does not grow.
+            // Finished run tasks are reaped here so the set does not grow; a completed run is
+            // remembered (until it is deleted) so that it is never run again.
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {
-                runs.retain(|_, running| !running.abort.is_finished());
+                runs.retain(|_, running| {
+                    !running.abort.is_finished() || running.completed.load(Ordering::SeqCst)
+                });
             }
         }
     }
@@ -113,6 +129,8 @@ pub async fn run(client: kube::Client, namespaces: Vec<String>) {
 struct Running {
     objects: watch::Sender<DynamicObject>,
     abort: AbortHandle,
+    /// Set by the task when the run completed and its final status was written.
+    completed: Arc<AtomicBool>,
 }
 
 enum Change {
@@ -259,11 +277,12 @@ async fn resolve(
 
 /// Runs one AnalysisRun until it completes or the task is aborted: restores its state from its
 /// status, measures what is due, records the results, honours `spec.terminate` and writes the
-/// status when it changed.
+/// status when it changed. Sets `completed` when it returns because the run completed.
 async fn drive(
     client: kube::Client,
     http: weir_http::HttpClient,
     mut objects: watch::Receiver<DynamicObject>,
+    completed: Arc<AtomicBool>,
 ) {
     let first = objects.borrow_and_update().clone();
     let (Some(namespace), Some(name), Some(uid)) = (
@@ -285,6 +304,7 @@ async fn drive(
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     let mut written = first.data.get("status").cloned().unwrap_or(Value::Null);
     if is_completed(&written) {
+        completed.store(true, Ordering::SeqCst);
         return;
     }
     let spec_json = first.data.get("spec").cloned().unwrap_or(Value::Null);
@@ -333,6 +353,7 @@ async fn drive(
             }
         }
         if state.completed() && status == written {
+            completed.store(true, Ordering::SeqCst);
             return;
         }
         let wake = state
