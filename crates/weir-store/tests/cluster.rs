@@ -848,14 +848,20 @@ async fn a_full_channel_drops_notices_and_then_says_reconnected() {
         async move { (len == 4096).then_some(()) }
     })
     .await;
-    cluster.psql("weir", r#"NOTIFY weir, '{"t":"answer","id":-1}'"#);
     // What arrives: answers 1, 2, 3, ... in order, and wherever some were dropped, a Reconnected
-    // before the next one that arrives; then the last one.
+    // before the next one that arrives. The closing notice (-1) is sent once the receiver has
+    // been told of a gap or has every answer: sent earlier, it could find the channel still
+    // full and be dropped itself, with nothing after it to report the gap.
     let mut next_id = 1;
     let mut gap_allowed = false;
     let mut reconnected = 0;
     let mut dropped = 0;
+    let mut closing_sent = false;
     loop {
+        if !closing_sent && (reconnected > 0 || next_id > 5000) {
+            cluster.psql("weir", r#"NOTIFY weir, '{"t":"answer","id":-1}'"#);
+            closing_sent = true;
+        }
         match next(&mut notices).await {
             Notice::Reconnected => {
                 assert!(next_id > 4096, "Reconnected before the channel was full");

@@ -64,36 +64,7 @@ impl Browser {
         let browser_binary = binary("WEIR_CHROMIUM", &["chromium", "chromium-browser"]).ok_or(
             "chromium is not installed (Debian: apt-get install chromium; or set WEIR_CHROMIUM)",
         )?;
-        // Its own process group, which takes Chromium's processes along: killing the group
-        // leaves no browser behind even when a failed test could not close its session.
-        let mut child = Command::new(&driver_binary)
-            .arg("--port=0")
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|error| panic!("cannot start {}: {error}", driver_binary.display()));
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let process = Guard(child);
-        let (port_tx, port_rx) = mpsc::channel::<u16>();
-        // Reads the driver's output to its end (so the pipe never fills) and reports the port.
-        std::thread::spawn(move || {
-            let mut sender = Some(port_tx);
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(port) = started_port(&line)
-                    && let Some(sender) = sender.take()
-                {
-                    let _ = sender.send(port);
-                }
-            }
-        });
-        let port = port_rx.recv_timeout(DEADLINE).unwrap_or_else(|_| {
-            panic!(
-                "{} printed no \"started successfully on port N\" line",
-                driver_binary.display()
-            )
-        });
+        let (process, port) = start_driver(&driver_binary);
         let driver = SocketAddr::from(([127, 0, 0, 1], port));
         let profile = tempfile::tempdir().unwrap();
         let mut args = vec![
@@ -308,6 +279,73 @@ fn kill_group(leader: u32) {
 }
 
 /// The port in chromedriver's "ChromeDriver was started successfully on port N." line.
+/// How many times chromedriver is started before its failure to start fails the test.
+const DRIVER_STARTS: usize = 3;
+
+/// Starts chromedriver on a port the OS picks, in a process group of its own (which takes
+/// Chromium's processes along: killing the group leaves no browser behind even when a failed
+/// test could not close its session), and reads the port it reports.
+///
+/// A driver that exits before reporting a port is started again, up to [`DRIVER_STARTS`] times:
+/// with `--port=0` it binds IPv4 first and then the same port on IPv6, which another process may
+/// hold on a busy machine. Its output is in the panic message when every start fails.
+fn start_driver(driver_binary: &Path) -> (Guard, u16) {
+    let mut outputs = Vec::new();
+    for _ in 0..DRIVER_STARTS {
+        let mut child = Command::new(driver_binary)
+            .arg("--port=0")
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {}: {error}", driver_binary.display()));
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let process = Guard(child);
+        let (line_tx, line_rx) = mpsc::channel::<String>();
+        // Read both streams to their end (so no pipe ever fills), passing every line on.
+        for stream in [
+            Box::new(stdout) as Box<dyn Read + Send>,
+            Box::new(stderr) as Box<dyn Read + Send>,
+        ] {
+            let lines = line_tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let _ = lines.send(line);
+                }
+            });
+        }
+        drop(line_tx);
+        let mut printed = Vec::new();
+        let deadline = std::time::Instant::now() + DEADLINE;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match line_rx.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(port) = started_port(&line) {
+                        return (process, port);
+                    }
+                    printed.push(line);
+                }
+                // Both streams closed: the driver is gone without a port; start another.
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) => panic!(
+                    "{} printed no \"started successfully on port N\" line within {DEADLINE:?}:\n{}",
+                    driver_binary.display(),
+                    printed.join("\n")
+                ),
+            }
+        }
+        outputs.push(printed.join("\n"));
+    }
+    panic!(
+        "{} exited before reporting a port, {DRIVER_STARTS} times; it printed:\n{}",
+        driver_binary.display(),
+        outputs.join("\n---\n")
+    )
+}
+
 fn started_port(line: &str) -> Option<u16> {
     let rest = line.split("started successfully on port ").nth(1)?;
     rest.trim().trim_end_matches('.').parse().ok()
