@@ -32,6 +32,7 @@ use weir_core::argo::sync::{
 use weir_core::argo::types::{AnalysisArg, Rollout, RolloutAnalysis};
 
 use crate::argo_analysis::{analysis_runs_resource, merge_diff};
+use crate::argo_traffic::Weights;
 
 /// The longest a Rollout waits before it is looked at again while something may change by
 /// itself: a deadline for looking, not a synchronisation.
@@ -551,6 +552,41 @@ impl Context<'_> {
                     )
                     .await
                     .map_err(api_error(format!("terminating AnalysisRun {name}")))?;
+            }
+            Action::RouteTraffic { canary, stable } => {
+                let Some(strategy) = self
+                    .rollout
+                    .spec
+                    .strategy
+                    .as_ref()
+                    .and_then(|strategy| strategy.canary.as_deref())
+                else {
+                    return Ok(Ok(()));
+                };
+                let stable_hash = if self.status.stable_rs.is_empty() {
+                    self.status.current_pod_hash.clone()
+                } else {
+                    self.status.stable_rs.clone()
+                };
+                let hashes = Some((self.status.current_pod_hash.clone(), stable_hash));
+                let weights = Weights {
+                    canary: *canary,
+                    stable: *stable,
+                };
+                return crate::argo_traffic::route(
+                    self.client,
+                    self.namespace,
+                    self.name,
+                    strategy,
+                    weights,
+                    hashes,
+                    Some(self.owner),
+                )
+                .await
+                .map_err(api_error(format!(
+                    "writing the traffic weights of Argo Rollout {}/{}",
+                    self.namespace, self.name
+                )));
             }
             Action::PointService { service, hash } => {
                 let services = self.api(&resource("", "v1", "Service", "services"));

@@ -467,3 +467,115 @@ fn a_job_analysis_step_promotes_when_the_job_succeeds_and_aborts_when_it_fails()
         replica_sets(&cluster)
     );
 }
+
+const ROUTED: &str = "    canary:
+      canaryService: web-canary
+      stableService: web-stable
+      scaleDownDelaySeconds: 1
+      trafficRouting:
+        plugins:
+          argoproj-labs/gatewayAPI:
+            httpRoute: web
+      steps:
+        - setWeight: 30
+        - pause: {}
+";
+
+const HTTP_ROUTE: &str = "apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: web
+  namespace: shop
+spec:
+  parentRefs:
+    - name: gateway
+  rules:
+    - backendRefs:
+        - name: web-stable
+          port: 80
+        - name: web-canary
+          port: 80
+";
+
+/// The weights of HTTPRoute `web`'s backendRefs, by Service.
+fn route_weights(cluster: &Cluster) -> BTreeMap<String, i64> {
+    let route = cluster
+        .server
+        .get(
+            "gateway.networking.k8s.io/v1",
+            "HTTPRoute",
+            NAMESPACE,
+            "web",
+        )
+        .expect("HTTPRoute web");
+    route["spec"]["rules"][0]["backendRefs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|backend| {
+            (
+                backend["name"].as_str().unwrap_or_default().to_string(),
+                backend["weight"].as_i64().unwrap_or(1),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_routed_canary_moves_the_http_routes_weights_and_promotes_full() {
+    let (cluster, _runtime) = argo_cluster();
+    cluster
+        .server
+        .create(weir_testkit::kube_cluster::router_crd(
+            "gateway.networking.k8s.io",
+            "HTTPRoute",
+            "httproutes",
+        ))
+        .unwrap();
+    cluster.apply(&service("web-stable"));
+    cluster.apply(&service("web-canary"));
+    cluster.apply(HTTP_ROUTE);
+    cluster.apply(&rollout(4, "web:1", ROUTED));
+    let _operator = cluster.start_operator(&[]);
+    let first = wait_status(&cluster, "the first deploy healthy", phase_is("Healthy"));
+    let first_hash = field(&first, "currentPodHash").to_string();
+    wait_until("the route at 100/0", || {
+        let weights = route_weights(&cluster);
+        (weights.get("web-canary") == Some(&0) && weights.get("web-stable") == Some(&100))
+            .then_some(())
+    });
+
+    cluster.apply(&rollout(4, "web:2", ROUTED));
+    let paused = wait_status(&cluster, "paused at 30%", phase_is("Paused"));
+    let second_hash = field(&paused, "currentPodHash").to_string();
+    // 30% of 4 pods: ceil(1.2) = 2 canary pods beside all 4 stable ones; 30% of the traffic.
+    wait_replicas(&cluster, &[(1, 4), (2, 2)]);
+    let weights = route_weights(&cluster);
+    assert_eq!(weights["web-canary"], 30, "{weights:?}");
+    assert_eq!(weights["web-stable"], 70, "{weights:?}");
+    assert_eq!(selector_of(&cluster, "web-canary"), second_hash);
+    assert_eq!(selector_of(&cluster, "web-stable"), first_hash);
+    assert_eq!(paused["canary"]["weights"]["canary"]["weight"], json!(30));
+    println!(
+        "setWeight 30: replicas {:?}, route {weights:?}",
+        replica_sets(&cluster)
+    );
+
+    patch_status(&cluster, json!({"status": {"promoteFull": true}}));
+    wait_status(&cluster, "promoted", |status| {
+        field(status, "phase") == "Healthy" && field(status, "stableRS") == second_hash
+    });
+    wait_until("the route back at 100/0 on the new pods", || {
+        let weights = route_weights(&cluster);
+        (weights.get("web-canary") == Some(&0)
+            && selector_of(&cluster, "web-stable") == second_hash)
+            .then_some(())
+    });
+    // The old stable keeps its pods for scaleDownDelaySeconds (1 s), then goes.
+    wait_replicas(&cluster, &[(1, 0), (2, 4)]);
+    println!(
+        "promoted: replicas {:?}, route {:?}",
+        replica_sets(&cluster),
+        route_weights(&cluster)
+    );
+}

@@ -8,16 +8,20 @@
 //! decision is level-based (it depends on what is observed, not on what was done last), so a
 //! reconcile repeated after a crash does the same thing again or nothing.
 //!
-//! What runs: the canary strategy without traffic routing (ReplicaSets sized by weight with
-//! [`super::replicas::basic_canary`], `setWeight`, `pause` with and without a duration,
+//! What runs: the canary strategy (`setWeight`, `pause` with and without a duration,
 //! `analysis` steps, background analysis, the canary and stable Services pointed at their
-//! ReplicaSets), and blue-green (preview and active Services, `previewReplicaCount`,
-//! `autoPromotionEnabled`, `autoPromotionSeconds`, pre- and post-promotion analysis,
-//! `scaleDownDelaySeconds`, `abortScaleDownDelaySeconds`). The user's verbs arrive as the fields
-//! `kubectl argo rollouts` patches: `spec.paused`, `status.pauseConditions`, `status.abort`,
-//! `status.promoteFull`, `status.currentStepIndex`. What does not run yet (traffic routing,
-//! experiments, header and mirror routes, step plugins, `setCanaryScale`) is refused by
-//! [`unsupported`] with the field named, and the Rollout is Degraded with `InvalidSpec`.
+//! ReplicaSets), without traffic routing (ReplicaSets sized by weight with
+//! [`super::replicas::basic_canary`]) or with it ([`Action::RouteTraffic`] for istio, nginx,
+//! smi and the Gateway API plugin, ReplicaSets sized by
+//! [`super::replicas::traffic_routed_canary`], `setCanaryScale`, the old stable kept for
+//! `scaleDownDelaySeconds` and an aborted canary for `abortScaleDownDelaySeconds`); and
+//! blue-green (preview and active Services, `previewReplicaCount`, `autoPromotionEnabled`,
+//! `autoPromotionSeconds`, pre- and post-promotion analysis, `scaleDownDelaySeconds`,
+//! `abortScaleDownDelaySeconds`). The user's verbs arrive as the fields `kubectl argo rollouts`
+//! patches: `spec.paused`, `status.pauseConditions`, `status.abort`, `status.promoteFull`,
+//! `status.currentStepIndex`. What does not run yet (other routers, experiments, header and
+//! mirror routes, step plugins) is refused by [`unsupported`] with the field named, and the
+//! Rollout is Degraded with `InvalidSpec`.
 //!
 //! One difference from Argo: the pod template hash. Argo hashes Go's JSON encoding of the
 //! template; weir hashes its canonical JSON (keys sorted) the same way (FNV-32a, Kubernetes'
@@ -29,7 +33,8 @@ use serde_json::Value;
 
 use super::analysis::Phase;
 use super::replicas::{
-    self, BasicCanary, CanaryPosition, Fenceposts, ReplicaSetCounts, StableReplicaSet,
+    self, BasicCanary, CanaryPosition, Desired, Fenceposts, ReplicaSetCounts, StableReplicaSet,
+    TrafficRoutedCanary,
 };
 use super::types::{BlueGreenStrategy, CanaryStrategy, IntOrString, Rollout, RolloutAnalysis};
 use crate::units::GoDuration;
@@ -42,6 +47,8 @@ pub const REVISION_ANNOTATION: &str = "rollout.argoproj.io/revision";
 pub const SCALE_DOWN_DEADLINE_ANNOTATION: &str = "scale-down-deadline";
 /// The annotation a Service edited by a Rollout carries: the Rollout's name.
 pub const MANAGED_BY_ANNOTATION: &str = "argo-rollouts.argoproj.io/managed-by-rollouts";
+/// The router plugin weir's operator runs (Argo's Gateway API plugin).
+pub const GATEWAY_API_PLUGIN: &str = "argoproj-labs/gatewayAPI";
 /// Argo's default `scaleDownDelaySeconds` and `abortScaleDownDelaySeconds` for blue-green.
 pub const DEFAULT_SCALE_DOWN_DELAY_SECONDS: i64 = 30;
 /// How soon a Rollout waiting on something that changes by itself is looked at again.
@@ -184,6 +191,13 @@ pub enum Action {
         /// The run.
         name: String,
     },
+    /// Set the routers' weights (`trafficRouting`): `canary` + `stable` is the weight scale.
+    RouteTraffic {
+        /// To the canary Service.
+        canary: i64,
+        /// To the stable Service.
+        stable: i64,
+    },
     /// Point a Service's selector at the pods of `hash`.
     PointService {
         /// The Service.
@@ -240,10 +254,37 @@ pub struct RunStatus {
     pub message: String,
 }
 
+/// One side of `status.canary.weights`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WeightDestination {
+    /// The weight written.
+    pub weight: i64,
+    /// The Service it goes to.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub service_name: String,
+    /// The pods behind it.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub pod_template_hash: String,
+}
+
+/// `status.canary.weights`: what the routers were last told.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TrafficWeights {
+    /// The canary side.
+    pub canary: WeightDestination,
+    /// The stable side.
+    pub stable: WeightDestination,
+}
+
 /// `status.canary`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct CanaryStatus {
+    /// The weights written to the routers (traffic routing only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weights: Option<TrafficWeights>,
     /// The current step's run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub current_step_analysis_run_status: Option<RunStatus>,
@@ -411,18 +452,43 @@ impl Status {
 pub fn unsupported(rollout: &Rollout) -> Option<String> {
     let strategy = rollout.spec.strategy.as_ref();
     if let Some(canary) = strategy.and_then(|strategy| strategy.canary.as_deref()) {
-        if canary.traffic_routing.is_some() {
-            return Some(
-                "spec.strategy.canary.trafficRouting: weir's operator runs Argo canaries by \
-                 ReplicaSet weights (no trafficRouting) for now; `weir convert` turns this \
-                 Rollout into a weir Rollout that routes with the same providers"
-                    .into(),
-            );
+        if let Some(routing) = &canary.traffic_routing {
+            let others = [
+                ("alb", routing.alb.is_some()),
+                ("ambassador", routing.ambassador.is_some()),
+                ("apisix", routing.apisix.is_some()),
+                ("appMesh", routing.app_mesh.is_some()),
+                ("traefik", routing.traefik.is_some()),
+            ];
+            if let Some((field, _)) = others.iter().find(|(_, used)| *used) {
+                return Some(format!(
+                    "spec.strategy.canary.trafficRouting.{field}: not run by weir's operator \
+                     (it routes with istio, nginx, smi and the argoproj-labs/gatewayAPI plugin)"
+                ));
+            }
+            if let Some(name) = routing
+                .plugins
+                .iter()
+                .flat_map(|plugins| plugins.keys())
+                .find(|name| name.as_str() != GATEWAY_API_PLUGIN)
+            {
+                return Some(format!(
+                    "spec.strategy.canary.trafficRouting.plugins.{name}: not run by weir's \
+                     operator (of the router plugins it runs {GATEWAY_API_PLUGIN})"
+                ));
+            }
+            if canary.canary_service.is_none() || canary.stable_service.is_none() {
+                return Some(
+                    "spec.strategy.canary: Canary service and Stable service must to be set to \
+                     use Traffic Routing"
+                        .into(),
+                );
+            }
         }
         for (index, step) in canary.steps.iter().flatten().enumerate() {
             let field = if step.experiment.is_some() {
                 "experiment"
-            } else if step.set_canary_scale.is_some() {
+            } else if step.set_canary_scale.is_some() && canary.traffic_routing.is_none() {
                 "setCanaryScale"
             } else if step.set_header_route.is_some() {
                 "setHeaderRoute"
@@ -435,7 +501,8 @@ pub fn unsupported(rollout: &Rollout) -> Option<String> {
             };
             return Some(format!(
                 "spec.strategy.canary.steps[{index}].{field}: not run by weir's operator yet \
-                 (it runs setWeight, pause and analysis steps)"
+                 (it runs setWeight, pause, analysis and, with trafficRouting, setCanaryScale \
+                 steps)"
             ));
         }
     }
@@ -603,6 +670,13 @@ impl Pass<'_> {
             from: rs.replicas,
             to,
         });
+        if to > rs.replicas && rs.scale_down_deadline.is_some() {
+            // Wanted again: an old deadline must not take it down later.
+            self.actions.push(Action::ScaleDownDeadline {
+                name: rs.name.clone(),
+                deadline: None,
+            });
+        }
         true
     }
 
@@ -828,6 +902,10 @@ fn canary_pass(pass: &mut Pass<'_>, canary: &CanaryStrategy, step_count: usize) 
             pass.requeue(POLL);
         }
         point_services(pass, canary, &pass.hash.clone(), &pass.hash.clone());
+        if canary.traffic_routing.is_some() {
+            let hash = pass.hash.clone();
+            route(pass, canary, 0, replicas::max_weight(canary), hash);
+        }
         return;
     }
     let stable_hash_now = stable_rs
@@ -962,6 +1040,7 @@ fn canary_pass(pass: &mut Pass<'_>, canary: &CanaryStrategy, step_count: usize) 
     } else {
         desired.weight
     };
+    let routed = canary.traffic_routing.is_some();
     let fenceposts = Fenceposts::of(canary, replicas);
     let older: Vec<ReplicaSetView> = pass
         .observed
@@ -977,15 +1056,40 @@ fn canary_pass(pass: &mut Pass<'_>, canary: &CanaryStrategy, step_count: usize) 
         Some(rs) => StableReplicaSet::Distinct(rs.counts()),
         None => StableReplicaSet::SameAsCanary,
     };
-    let targets = replicas::basic_canary(&BasicCanary {
-        replicas,
-        weight,
-        max_weight: max,
-        fenceposts,
-        canary: Some(new_rs.counts()),
-        stable: stable_view,
-        older: &older_counts,
-    });
+    let written = pass
+        .status
+        .canary
+        .weights
+        .as_ref()
+        .map(|weights| (weights.canary.weight, weights.stable.weight));
+    let targets = if routed {
+        replicas::traffic_routed_canary(&TrafficRoutedCanary {
+            replicas,
+            desired: Desired {
+                canary_replicas: if promote_why.is_some() {
+                    None
+                } else {
+                    desired.canary_replicas
+                },
+                weight,
+            },
+            max_weight: max,
+            min_pods_per_replica_set: canary.min_pods_per_replica_set,
+            dynamic_stable_scale: canary.dynamic_stable_scale == Some(true),
+            abort: pass.status.abort,
+            current_weights: written,
+        })
+    } else {
+        replicas::basic_canary(&BasicCanary {
+            replicas,
+            weight,
+            max_weight: max,
+            fenceposts,
+            canary: Some(new_rs.counts()),
+            stable: stable_view,
+            older: &older_counts,
+        })
+    };
     let mut scaled = false;
     if !pass.paused_by_user() {
         if let Some(stable) = &stable_rs
@@ -994,9 +1098,31 @@ fn canary_pass(pass: &mut Pass<'_>, canary: &CanaryStrategy, step_count: usize) 
             scaled = pass.scale(stable, targets.stable);
         }
         if !scaled && new_rs.replicas != targets.canary {
-            scaled = pass.scale(&new_rs, targets.canary);
+            if routed && pass.status.abort && targets.canary < new_rs.replicas {
+                // After an abort a routed canary keeps its pods for abortScaleDownDelaySeconds
+                // (0: for good), so it can be looked at.
+                let delay = canary
+                    .abort_scale_down_delay_seconds
+                    .unwrap_or(DEFAULT_SCALE_DOWN_DELAY_SECONDS);
+                if delay > 0 {
+                    delayed_scale_down(pass, &new_rs, delay, pass.observed.now);
+                }
+            } else {
+                scaled = pass.scale(&new_rs, targets.canary);
+            }
         }
-        if !scaled {
+        if !scaled && routed {
+            // An old stable waits for its scale-down delay; any other old set goes at once.
+            for rs in &older {
+                if rs.replicas > 0 {
+                    if rs.scale_down_deadline.is_some() {
+                        delayed_scale_down(pass, rs, 0, pass.observed.now);
+                    } else {
+                        scaled |= pass.scale(rs, 0);
+                    }
+                }
+            }
+        } else if !scaled {
             // Older ReplicaSets drain to 0, no faster than availability allows.
             let available: i64 = pass
                 .observed
@@ -1014,16 +1140,42 @@ fn canary_pass(pass: &mut Pass<'_>, canary: &CanaryStrategy, step_count: usize) 
             }
         }
     }
+    let canary_ready = new_rs.replicas == targets.canary && new_rs.available >= targets.canary;
     let settled = !scaled
-        && new_rs.replicas == targets.canary
-        && new_rs.available >= targets.canary
+        && canary_ready
         && stable_rs.as_ref().is_none_or(|rs| {
             rs.replicas == targets.stable && rs.available >= targets.stable.min(rs.replicas)
         })
-        && older.iter().all(|rs| rs.available == 0 && rs.replicas == 0);
+        && (routed || older.iter().all(|rs| rs.available == 0 && rs.replicas == 0));
     if !settled {
         pass.requeue(POLL);
     }
+    // The router's weight: the one wanted once the canary's pods are there to take it, the
+    // last one written until then, none to a canary without pods or after an abort.
+    let mut weight_in_force = weight;
+    if routed {
+        // Promoted: both Services select the same pods, and the canary's share goes back to 0.
+        let wanted = if at_stable { 0 } else { weight };
+        let routed_weight = if pass.status.abort || new_rs.available == 0 {
+            0
+        } else if canary_ready {
+            wanted
+        } else {
+            written.map_or(0, |(canary, _)| canary)
+        };
+        weight_in_force = routed_weight + weight - wanted;
+        route(
+            pass,
+            canary,
+            routed_weight,
+            max,
+            stable_rs
+                .as_ref()
+                .map_or(&new_rs.hash, |rs| &rs.hash)
+                .clone(),
+        );
+    }
+    let settled = settled && weight_in_force == weight;
     if let Some(why) = promote_why {
         if settled && new_rs.available >= replicas {
             let why = if why == "Completed all canary steps" {
@@ -1032,6 +1184,13 @@ fn canary_pass(pass: &mut Pass<'_>, canary: &CanaryStrategy, step_count: usize) 
                 why.to_string()
             };
             pass.promote(&why, step_count);
+            if routed && let Some(old) = &stable_rs {
+                // The old stable keeps its pods for scaleDownDelaySeconds after traffic left.
+                let delay = canary
+                    .scale_down_delay_seconds
+                    .unwrap_or(DEFAULT_SCALE_DOWN_DELAY_SECONDS);
+                delayed_scale_down(pass, old, delay, pass.observed.now);
+            }
         }
         return;
     }
@@ -1042,7 +1201,7 @@ fn canary_pass(pass: &mut Pass<'_>, canary: &CanaryStrategy, step_count: usize) 
     let Some(step) = step else {
         return;
     };
-    if step.set_weight.is_some() {
+    if step.set_weight.is_some() || step.set_canary_scale.is_some() {
         step_done = settled;
     }
     if step_done {
@@ -1129,6 +1288,32 @@ fn step_text(step: &super::types::CanaryStep) -> String {
 
 fn run_completed(run: &RunView) -> bool {
     run.phase.is_some_and(Phase::completed)
+}
+
+/// Tells the routers `weight` to the canary (the rest to the stable) and records it.
+fn route(pass: &mut Pass<'_>, canary: &CanaryStrategy, weight: i64, max: i64, stable_hash: String) {
+    let weight = weight.clamp(0, max);
+    pass.actions.push(Action::RouteTraffic {
+        canary: weight,
+        stable: max - weight,
+    });
+    let canary_hash = if pass.status.abort || weight == 0 {
+        stable_hash.clone()
+    } else {
+        pass.hash.clone()
+    };
+    pass.status.canary.weights = Some(TrafficWeights {
+        canary: WeightDestination {
+            weight,
+            service_name: canary.canary_service.clone().unwrap_or_default(),
+            pod_template_hash: canary_hash,
+        },
+        stable: WeightDestination {
+            weight: max - weight,
+            service_name: canary.stable_service.clone().unwrap_or_default(),
+            pod_template_hash: stable_hash,
+        },
+    });
 }
 
 fn point_services(pass: &mut Pass<'_>, canary: &CanaryStrategy, stable: &str, new: &str) {

@@ -16,6 +16,7 @@ struct Sim {
     replica_sets: Vec<ReplicaSetView>,
     runs: Vec<RunView>,
     services: Vec<(String, String)>,
+    weights: Option<(i64, i64)>,
     events: Vec<String>,
     now: Timestamp,
 }
@@ -29,6 +30,7 @@ impl Sim {
             replica_sets: Vec::new(),
             runs: Vec::new(),
             services: Vec::new(),
+            weights: None,
             events: Vec::new(),
             now: "2026-11-28T10:00:00Z".parse().expect("a time"),
         }
@@ -102,6 +104,9 @@ impl Sim {
                         .expect("a run");
                     run.terminating = true;
                 }
+                Action::RouteTraffic { canary, stable } => {
+                    self.weights = Some((*canary, *stable));
+                }
                 Action::PointService { service, hash } => {
                     self.services.retain(|(name, _)| name != service);
                     self.services.push((service.clone(), hash.clone()));
@@ -119,19 +124,29 @@ impl Sim {
 
     /// Reconciles until nothing more happens by itself (no action), at most 50 times.
     fn settle(&mut self) {
+        let mut last = Vec::new();
         for _ in 0..50 {
             let before = self.status.clone();
             let sync = self.pass();
+            last.clone_from(&sync.actions);
             if sync
                 .actions
                 .iter()
-                .all(|action| matches!(action, Action::PointService { .. }))
+                .all(|action| {
+                    matches!(
+                        action,
+                        Action::PointService { .. } | Action::RouteTraffic { .. }
+                    )
+                })
                 && before == self.status
             {
                 return;
             }
         }
-        panic!("the rollout did not settle: {:?}", self.status);
+        panic!(
+            "the rollout did not settle: {:?}\nlast actions: {last:?}",
+            self.status
+        );
     }
 
     fn set_image(&mut self, image: &str) {
@@ -475,15 +490,110 @@ fn what_does_not_run_is_named() {
         unsupported(&typed).as_deref(),
         Some(
             "spec.strategy.canary.steps[0].setCanaryScale: not run by weir's operator yet (it \
-             runs setWeight, pause and analysis steps)"
+             runs setWeight, pause, analysis and, with trafficRouting, setCanaryScale steps)"
         )
     );
-    rollout["spec"]["strategy"]["canary"]["trafficRouting"] = json!({"istio": {}});
-    let typed: Rollout = serde_json::from_value(rollout).expect("a Rollout");
+    rollout["spec"]["strategy"]["canary"]["trafficRouting"] = json!({"alb": {}});
+    let typed: Rollout = serde_json::from_value(rollout.clone()).expect("a Rollout");
     assert!(
         unsupported(&typed)
-            .is_some_and(|reason| reason.starts_with("spec.strategy.canary.trafficRouting")),
+            .is_some_and(|reason| reason.starts_with("spec.strategy.canary.trafficRouting.alb:")),
     );
+    rollout["spec"]["strategy"]["canary"]["trafficRouting"] = json!({"istio": {}});
+    let typed: Rollout = serde_json::from_value(rollout.clone()).expect("a Rollout");
+    assert!(unsupported(&typed).is_some_and(|reason| reason.contains("Canary service and Stable")),);
+    rollout["spec"]["strategy"]["canary"]["canaryService"] = json!("web-canary");
+    rollout["spec"]["strategy"]["canary"]["stableService"] = json!("web-stable");
+    let typed: Rollout = serde_json::from_value(rollout).expect("a Rollout");
+    assert_eq!(unsupported(&typed), None);
+}
+
+fn routed(replicas: i64, steps: Value) -> Value {
+    let mut rollout = canary(replicas, steps);
+    rollout["spec"]["strategy"]["canary"]["canaryService"] = json!("web-canary");
+    rollout["spec"]["strategy"]["canary"]["stableService"] = json!("web-stable");
+    rollout["spec"]["strategy"]["canary"]["scaleDownDelaySeconds"] = json!(5);
+    rollout["spec"]["strategy"]["canary"]["trafficRouting"] =
+        json!({"plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web"}}});
+    rollout
+}
+
+#[test]
+fn a_routed_canary_moves_weights_once_its_pods_are_there_and_keeps_the_old_stable_for_its_delay() {
+    let steps = json!([
+        {"setWeight": 30}, {"pause": {}},
+        {"setCanaryScale": {"replicas": 4}}, {"setWeight": 60}
+    ]);
+    let mut sim = Sim::new(routed(4, steps));
+    sim.settle();
+    let first = sim.status.current_pod_hash.clone();
+    assert_eq!(sim.weights, Some((0, 100)));
+    assert!(sim.services.contains(&("web-stable".into(), first.clone())));
+    sim.set_image("web:2");
+    sim.settle();
+    let second = sim.status.current_pod_hash.clone();
+    // setWeight 30 of 4 pods: ceil(1.2) = 2 canary pods beside all 4 stable, then 30% to them.
+    assert_eq!((sim.replicas_of(2), sim.replicas_of(1)), (2, 4));
+    assert_eq!(sim.weights, Some((30, 70)));
+    assert!(
+        sim.services
+            .contains(&("web-canary".into(), second.clone()))
+    );
+    assert!(sim.services.contains(&("web-stable".into(), first.clone())));
+    let weights = sim
+        .status
+        .canary
+        .weights
+        .clone()
+        .expect("weights in the status");
+    assert_eq!(
+        (weights.canary.weight, weights.canary.service_name.as_str()),
+        (30, "web-canary")
+    );
+    assert_eq!(sim.status.phase, "Paused");
+    sim.promote();
+    sim.settle();
+    // setCanaryScale then setWeight 60: the canary stays at 4 pods, 60% of traffic.
+    assert_eq!(
+        sim.weights.map(|weights| weights.0),
+        Some(0),
+        "after promotion"
+    );
+    assert_eq!(sim.status.stable_rs, second);
+    assert!(
+        sim.services
+            .contains(&("web-stable".into(), second.clone()))
+    );
+    assert_eq!(sim.replicas_of(1), 4, "the old stable waits 5 s");
+    sim.wait(6);
+    sim.settle();
+    assert_eq!(sim.counts(), vec![(1, 0), (2, 4)]);
+    assert!(
+        sim.events
+            .iter()
+            .any(|event| event.contains("Rollout step 3/4 completed")),
+        "{:?}",
+        sim.events
+    );
+}
+
+#[test]
+fn an_aborted_routed_canary_gets_no_traffic_at_once_and_its_pods_go_after_the_delay() {
+    let mut rollout = routed(2, json!([{"setWeight": 50}, {"pause": {}}]));
+    rollout["spec"]["strategy"]["canary"]["abortScaleDownDelaySeconds"] = json!(10);
+    let mut sim = Sim::new(rollout);
+    sim.settle();
+    sim.set_image("web:2");
+    sim.settle();
+    assert_eq!(sim.weights, Some((50, 50)));
+    sim.status.abort = true;
+    sim.settle();
+    assert_eq!(sim.weights, Some((0, 100)));
+    assert_eq!(sim.status.phase, "Degraded");
+    assert_eq!(sim.replicas_of(2), 1, "kept for abortScaleDownDelaySeconds");
+    sim.wait(11);
+    sim.settle();
+    assert_eq!(sim.counts(), vec![(1, 2), (2, 0)]);
 }
 
 #[test]
