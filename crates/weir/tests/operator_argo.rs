@@ -123,6 +123,29 @@ fn wait_replicas(cluster: &Cluster, want: &[(i64, i64)]) {
     });
 }
 
+/// `weir argo ARGS... -n shop` against the cluster; it must succeed. Its standard output.
+fn weir_argo(cluster: &Cluster, args: &[&str]) -> String {
+    let output = std::process::Command::new(BIN)
+        .arg("argo")
+        .args(args)
+        .args(
+            ["-n", NAMESPACE, "--no-color"]
+                .iter()
+                .filter(|_| args[0] == "get"),
+        )
+        .args(["-n", NAMESPACE].iter().filter(|_| args[0] != "get"))
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "weir argo {args:?}: {}",
+        text(&output.stderr)
+    );
+    text(&output.stdout)
+}
+
 /// The plugin's status patches (`kubectl argo rollouts promote|abort|retry|promote --full`).
 fn patch_status(cluster: &Cluster, patch: Value) {
     let patched = cluster.kubectl(&[
@@ -215,8 +238,24 @@ fn a_canary_with_steps_walks_its_replica_counts_to_promotion() {
         "{listed}"
     );
 
-    // promote: the plugin removes the pause condition.
-    patch_status(&cluster, json!({"status": {"pauseConditions": null}}));
+    // What `kubectl argo rollouts get rollout` shows, from the cluster.
+    let shown = weir_argo(&cluster, &["get", "rollout", "web"]);
+    println!("{shown}");
+    for line in [
+        "Status:          ॥ Paused",
+        "Message:         CanaryPauseStep",
+        "  Step:          1/4",
+        "  SetWeight:     20",
+        "  ActualWeight:  20",
+        "web:2 (canary)",
+    ] {
+        assert!(shown.contains(line), "no {line:?} in:\n{shown}");
+    }
+    // promote: the plugin's verb removes the pause condition.
+    assert_eq!(
+        weir_argo(&cluster, &["promote", "web"]).trim(),
+        "rollout 'web' promoted"
+    );
     // setWeight 60 of 5 pods: three new, two stable, during the two-second pause.
     wait_status(&cluster, "at the timed pause", |status| {
         status["currentStepIndex"] == json!(3)
