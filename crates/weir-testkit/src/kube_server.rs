@@ -75,7 +75,7 @@
 //!   `additionalPrinterColumns` (simple `.a.b` / `.a[0].b` paths; `date` columns as ages), `Age`
 //!   computed by the server; built-in kinds have the real server's main columns (deployments
 //!   READY/UP-TO-DATE/AVAILABLE, daemonsets DESIRED/CURRENT/READY/UP-TO-DATE/AVAILABLE/NODE
-//!   SELECTOR, services TYPE/CLUSTER-IP/EXTERNAL-IP/PORT(S), events LAST
+//!   SELECTOR, replicasets DESIRED/CURRENT/READY, jobs STATUS/COMPLETIONS, services TYPE/CLUSTER-IP/EXTERNAL-IP/PORT(S), events LAST
 //!   SEEN/TYPE/REASON/OBJECT/MESSAGE, leases HOLDER, ...); `row.object` is
 //!   PartialObjectMetadata (`includeObject=None|Object` honoured). `as=PartialObjectMetadata`
 //!   (kube-rs metadata watches) is served too.
@@ -124,9 +124,11 @@
 //! fields) and defaulting beyond the few listed above, version conversion (all served versions
 //! of a CRD share the objects, only `apiVersion` changes), the `scale` subresource of other
 //! kinds (CRDs' `subresources.scale`, ReplicaSets, StatefulSets) and other subresources
-//! (`/log`, `/exec`, ...), server-side apply on `/scale`, controllers (no pods, replica sets,
-//! endpoints, status updates: `crate::deployment_controller` plays the Deployment controller
-//! for tests that want one; the namespace lifecycle is immediate), foreground deletion (treated as
+//! (`/log`, `/exec`, ...), server-side apply on `/scale`, controllers (no pods, no replica sets
+//! made from Deployments, no endpoints, no status updates by the server itself:
+//! `crate::deployment_controller` plays the Deployment, DaemonSet and ReplicaSet controllers and
+//! `crate::job_controller` the Job controller for tests that want them; the namespace lifecycle
+//! is immediate), foreground deletion (treated as
 //! background), the rule that no finalizer may be added to a terminating object, graceful
 //! deletion periods, field selectors restricted per kind (any dotted path is accepted), the
 //! deprecated `/watch/` routes, watches on a single object's URL, events.k8s.io, and
