@@ -17,6 +17,7 @@
 
 pub mod argo_analysis;
 pub mod argo_rollouts;
+pub mod argo_traffic;
 pub mod basic_canary;
 pub mod controller;
 pub mod crd;
