@@ -203,6 +203,13 @@ async fn a_web_metric_passing_three_times_ends_successful_with_three_measurement
         assert!(status.get("message").is_none());
         assert_eq!(web.hits(), 3);
         assert_eq!(*web.paths.lock().unwrap(), vec!["/metrics"; 3]);
+        // The status is written when it changes, never more: the start, then each measurement.
+        let writes = cluster.server.request_counts();
+        assert_eq!(
+            writes.get("patch analysisruns.argoproj.io/status"),
+            Some(&4),
+            "{writes:?}"
+        );
     })
     .await;
 }
