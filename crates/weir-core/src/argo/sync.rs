@@ -21,7 +21,9 @@
 //! patches: `spec.paused`, `status.pauseConditions`, `status.abort`, `status.promoteFull`,
 //! `status.currentStepIndex`. What does not run yet (other routers, experiments, header and
 //! mirror routes, step plugins) is refused by [`unsupported`] with the field named, and the
-//! Rollout is Degraded with `InvalidSpec`.
+//! Rollout is Degraded with `InvalidSpec`. The annotation `weir.dev/promote-on: health` opts a
+//! Rollout into weir's evidence rule: it is promoted only once an analysis of the new revision has
+//! succeeded (Argo promotes at the end of the steps without one).
 //!
 //! One difference from Argo: the pod template hash. Argo hashes Go's JSON encoding of the
 //! template; weir hashes its canonical JSON (keys sorted) the same way (FNV-32a, Kubernetes'
@@ -621,6 +623,8 @@ struct Pass<'a> {
     requeue: Option<SignedDuration>,
     /// Why this reconcile aborted, for the condition's message.
     abort_reason: Option<String>,
+    /// Promotion waits for evidence (`weir.dev/promote-on: health`).
+    awaiting_evidence: bool,
 }
 
 impl Pass<'_> {
@@ -735,6 +739,7 @@ pub fn reconcile(observed: &Observed<'_>) -> Sync {
         events: Vec::new(),
         requeue: None,
         abort_reason: None,
+        awaiting_evidence: false,
     };
     pass.status.observed_generation = observed.generation.to_string();
     pass.status.conditions.retain(|c| c.kind != "InvalidSpec");
@@ -818,6 +823,35 @@ pub fn reconcile(observed: &Observed<'_>) -> Sync {
 }
 
 impl Pass<'_> {
+    /// weir's evidence rule, which the annotation `weir.dev/promote-on: health` opts into (as
+    /// for a Flagger Canary): the end of the steps, or a blue-green switch, promotes only once an
+    /// analysis of this revision (a step's or a pre-promotion one) has ended Successful. Argo
+    /// promotes without one. A user's full promotion is not held back.
+    fn lacks_evidence(&mut self) -> bool {
+        let wanted = self
+            .observed
+            .rollout
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.get(super::PROMOTE_ON_ANNOTATION))
+            .is_some_and(|value| value == "health");
+        if !wanted || self.status.promote_full {
+            return false;
+        }
+        let prefix = format!("{}-{}-", self.name, self.hash);
+        let evidence = self
+            .observed
+            .runs
+            .iter()
+            .any(|run| run.name.starts_with(&prefix) && run.phase == Some(Phase::Successful));
+        if !evidence {
+            self.awaiting_evidence = true;
+            self.requeue(POLL);
+        }
+        !evidence
+    }
+
     fn paused_by_user(&self) -> bool {
         self.observed.rollout.spec.paused == Some(true)
     }
@@ -1177,7 +1211,7 @@ fn canary_pass(pass: &mut Pass<'_>, canary: &CanaryStrategy, step_count: usize) 
     }
     let settled = settled && weight_in_force == weight;
     if let Some(why) = promote_why {
-        if settled && new_rs.available >= replicas {
+        if settled && new_rs.available >= replicas && !pass.lacks_evidence() {
             let why = if why == "Completed all canary steps" {
                 format!("Completed all {step_count} canary steps")
             } else {
@@ -1516,6 +1550,10 @@ fn blue_green_pass(pass: &mut Pass<'_>, blue_green: &BlueGreenStrategy) {
             terminate_unwanted(pass, &wanted_runs);
             return;
         }
+        if pass.lacks_evidence() {
+            terminate_unwanted(pass, &wanted_runs);
+            return;
+        }
         // The switch.
         let from = pass.status.blue_green.active_selector.clone();
         pass.event(
@@ -1777,6 +1815,15 @@ impl Pass<'_> {
                 _ => {}
             }
         }
+        let message = if self.awaiting_evidence && phase == "Progressing" {
+            format!(
+                "waiting for evidence: {}: health promotes only after an analysis of this \
+                 revision succeeded",
+                super::PROMOTE_ON_ANNOTATION
+            )
+        } else {
+            message
+        };
         self.status.phase = phase;
         self.status.message = message;
         Sync {

@@ -129,16 +129,12 @@ impl Sim {
             let before = self.status.clone();
             let sync = self.pass();
             last.clone_from(&sync.actions);
-            if sync
-                .actions
-                .iter()
-                .all(|action| {
-                    matches!(
-                        action,
-                        Action::PointService { .. } | Action::RouteTraffic { .. }
-                    )
-                })
-                && before == self.status
+            if sync.actions.iter().all(|action| {
+                matches!(
+                    action,
+                    Action::PointService { .. } | Action::RouteTraffic { .. }
+                )
+            }) && before == self.status
             {
                 return;
             }
@@ -611,4 +607,43 @@ fn the_pod_template_hash_ignores_key_order_and_uses_the_safe_alphabet() {
             .all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c)),
         "{hash}"
     );
+}
+
+#[test]
+fn with_weirs_evidence_rule_the_end_of_the_steps_waits_for_a_successful_analysis() {
+    let steps = json!([
+        {"setWeight": 50},
+        {"analysis": {"templates": [{"templateName": "smoke"}]}}
+    ]);
+    let mut rollout = canary(2, json!([{"setWeight": 50}]));
+    rollout["metadata"]["annotations"] = json!({"weir.dev/promote-on": "health"});
+    let mut sim = Sim::new(rollout.clone());
+    sim.settle();
+    assert_eq!(
+        sim.status.phase, "Healthy",
+        "the first deploy needs no evidence"
+    );
+    // Steps without an analysis: Argo would promote; weir waits.
+    sim.set_image("web:2");
+    sim.settle();
+    assert_eq!(sim.status.phase, "Progressing");
+    assert!(
+        sim.status.message.starts_with("waiting for evidence"),
+        "{}",
+        sim.status.message
+    );
+    assert_ne!(sim.status.stable_rs, sim.status.current_pod_hash);
+    // A user's full promotion is not held back.
+    sim.status.promote_full = true;
+    sim.settle();
+    assert_eq!(sim.status.phase, "Healthy");
+    // With an analysis step that succeeds, it promotes.
+    sim.rollout["spec"]["strategy"]["canary"]["steps"] = steps;
+    sim.set_image("web:3");
+    sim.settle();
+    assert_eq!(sim.status.current_step_index, Some(1));
+    sim.set_run_phase(Phase::Successful, "");
+    sim.settle();
+    assert_eq!(sim.status.phase, "Healthy");
+    assert_eq!(sim.status.stable_rs, sim.status.current_pod_hash);
 }
