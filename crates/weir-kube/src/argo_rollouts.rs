@@ -53,10 +53,18 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
-/// Whether Argo Rollouts' Rollout CRD is installed (the operator then runs Argo Rollouts).
-pub async fn installed(client: &kube::Client) -> bool {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &argo_rollouts_resource());
-    api.list(&ListParams::default().limit(1)).await.is_ok()
+/// Whether Argo Rollouts' Rollout CRD is installed (the operator then runs Argo Rollouts),
+/// asked where the operator may look: the first of `namespaces`, else every namespace.
+pub async fn installed(client: &kube::Client, namespaces: &[String]) -> bool {
+    let api = apis(
+        client,
+        &namespaces[..namespaces.len().min(1)],
+        &argo_rollouts_resource(),
+    );
+    match api.first() {
+        Some(api) => api.list(&ListParams::default().limit(1)).await.is_ok(),
+        None => false,
+    }
 }
 
 /// Runs the Argo Rollouts of `namespaces` (empty: every namespace); never returns by itself.

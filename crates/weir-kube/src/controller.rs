@@ -132,7 +132,8 @@ impl Controller {
         }
         // Argo Rollouts' objects, when their CRD is installed: the Rollouts and the AnalysisRuns
         // they make.
-        let runs_argo_rollouts = crate::argo_rollouts::installed(&self.client).await;
+        let runs_argo_rollouts =
+            crate::argo_rollouts::installed(&self.client, &self.namespaces).await;
         if runs_argo_rollouts {
             tasks.spawn(crate::argo_rollouts::run(
                 self.client.clone(),

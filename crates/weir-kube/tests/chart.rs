@@ -1292,6 +1292,22 @@ const USED: &[(&str, &str, &[&str])] = &[
     // spec.target.statusTo onto an OAM Application.
     ("core.oam.dev", "applications", &["get", "patch"]),
     ("core.oam.dev", "applications/status", &["patch"]),
+    // Argo Rollouts' objects (argo_rollouts.rs, argo_analysis.rs, argo_traffic.rs).
+    ("argoproj.io", "rollouts", &["list", "watch", "patch"]),
+    ("argoproj.io", "rollouts/status", &["patch"]),
+    (
+        "argoproj.io",
+        "analysisruns",
+        &["list", "watch", "create", "patch"],
+    ),
+    ("argoproj.io", "analysisruns/status", &["patch"]),
+    ("argoproj.io", "analysistemplates", &["get"]),
+    ("argoproj.io", "clusteranalysistemplates", &["get"]),
+    ("apps", "replicasets", &["list", "create", "patch"]),
+    ("batch", "jobs", &["get", "create", "delete"]),
+    ("gateway.networking.k8s.io", "grpcroutes", &["get", "patch"]),
+    ("gateway.networking.k8s.io", "tcproutes", &["get", "patch"]),
+    ("gateway.networking.k8s.io", "tlsroutes", &["get", "patch"]),
 ];
 
 fn expand(table: &[(&str, &str, &[&str])]) -> BTreeSet<Grant> {
