@@ -3,7 +3,8 @@
 //! Gateway API plugin's backendRef weights and in-progress label, SMI TrafficSplits, nginx canary
 //! Ingresses; a second pass with the same weights writes nothing; missing objects and routers
 //! weir does not run are refused with a reason. Then the Gateway API plugin's own e2e cases
-//! (`compat/argo/gatewayapi-plugin/chainsaw`), when that corpus is beside the project.
+//! (`compat/argo/gatewayapi-plugin/chainsaw`) with plain weights (HTTP, gRPC, TCP and TLS
+//! routes), when that corpus is beside the project.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
@@ -248,7 +249,7 @@ async fn istio_splits_the_only_http_route_and_the_named_tls_and_tcp_routes() {
         "stableService": "web-stable", "canaryService": "web-canary",
         "trafficRouting": {"istio": {"virtualServices": [
             {"name": "only"},
-            {"name": "wire", "tlsRoutes": [{"port": 3000, "sniHosts": ["web.example.com"]}], "tcpRoutes": [{"port": 4000}]},
+            {"name": "wire", "routes": ["primary"], "tlsRoutes": [{"port": 3000, "sniHosts": ["web.example.com"]}], "tcpRoutes": [{"port": 4000}]},
         ]}},
     }));
     route_web(&server, &client, &canary, weights(40))
@@ -419,7 +420,7 @@ async fn istio_refuses_missing_virtual_services_routes_and_services() {
         ),
         (
             json!({"virtualService": {"name": "web-vs"}}),
-            "must be a single route",
+            "spec.http[] of VirtualService \"web-vs\" must have exactly one route when routes are not named, and it has 2",
         ),
         (
             json!({"virtualService": {"name": "web-vs", "routes": ["primary"]}}),
@@ -978,6 +979,14 @@ fn expressions(value: &Value, out: &mut Vec<String>) {
     }
 }
 
+/// The route kinds the plugin edits, their plurals and the versions its cases use.
+const ROUTE_KINDS: [(&str, &str, &str); 4] = [
+    ("HTTPRoute", "httproutes", "v1"),
+    ("GRPCRoute", "grpcroutes", "v1"),
+    ("TCPRoute", "tcproutes", "v1alpha2"),
+    ("TLSRoute", "tlsroutes", "v1alpha2"),
+];
+
 /// One step of a case, as this test plays it.
 enum Step {
     Apply(Value),
@@ -986,7 +995,8 @@ enum Step {
     AssertRoute(String, Value),
 }
 
-/// Why a case is not played (only plain weights on HTTPRoutes are), or its Rollout and steps.
+/// Why a case is not played (only plain weights are: no header or mirror routes), or its
+/// Rollout and steps.
 fn plan(dir: &Path) -> Result<(Value, Vec<Step>), String> {
     let test = yaml_documents(&dir.join("chainsaw-test.yaml")).remove(0);
     let mut rollout = None;
@@ -997,15 +1007,18 @@ fn plan(dir: &Path) -> Result<(Value, Vec<Step>), String> {
                 for document in yaml_documents(&dir.join(file)) {
                     match document["kind"].as_str() {
                         Some("Rollout") => rollout = Some(document),
-                        Some("Service" | "HTTPRoute") => steps.push(Step::Apply(document)),
-                        other => return Err(format!("{file} applies a {other:?}")),
+                        Some("Service") => steps.push(Step::Apply(document)),
+                        Some(kind) if ROUTE_KINDS.iter().any(|(k, ..)| *k == kind) => {
+                            steps.push(Step::Apply(document))
+                        }
+                        other => return Err(format!("{file} applies a {}", other.unwrap_or("?"))),
                     }
                 }
             } else if let Some(file) = operation["assert"]["file"].as_str() {
                 for document in yaml_documents(&dir.join(file)) {
                     match document["kind"].as_str() {
                         Some("Rollout") => steps.push(Step::AssertRollout),
-                        Some("HTTPRoute") => {
+                        Some(kind) if ROUTE_KINDS.iter().any(|(k, ..)| *k == kind) => {
                             let mut found = Vec::new();
                             expressions(&document, &mut found);
                             if let Some(unknown) =
@@ -1015,7 +1028,7 @@ fn plan(dir: &Path) -> Result<(Value, Vec<Step>), String> {
                             }
                             steps.push(Step::AssertRoute(file.to_owned(), document));
                         }
-                        other => return Err(format!("{file} asserts a {other:?}")),
+                        other => return Err(format!("{file} asserts a {}", other.unwrap_or("?"))),
                     }
                 }
             } else if operation.get("patch").is_some() {
@@ -1033,19 +1046,6 @@ fn plan(dir: &Path) -> Result<(Value, Vec<Step>), String> {
     }
     let rollout = rollout.ok_or("no Rollout")?;
     let canary = &rollout["spec"]["strategy"]["canary"];
-    let config = &canary["trafficRouting"]["plugins"]["argoproj-labs/gatewayAPI"];
-    for field in [
-        "grpcRoute",
-        "grpcRoutes",
-        "tcpRoute",
-        "tcpRoutes",
-        "tlsRoute",
-        "tlsRoutes",
-    ] {
-        if config.get(field).is_some() {
-            return Err(format!("routes with {field}"));
-        }
-    }
     for step in canary["steps"].as_array().into_iter().flatten() {
         for field in ["setHeaderRoute", "setMirrorRoute"] {
             if step.get(field).is_some() {
@@ -1056,18 +1056,16 @@ fn plan(dir: &Path) -> Result<(Value, Vec<Step>), String> {
     Ok((rollout, steps))
 }
 
-/// Plays one case: its Services and HTTPRoutes applied, then `route` with the weights the
-/// Rollout would be at for each HTTPRoute assertion (canary 0 before the update, each
+/// Plays one case: its Services and routes applied, then `route` with the weights the
+/// Rollout would be at for each route assertion (canary 0 before the update, each
 /// `setWeight` in turn during it, 0 once it is healthy again), and the assertion checked.
 async fn play(rollout: &Value, steps: Vec<Step>) -> Result<usize, String> {
     let (server, client) = cluster().await;
-    server
-        .create(router_crd(
-            "gateway.networking.k8s.io",
-            "HTTPRoute",
-            "httproutes",
-        ))
-        .unwrap();
+    for (kind, plural, version) in ROUTE_KINDS {
+        server
+            .create(crd("gateway.networking.k8s.io", kind, plural, &[version]))
+            .unwrap();
+    }
     let namespace = rollout["metadata"]["namespace"]
         .as_str()
         .unwrap_or("default");
@@ -1114,14 +1112,13 @@ async fn play(rollout: &Value, steps: Vec<Step>) -> Result<usize, String> {
                     .map_err(|e| format!("{file}: {e}"))?
                     .map_err(|e| format!("{file}: refused: {e}"))?;
                 let route_name = expected["metadata"]["name"].as_str().unwrap();
+                let (api_version, kind) = (
+                    expected["apiVersion"].as_str().unwrap(),
+                    expected["kind"].as_str().unwrap(),
+                );
                 let actual = server
-                    .get(
-                        "gateway.networking.k8s.io/v1",
-                        "HTTPRoute",
-                        namespace,
-                        route_name,
-                    )
-                    .ok_or_else(|| format!("{file}: HTTPRoute {route_name} is gone"))?;
+                    .get(api_version, kind, namespace, route_name)
+                    .ok_or_else(|| format!("{file}: {kind} {route_name} is gone"))?;
                 ["metadata", "spec"]
                     .iter()
                     .filter(|part| expected.get(part).is_some())
@@ -1158,7 +1155,7 @@ async fn gateway_api_plugin_e2e_cases_with_plain_weights() {
             Err(reason) => println!("skipped {case}: {reason}"),
             Ok((rollout, steps)) => match play(&rollout, steps).await {
                 Ok(checked) => {
-                    println!("ran {case}: {checked} HTTPRoute assertions hold");
+                    println!("ran {case}: {checked} route assertions hold");
                     assert!(checked > 0, "{case} checked nothing");
                     ran += 1;
                 }
@@ -1170,7 +1167,7 @@ async fn gateway_api_plugin_e2e_cases_with_plain_weights() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
-    assert!(ran >= 4, "only {ran} cases ran");
+    assert!(ran >= 7, "only {ran} cases ran");
 }
 
 #[test]

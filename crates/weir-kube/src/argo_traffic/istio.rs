@@ -1,7 +1,10 @@
-//! `trafficRouting.istio`: Argo edits the user's VirtualServices in place. In each HTTP route it
-//! names (`routes`, or the only HTTP route when none are named and no TLS/TCP routes are), and
-//! in each TLS route (by port and SNI hosts) and TCP route (by port) it names, the destination
-//! of the stable Service gets the stable weight and the canary Service's the canary weight
+//! `trafficRouting.istio`: Argo edits the user's VirtualServices in place. For each kind of
+//! route the VirtualService has (`http`, `tls`, `tcp`; a kind it lacks is skipped even when the
+//! Rollout names routes of it, as Argo's e2e "host-only-tls-split" Rollout does), the routes the
+//! Rollout names (`routes` by name, `tlsRoutes` by port and SNI hosts, `tcpRoutes` by port), or
+//! the only route of that kind when it names none (more than one is invalid), have the
+//! destination of the stable Service set to the stable weight and the canary Service's to the
+//! canary weight; other destinations are left alone
 //! (host-level split; a host may be written `svc`, `svc.ns`, `svc.ns.svc.cluster.local`). With
 //! `destinationRule` the split is subset-level: the destinations are picked by `subset`
 //! (`stableSubsetName`/`canarySubsetName`), and first (Argo's `UpdateHash`) the DestinationRule's
@@ -172,70 +175,94 @@ fn set_weights(
     let named: Vec<&String> = service.routes.iter().flatten().collect();
     let tls = service.tls_routes.as_deref().unwrap_or_default();
     let tcp = service.tcp_routes.as_deref().unwrap_or_default();
-    let mut edits: Vec<(String, usize, String)> = Vec::new();
+    let mut edits: Vec<(&str, usize, String)> = Vec::new();
+    // Argo edits a kind of route only when the VirtualService has routes of that kind; then the
+    // named (or matched) ones, or the only one when none are named.
     let http = routes_of(object, "http");
-    if !named.is_empty() {
-        for route in named {
+    if !http.is_empty() {
+        for route in &named {
             let index = http
                 .iter()
-                .position(|r| r.get("name").and_then(Value::as_str) == Some(route));
+                .position(|r| r.get("name").and_then(Value::as_str) == Some(route.as_str()));
             let Some(index) = index else {
                 return Err(format!(
                     "{field}.routes: Invalid value: \"{route}\": HTTP Route '{route}' is not \
                      found in the defined Virtual Service."
                 ));
             };
-            edits.push(("http".into(), index, format!("HTTP route '{route}'")));
+            edits.push(("http", index, format!("HTTP route '{route}'")));
         }
-    } else if tls.is_empty() && tcp.is_empty() {
-        if http.len() != 1 {
-            return Err(format!(
-                "{field}.routes: Invalid value: \"\": spec.http[] must be a single route when \
-                 no route is named, and VirtualService \"{name}\" has {}",
-                http.len()
+        if named.is_empty() {
+            edits.push((
+                "http",
+                only(&http, "http", "routes", field, name)?,
+                "its HTTP route".into(),
             ));
         }
-        edits.push(("http".into(), 0, "its HTTP route".into()));
     }
     let tls_routes = routes_of(object, "tls");
-    for (i, wanted) in tls.iter().enumerate() {
-        let indexes: Vec<usize> = tls_routes
-            .iter()
-            .enumerate()
-            .filter(|(_, route)| matches_tls(route, wanted.port, wanted.sni_hosts.as_deref()))
-            .map(|(index, _)| index)
-            .collect();
-        if indexes.is_empty() {
-            return Err(format!(
-                "{field}.tlsRoutes[{i}]: Invalid value: \"\": no TLS route in VirtualService \
-                 \"{name}\" matches its port and SNI hosts"
+    if !tls_routes.is_empty() {
+        for (i, wanted) in tls.iter().enumerate() {
+            let indexes: Vec<usize> = tls_routes
+                .iter()
+                .enumerate()
+                .filter(|(_, route)| matches_tls(route, wanted.port, wanted.sni_hosts.as_deref()))
+                .map(|(index, _)| index)
+                .collect();
+            if indexes.is_empty() {
+                return Err(format!(
+                    "{field}.tlsRoutes[{i}]: Invalid value: \"\": no TLS route in VirtualService \
+                     \"{name}\" matches its port and SNI hosts"
+                ));
+            }
+            edits.extend(
+                indexes
+                    .into_iter()
+                    .map(|index| ("tls", index, format!("TLS route {index}"))),
+            );
+        }
+        if tls.is_empty() {
+            edits.push((
+                "tls",
+                only(&tls_routes, "tls", "tlsRoutes", field, name)?,
+                "its TLS route".into(),
             ));
         }
-        edits.extend(
-            indexes
-                .into_iter()
-                .map(|index| ("tls".to_owned(), index, format!("TLS route {index}"))),
-        );
     }
     let tcp_routes = routes_of(object, "tcp");
-    for (i, wanted) in tcp.iter().enumerate() {
-        let indexes: Vec<usize> = tcp_routes
-            .iter()
-            .enumerate()
-            .filter(|(_, route)| matches_port(route, wanted.port))
-            .map(|(index, _)| index)
-            .collect();
-        if indexes.is_empty() {
-            return Err(format!(
-                "{field}.tcpRoutes[{i}]: Invalid value: \"\": no TCP route in VirtualService \
-                 \"{name}\" matches its port"
+    if !tcp_routes.is_empty() {
+        for (i, wanted) in tcp.iter().enumerate() {
+            let indexes: Vec<usize> = tcp_routes
+                .iter()
+                .enumerate()
+                .filter(|(_, route)| matches_port(route, wanted.port))
+                .map(|(index, _)| index)
+                .collect();
+            if indexes.is_empty() {
+                return Err(format!(
+                    "{field}.tcpRoutes[{i}]: Invalid value: \"\": no TCP route in VirtualService \
+                     \"{name}\" matches its port"
+                ));
+            }
+            edits.extend(
+                indexes
+                    .into_iter()
+                    .map(|index| ("tcp", index, format!("TCP route {index}"))),
+            );
+        }
+        if tcp.is_empty() {
+            edits.push((
+                "tcp",
+                only(&tcp_routes, "tcp", "tcpRoutes", field, name)?,
+                "its TCP route".into(),
             ));
         }
-        edits.extend(
-            indexes
-                .into_iter()
-                .map(|index| ("tcp".to_owned(), index, format!("TCP route {index}"))),
-        );
+    }
+    if edits.is_empty() {
+        return Err(format!(
+            "{field}.name: Invalid value: \"{name}\": VirtualService \"{name}\" has no HTTP, TLS \
+             or TCP routes"
+        ));
     }
     for (kind, index, what) in edits {
         let Some(destinations) = object
@@ -280,6 +307,25 @@ fn set_weights(
         }
     }
     Ok(())
+}
+
+/// The index of the only route of `kind` when the Rollout names none (Argo's rule: "If
+/// omitted, VirtualService must have a single route of this type").
+fn only(
+    routes: &[Value],
+    kind: &str,
+    names: &str,
+    field: &str,
+    name: &str,
+) -> Result<usize, String> {
+    if routes.len() == 1 {
+        return Ok(0);
+    }
+    Err(format!(
+        "{field}.{names}: Invalid value: \"\": spec.{kind}[] of VirtualService \"{name}\" must \
+         have exactly one route when {names} are not named, and it has {}",
+        routes.len()
+    ))
 }
 
 /// `spec.<kind>` of a VirtualService (cloned: it is read before it is edited).
