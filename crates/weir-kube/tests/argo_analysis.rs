@@ -580,3 +580,43 @@ async fn a_job_in_flight_is_found_again_after_a_restart() {
     })
     .await;
 }
+
+/// A real Prometheus (the test is skipped outside CI when it is not installed): a vector, an
+/// empty vector and a scalar, as Argo hands them to the conditions.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_prometheus_answers_vectors_and_scalars() {
+    use weir_testkit::prometheus::{self, PrometheusOptions, PrometheusServer};
+    if !prometheus::required() {
+        return;
+    }
+    no_hang(async {
+        let server = tokio::task::spawn_blocking(|| {
+            PrometheusServer::start(&PrometheusOptions::default()).unwrap()
+        })
+        .await
+        .unwrap();
+        let cluster = Cluster::up().await;
+        let metric = |name: &str, query: &str, condition: &str| {
+            json!({"name": name, "successCondition": condition,
+                "provider": {"prometheus": {"address": server.url(), "query": query, "timeout": 20}}})
+        };
+        cluster.create_run(
+            "real-prom",
+            json!({"metrics": [
+                metric("vector", "vector(0.97)", "result[0] >= 0.95"),
+                metric("empty", "up{job=\"nobody\"}", "len(result) == 0"),
+                metric("scalar", "2 * 3", "result == 6"),
+            ]}),
+        );
+        let status = cluster.status_when("real-prom", "Successful").await;
+        let values: Vec<&Value> = status["metricResults"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|result| &result["measurements"][0]["value"])
+            .collect();
+        assert_eq!(values, [&json!("[0.97]"), &json!("[]"), &json!("6")]);
+        assert_eq!(status["runSummary"], json!({"count": 3, "successful": 3}));
+    })
+    .await;
+}
