@@ -292,6 +292,47 @@ async fn istio_splits_the_only_http_route_and_the_named_tls_and_tcp_routes() {
 }
 
 #[tokio::test]
+async fn istio_header_routes_argo_added_do_not_count_as_the_only_route() {
+    let (server, client) = cluster().await;
+    istio_crds(&server, &["v1beta1"]);
+    server
+        .create(json!({
+            "apiVersion": "networking.istio.io/v1beta1", "kind": "VirtualService",
+            "metadata": {"name": "web-vs", "namespace": NS},
+            "spec": {"hosts": ["web"], "http": [
+                {"name": "beta-testers", "match": [{"headers": {"x-beta": {"exact": "1"}}}],
+                 "route": [destination("web-canary", Some(100))]},
+                {"route": [destination("web-stable", Some(100)), destination("web-canary", Some(0))]}]},
+        }))
+        .unwrap();
+    let canary = strategy(json!({
+        "stableService": "web-stable", "canaryService": "web-canary",
+        "trafficRouting": {"managedRoutes": [{"name": "beta-testers"}],
+            "istio": {"virtualService": {"name": "web-vs"}}},
+    }));
+    route_web(&server, &client, &canary, weights(5))
+        .await
+        .unwrap();
+    let vs = get(
+        &server,
+        "networking.istio.io/v1beta1",
+        "VirtualService",
+        "web-vs",
+    );
+    assert_eq!(
+        istio_weights(&vs, "http", 0),
+        [("web-canary".to_owned(), Some(100))]
+    );
+    assert_eq!(
+        istio_weights(&vs, "http", 1),
+        [
+            ("web-stable".to_owned(), Some(95)),
+            ("web-canary".to_owned(), Some(5))
+        ]
+    );
+}
+
+#[tokio::test]
 async fn istio_subsets_get_the_hashes_and_the_weights() {
     let (server, client) = cluster().await;
     istio_crds(&server, &["v1beta1"]);

@@ -195,7 +195,7 @@ fn set_weights(
         if named.is_empty() {
             edits.push((
                 "http",
-                only(&http, "http", "routes", field, name)?,
+                only(ctx, &http, "http", "routes", field, name)?,
                 "its HTTP route".into(),
             ));
         }
@@ -224,7 +224,7 @@ fn set_weights(
         if tls.is_empty() {
             edits.push((
                 "tls",
-                only(&tls_routes, "tls", "tlsRoutes", field, name)?,
+                only(ctx, &tls_routes, "tls", "tlsRoutes", field, name)?,
                 "its TLS route".into(),
             ));
         }
@@ -253,7 +253,7 @@ fn set_weights(
         if tcp.is_empty() {
             edits.push((
                 "tcp",
-                only(&tcp_routes, "tcp", "tcpRoutes", field, name)?,
+                only(ctx, &tcp_routes, "tcp", "tcpRoutes", field, name)?,
                 "its TCP route".into(),
             ));
         }
@@ -311,20 +311,33 @@ fn set_weights(
 
 /// The index of the only route of `kind` when the Rollout names none (Argo's rule: "If
 /// omitted, VirtualService must have a single route of this type").
+/// The header and mirror routes Argo adds for `managedRoutes` (named after them) do not count.
 fn only(
+    ctx: &Ctx<'_>,
     routes: &[Value],
     kind: &str,
     names: &str,
     field: &str,
     name: &str,
 ) -> Result<usize, String> {
-    if routes.len() == 1 {
-        return Ok(0);
+    let candidates: Vec<usize> = routes
+        .iter()
+        .enumerate()
+        .filter(|(_, route)| {
+            route
+                .get("name")
+                .and_then(Value::as_str)
+                .is_none_or(|route| !ctx.managed_routes.contains(&route))
+        })
+        .map(|(index, _)| index)
+        .collect();
+    if let [index] = candidates[..] {
+        return Ok(index);
     }
     Err(format!(
         "{field}.{names}: Invalid value: \"\": spec.{kind}[] of VirtualService \"{name}\" must \
          have exactly one route when {names} are not named, and it has {}",
-        routes.len()
+        candidates.len()
     ))
 }
 
