@@ -95,7 +95,7 @@ pub async fn route(
         stable,
         canary: canary_service,
         weights,
-        max_weight: routing.max_traffic_weight.unwrap_or(100),
+        max_traffic_weight: routing.max_traffic_weight,
         hashes: hashes.as_ref().map(|(c, s)| (c.as_str(), s.as_str())),
         owner,
         managed_routes: routing
@@ -166,7 +166,7 @@ pub(crate) struct Ctx<'a> {
     stable: &'a str,
     canary: &'a str,
     weights: Weights,
-    max_weight: i64,
+    max_traffic_weight: Option<i64>,
     hashes: Option<(&'a str, &'a str)>,
     owner: Option<&'a Value>,
     managed_routes: Vec<&'a str>,
@@ -258,8 +258,12 @@ fn not_found(field: &str, name: &str, resource: &str) -> String {
     format!("{field}: Invalid value: \"{name}\": {resource} \"{name}\" not found")
 }
 
-/// Whether `reference` (an ownerReference list's item) names the same object as `owner`.
+/// Whether `reference` (an ownerReference list's item) is a controller reference to the same
+/// object as `owner`.
 fn same_owner(reference: &Value, owner: &Value) -> bool {
+    if reference.get("controller").and_then(Value::as_bool) != Some(true) {
+        return false;
+    }
     match (reference.get("uid"), owner.get("uid")) {
         (Some(a), Some(b)) => a == b,
         _ => {
@@ -268,8 +272,8 @@ fn same_owner(reference: &Value, owner: &Value) -> bool {
     }
 }
 
-/// Whether `object` is owned (controller or not) by `owner`; true when there is no owner to
-/// check against.
+/// Whether `object` is controlled by `owner` (Kubernetes' `IsControlledBy`); true when there is
+/// no owner to check against.
 fn owned_by(object: &Value, owner: Option<&Value>) -> bool {
     let Some(owner) = owner else {
         return true;

@@ -743,7 +743,9 @@ async fn nginx_canary_ingress_is_created_then_its_weight_updated() {
         );
         assert_eq!(
             ingress["spec"],
-            json!({"ingressClassName": "nginx", "rules": [{"host": "web.example.com", "http": {"paths": [
+            json!({"ingressClassName": "nginx",
+                "tls": [{"hosts": ["web.example.com"], "secretName": "web-tls"}],
+                "rules": [{"host": "web.example.com", "http": {"paths": [
                 {"path": "/", "pathType": "Prefix", "backend": {"service": {"name": "web-canary", "port": {"number": 80}}}},
                 {"path": "/static", "pathType": "Prefix", "backend": {"service": {"name": "assets", "port": {"number": 80}}}}]}}]})
         );
@@ -840,9 +842,7 @@ async fn nginx_prefix_total_weight_and_refusals() {
         .unwrap()
         .unwrap_err();
     assert!(
-        refused.contains(
-            "canary ingress `web-web-ingress-canary` exists but is not controlled by Rollout `web`"
-        ),
+        refused.contains("canary ingress `web-web-ingress-canary` controlled by different object"),
         "{refused}"
     );
     // The first case wrote the canary Ingress of web-ingress (the second stable Ingress is missing).

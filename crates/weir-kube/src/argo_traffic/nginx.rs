@@ -1,16 +1,17 @@
 //! `trafficRouting.nginx`: ingress-nginx splits by a second, "canary" Ingress for the same host
 //! and path. For each stable Ingress (`stableIngress` or `stableIngresses[]`) Argo keeps an
-//! Ingress `<rollout>-<stableIngress>-canary`, owned by the Rollout: the stable Ingress's rules
-//! that send some path to the stable Service, with those backends sent to the canary Service
-//! instead (rules without such a path are left out; `tls` is not copied, ingress-nginx takes it
-//! from the stable Ingress), its `ingressClassName` and `kubernetes.io/ingress.class`
-//! annotation, and the annotations `<prefix>/canary: "true"` and `<prefix>/canary-weight:
-//! "<canary weight>"` (plus `<prefix>/canary-weight-total` when `maxTrafficWeight` is not 100),
-//! where `<prefix>` is `annotationPrefix` (default `nginx.ingress.kubernetes.io`).
-//! `additionalIngressAnnotations` are added with the prefix put in front of keys that lack it
-//! (`canary-by-header: X-Canary`), `canaryIngressAnnotations` as written. An existing canary
-//! Ingress the Rollout does not own is refused; otherwise its annotations and spec are brought to
-//! the desired ones (annotations it has beyond them are removed, as Argo's patch does).
+//! Ingress `<rollout>-<stableIngress>-canary`, controlled by the Rollout: the stable Ingress's
+//! rules that send some path to the stable Service, with those backends sent to the canary
+//! Service instead (rules without such a path are left out; none left is invalid), its `tls`
+//! and `ingressClassName`, its `kubernetes.io/ingress.class` annotation (ingress-nginx ignores
+//! the canary's other non-canary annotations), `additionalIngressAnnotations` with the prefix
+//! put in front of keys that lack it (`canary-by-header: X-Canary`), `canaryIngressAnnotations`
+//! as written, and always `<prefix>/canary: "true"` and `<prefix>/canary-weight: "<canary
+//! weight>"` (plus `<prefix>/canary-weight-total: "<maxTrafficWeight>"` when that is set), where
+//! `<prefix>` is `annotationPrefix` (default `nginx.ingress.kubernetes.io`). A canary Ingress of
+//! that name controlled by another object is refused; otherwise its annotations, labels and spec
+//! are brought to the desired ones by a merge patch (what it has beyond them is removed, as
+//! Argo's patch does).
 
 use serde_json::{Map, Value, json};
 use weir_core::argo::types::NginxRouting;
@@ -83,13 +84,15 @@ pub(super) async fn route(ctx: &Ctx<'_>, nginx: &NginxRouting) -> Routed {
         };
         if !owned_by(&before, ctx.owner) {
             return Ok(Err(format!(
-                "{field}: Invalid value: \"{stable_name}\": canary ingress `{name}` exists but is \
-                 not controlled by Rollout `{}`",
-                ctx.rollout
+                "{field}: Invalid value: \"{stable_name}\": canary ingress `{name}` controlled by \
+                 different object"
             )));
         }
         let mut after = before.clone();
         after["metadata"]["annotations"] = annotations;
+        if let Some(metadata) = after.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.remove("labels");
+        }
         after["spec"] = spec;
         write_changes(&ingresses, &name, &before, &after).await?;
     }
@@ -140,8 +143,10 @@ fn desired(ctx: &Ctx<'_>, nginx: &NginxRouting, stable: &Value) -> Result<(Value
         ));
     }
     let mut spec = Map::new();
-    if let Some(class) = stable.pointer("/spec/ingressClassName") {
-        spec.insert("ingressClassName".into(), class.clone());
+    for field in ["tls", "ingressClassName"] {
+        if let Some(value) = stable.get("spec").and_then(|spec| spec.get(field)) {
+            spec.insert(field.into(), value.clone());
+        }
     }
     spec.insert("rules".into(), Value::Array(rules));
     let mut annotations = Map::new();
@@ -167,10 +172,10 @@ fn desired(ctx: &Ctx<'_>, nginx: &NginxRouting, stable: &Value) -> Result<(Value
         format!("{prefix}/canary-weight"),
         json!(ctx.weights.canary.to_string()),
     );
-    if ctx.max_weight != 100 {
+    if let Some(total) = ctx.max_traffic_weight {
         annotations.insert(
             format!("{prefix}/canary-weight-total"),
-            json!(ctx.max_weight.to_string()),
+            json!(total.to_string()),
         );
     }
     Ok((Value::Object(annotations), Value::Object(spec)))
