@@ -427,6 +427,11 @@ fn run_view(object: &DynamicObject) -> RunView {
             .unwrap_or_default()
             .to_string(),
         terminating: object.data.pointer("/spec/terminate") == Some(&json!(true)),
+        created: object
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .and_then(|time| time.0.to_string().parse().ok()),
     }
 }
 
@@ -546,6 +551,34 @@ impl Context<'_> {
                     Err(source) => {
                         return Err(PassError::Api {
                             doing: format!("creating AnalysisRun {name}"),
+                            source,
+                        });
+                    }
+                }
+            }
+            Action::DeleteReplicaSet { name } => {
+                match replica_sets.delete(name, &Default::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
+                    Err(source) => {
+                        return Err(PassError::Api {
+                            doing: format!("deleting old ReplicaSet {name}"),
+                            source,
+                        });
+                    }
+                }
+            }
+            Action::DeleteRun { name } => {
+                match self
+                    .api(&analysis_runs_resource())
+                    .delete(name, &Default::default())
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
+                    Err(source) => {
+                        return Err(PassError::Api {
+                            doing: format!("deleting old AnalysisRun {name}"),
                             source,
                         });
                     }

@@ -1298,12 +1298,16 @@ const USED: &[(&str, &str, &[&str])] = &[
     (
         "argoproj.io",
         "analysisruns",
-        &["list", "watch", "create", "patch"],
+        &["list", "watch", "create", "patch", "delete"],
     ),
     ("argoproj.io", "analysisruns/status", &["patch"]),
     ("argoproj.io", "analysistemplates", &["get"]),
     ("argoproj.io", "clusteranalysistemplates", &["get"]),
-    ("apps", "replicasets", &["list", "create", "patch"]),
+    (
+        "apps",
+        "replicasets",
+        &["list", "create", "patch", "delete"],
+    ),
     ("batch", "jobs", &["get", "create", "delete"]),
     ("gateway.networking.k8s.io", "grpcroutes", &["get", "patch"]),
     ("gateway.networking.k8s.io", "tcproutes", &["get", "patch"]),

@@ -53,6 +53,12 @@ pub const MANAGED_BY_ANNOTATION: &str = "argo-rollouts.argoproj.io/managed-by-ro
 pub const GATEWAY_API_PLUGIN: &str = "argoproj-labs/gatewayAPI";
 /// Argo's default `scaleDownDelaySeconds` and `abortScaleDownDelaySeconds` for blue-green.
 pub const DEFAULT_SCALE_DOWN_DELAY_SECONDS: i64 = 30;
+/// Argo's default `progressDeadlineSeconds`.
+pub const DEFAULT_PROGRESS_DEADLINE_SECONDS: i64 = 600;
+/// Argo's default `revisionHistoryLimit`: old ReplicaSets kept.
+pub const DEFAULT_REVISION_HISTORY_LIMIT: i64 = 10;
+/// Argo's default `successfulRunHistoryLimit` and `unsuccessfulRunHistoryLimit`.
+pub const DEFAULT_RUN_HISTORY_LIMIT: i64 = 5;
 /// How soon a Rollout waiting on something that changes by itself is looked at again.
 pub const POLL: SignedDuration = SignedDuration::from_secs(1);
 
@@ -101,6 +107,8 @@ pub struct RunView {
     pub message: String,
     /// `spec.terminate`.
     pub terminating: bool,
+    /// `metadata.creationTimestamp`, for keeping the newest when old runs are deleted.
+    pub created: Option<Timestamp>,
 }
 
 /// What a reconcile sees.
@@ -187,6 +195,16 @@ pub enum Action {
         hash: String,
         /// The Rollout's revision.
         revision: i64,
+    },
+    /// Delete an old ReplicaSet beyond `revisionHistoryLimit`.
+    DeleteReplicaSet {
+        /// The ReplicaSet.
+        name: String,
+    },
+    /// Delete a finished run beyond `spec.analysis.(un)successfulRunHistoryLimit`.
+    DeleteRun {
+        /// The run.
+        name: String,
     },
     /// Set `spec.terminate` on a run no longer needed.
     TerminateRun {
@@ -1675,8 +1693,66 @@ fn delayed_scale_down(pass: &mut Pass<'_>, rs: &ReplicaSetView, delay: i64, now:
 }
 
 impl Pass<'_> {
+    /// Old ReplicaSets beyond `revisionHistoryLimit` (scaled down, no deadline pending) and
+    /// finished runs beyond the history limits go, oldest first, as Argo collects them.
+    fn collect_garbage(&mut self) {
+        let spec = &self.observed.rollout.spec;
+        let keep = spec
+            .revision_history_limit
+            .unwrap_or(DEFAULT_REVISION_HISTORY_LIMIT)
+            .max(0);
+        let mut old: Vec<&ReplicaSetView> = self
+            .observed
+            .replica_sets
+            .iter()
+            .filter(|rs| {
+                rs.hash != self.hash
+                    && rs.hash != self.status.stable_rs
+                    && rs.replicas == 0
+                    && rs.status_replicas == 0
+                    && rs.scale_down_deadline.is_none()
+            })
+            .collect();
+        old.sort_by_key(|rs| std::cmp::Reverse(rs.revision));
+        let doomed: Vec<String> = old
+            .iter()
+            .skip(usize::try_from(keep).unwrap_or(usize::MAX))
+            .map(|rs| rs.name.clone())
+            .collect();
+        for name in doomed {
+            self.actions.push(Action::DeleteReplicaSet { name });
+        }
+        let limits = spec.analysis.as_ref();
+        let successful = limits
+            .and_then(|limits| limits.successful_run_history_limit)
+            .unwrap_or(DEFAULT_RUN_HISTORY_LIMIT);
+        let unsuccessful = limits
+            .and_then(|limits| limits.unsuccessful_run_history_limit)
+            .unwrap_or(DEFAULT_RUN_HISTORY_LIMIT);
+        for (wanted_success, keep) in [(true, successful), (false, unsuccessful)] {
+            let mut finished: Vec<&RunView> = self
+                .observed
+                .runs
+                .iter()
+                .filter(|run| {
+                    run_completed(run) && (run.phase == Some(Phase::Successful)) == wanted_success
+                })
+                .collect();
+            finished.sort_by_key(|run| std::cmp::Reverse(run.created));
+            let doomed: Vec<String> = finished
+                .iter()
+                .skip(usize::try_from(keep.max(0)).unwrap_or(usize::MAX))
+                .map(|run| run.name.clone())
+                .collect();
+            for name in doomed {
+                self.actions.push(Action::DeleteRun { name });
+            }
+        }
+    }
+
     /// Counts, phase, message and conditions, from what was observed and decided.
     fn finish(mut self, strategy: &super::types::Strategy) -> Sync {
+        self.collect_garbage();
         let now = self.observed.now;
         let new_rs = self.rs(&self.hash).cloned();
         let all = self.observed.replica_sets;
@@ -1707,6 +1783,27 @@ impl Pass<'_> {
             };
         }
         let updated_available = new_rs.as_ref().map_or(0, |rs| rs.available);
+        // Progress: a ReplicaSet created or scaled, or pods that became available or ready.
+        let before = &self.observed.status;
+        let moved = self.actions.iter().any(|action| {
+            matches!(
+                action,
+                Action::CreateReplicaSet { .. } | Action::ScaleReplicaSet { .. }
+            )
+        }) || (
+            before.updated_replicas,
+            before.available_replicas,
+            before.ready_replicas,
+        ) != (
+            self.status.updated_replicas,
+            self.status.available_replicas,
+            self.status.ready_replicas,
+        );
+        if moved {
+            self.status
+                .conditions
+                .retain(|c| c.reason != "ProgressDeadlineExceeded");
+        }
         let (phase, message) = phase_of(
             &self.status,
             self.observed.rollout.spec.paused == Some(true),
@@ -1718,8 +1815,9 @@ impl Pass<'_> {
                 .as_ref()
                 .is_some_and(|bg| bg.post_promotion_analysis.is_some()),
         );
+        let rs_name = new_rs.as_ref().map_or(String::new(), |rs| rs.name.clone());
+        let (phase, message) = self.progress_deadline(phase, message, moved, &rs_name);
         if phase != "Degraded" {
-            let rs_name = new_rs.as_ref().map_or(String::new(), |rs| rs.name.clone());
             let (status, reason, message) = if phase == "Healthy" {
                 (
                     "True",
@@ -1832,6 +1930,83 @@ impl Pass<'_> {
             events: self.events,
             requeue_after: self.requeue,
         }
+    }
+}
+
+impl Pass<'_> {
+    /// Argo's progress deadline: a Rollout whose ReplicaSets make no progress (no pods created,
+    /// scaled or becoming available) for `progressDeadlineSeconds` (600) while it waits for them
+    /// is Degraded with `ProgressDeadlineExceeded`, and aborted with `progressDeadlineAbort`.
+    /// Pauses and analyses are not waits for pods and never time out here. The last progress
+    /// is the Progressing condition's `lastUpdateTime`, refreshed on every move.
+    fn progress_deadline(
+        &mut self,
+        phase: String,
+        message: String,
+        moved: bool,
+        rs_name: &str,
+    ) -> (String, String) {
+        const WAITING_FOR_PODS: [&str; 3] = [
+            "more replicas need to be updated",
+            "updated replicas are still becoming available",
+            "old replicas are pending termination",
+        ];
+        let now = self.observed.now;
+        let progressing = self
+            .status
+            .conditions
+            .iter_mut()
+            .find(|c| c.kind == "Progressing" && c.reason == "ReplicaSetUpdated");
+        if let Some(condition) = progressing
+            && moved
+        {
+            condition.last_update_time = now.to_string();
+        }
+        if phase != "Progressing" || !WAITING_FOR_PODS.contains(&message.as_str()) {
+            return (phase, message);
+        }
+        let Some(last) = self
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.kind == "Progressing" && c.reason == "ReplicaSetUpdated")
+            .and_then(|c| c.last_update_time.parse::<Timestamp>().ok())
+        else {
+            return (phase, message);
+        };
+        let seconds = self
+            .observed
+            .rollout
+            .spec
+            .progress_deadline_seconds
+            .unwrap_or(DEFAULT_PROGRESS_DEADLINE_SECONDS);
+        let deadline = last
+            .checked_add(SignedDuration::from_secs(seconds))
+            .unwrap_or(last);
+        if now < deadline {
+            self.requeue(deadline.duration_since(now));
+            return (phase, message);
+        }
+        let text = format!("ReplicaSet \"{rs_name}\" has timed out progressing.");
+        set_condition(
+            &mut self.status,
+            "Progressing",
+            "False",
+            "ProgressDeadlineExceeded",
+            &text,
+            now,
+        );
+        if self.observed.rollout.spec.progress_deadline_abort == Some(true)
+            && !self.status.abort
+            && self.hash != self.status.stable_rs
+        {
+            self.event(true, "RolloutAborted", text.clone());
+            self.status.abort = true;
+        }
+        (
+            "Degraded".into(),
+            format!("ProgressDeadlineExceeded: {text}"),
+        )
     }
 }
 

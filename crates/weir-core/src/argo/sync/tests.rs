@@ -19,6 +19,8 @@ struct Sim {
     weights: Option<(i64, i64)>,
     events: Vec<String>,
     now: Timestamp,
+    /// New pods never become available (as with a broken image).
+    pods_never_ready: bool,
 }
 
 impl Sim {
@@ -32,6 +34,7 @@ impl Sim {
             services: Vec::new(),
             weights: None,
             events: Vec::new(),
+            pods_never_ready: false,
             now: "2026-11-28T10:00:00Z".parse().expect("a time"),
         }
     }
@@ -79,8 +82,10 @@ impl Sim {
                         .expect("a ReplicaSet");
                     rs.replicas = *to;
                     rs.status_replicas = *to;
-                    rs.ready = *to;
-                    rs.available = *to;
+                    if !(self.pods_never_ready && *to > rs.available) {
+                        rs.ready = *to;
+                        rs.available = *to;
+                    }
                 }
                 Action::ScaleDownDeadline { name, deadline } => {
                     let rs = self
@@ -95,7 +100,12 @@ impl Sim {
                     phase: Some(Phase::Running),
                     message: String::new(),
                     terminating: false,
+                    created: Some(self.now),
                 }),
+                Action::DeleteReplicaSet { name } => {
+                    self.replica_sets.retain(|rs| &rs.name != name);
+                }
+                Action::DeleteRun { name } => self.runs.retain(|run| &run.name != name),
                 Action::TerminateRun { name } => {
                     let run = self
                         .runs
@@ -646,4 +656,43 @@ fn with_weirs_evidence_rule_the_end_of_the_steps_waits_for_a_successful_analysis
     sim.settle();
     assert_eq!(sim.status.phase, "Healthy");
     assert_eq!(sim.status.stable_rs, sim.status.current_pod_hash);
+}
+
+#[test]
+fn old_replica_sets_beyond_the_history_limit_are_deleted() {
+    let mut rollout = canary(1, json!([{"setWeight": 100}]));
+    rollout["spec"]["revisionHistoryLimit"] = json!(2);
+    let mut sim = Sim::new(rollout);
+    sim.settle();
+    for image in ["web:2", "web:3", "web:4", "web:5"] {
+        sim.set_image(image);
+        sim.settle();
+    }
+    // Revision 5 runs; 3 and 4 are kept (the limit, 2); 1 and 2 are gone.
+    let revisions: Vec<i64> = sim.counts().iter().map(|(revision, _)| *revision).collect();
+    assert_eq!(revisions, vec![3, 4, 5]);
+}
+
+#[test]
+fn a_canary_whose_pods_never_come_times_out_and_can_abort() {
+    let mut rollout = canary(2, json!([{"setWeight": 50}]));
+    rollout["spec"]["progressDeadlineSeconds"] = json!(60);
+    rollout["spec"]["progressDeadlineAbort"] = json!(true);
+    let mut sim = Sim::new(rollout);
+    sim.settle();
+    sim.pods_never_ready = true;
+    sim.set_image("web:2");
+    sim.settle();
+    assert_eq!(sim.status.phase, "Progressing");
+    sim.wait(61);
+    sim.settle();
+    assert_eq!(sim.status.phase, "Degraded");
+    assert!(sim.status.abort, "progressDeadlineAbort aborts");
+    assert!(
+        sim.status.message.contains("has timed out progressing")
+            || sim.status.message.starts_with("RolloutAborted"),
+        "{}",
+        sim.status.message
+    );
+    assert_eq!(sim.replicas_of(1), 2, "the stable kept serving");
 }
