@@ -18,6 +18,7 @@
 
 pub mod analysis;
 mod convert;
+pub mod experiment;
 pub mod expr;
 pub mod printer;
 pub mod replicas;
