@@ -168,7 +168,9 @@ async fn istio_weights_go_to_the_named_http_routes_only_when_they_change() {
                     destination("web-canary.shop.svc.cluster.local", Some(0))]},
                 {"name": "secondary", "route": [
                     destination("web-stable.shop", None),
-                    destination("web-canary.shop.svc", None)]},
+                    destination("web-canary.shop.svc", None),
+                    destination("retired-experiment", Some(10)),
+                    destination("idle", Some(0))]},
             ]},
         }))
         .unwrap();
@@ -197,7 +199,8 @@ async fn istio_weights_go_to_the_named_http_routes_only_when_they_change() {
             istio_weights(&vs, "http", 2),
             [
                 ("web-stable.shop".to_owned(), Some(100 - weight)),
-                ("web-canary.shop.svc".to_owned(), Some(weight))
+                ("web-canary.shop.svc".to_owned(), Some(weight)),
+                ("idle".to_owned(), Some(0))
             ]
         );
         assert_eq!(
@@ -249,7 +252,7 @@ async fn istio_splits_the_only_http_route_and_the_named_tls_and_tcp_routes() {
         "stableService": "web-stable", "canaryService": "web-canary",
         "trafficRouting": {"istio": {"virtualServices": [
             {"name": "only"},
-            {"name": "wire", "routes": ["primary"], "tlsRoutes": [{"port": 3000, "sniHosts": ["web.example.com"]}], "tcpRoutes": [{"port": 4000}]},
+            {"name": "wire", "routes": ["primary"], "tlsRoutes": [{"port": 3000, "sniHosts": ["www.example.com", "web.example.com"]}], "tcpRoutes": [{"port": 4000}]},
         ]}},
     }));
     route_web(&server, &client, &canary, weights(40))
@@ -289,6 +292,39 @@ async fn istio_splits_the_only_http_route_and_the_named_tls_and_tcp_routes() {
         [("db".to_owned(), Some(100))]
     );
     assert_eq!(server.writes(VIRTUAL_SERVICES), 2, "both patched");
+    for (routes, expected) in [
+        (
+            json!({"tlsRoutes": [{"port": 3000, "sniHosts": ["web.example.com"]}]}),
+            "No matching TLS routes found in the defined Virtual Service.",
+        ),
+        (
+            json!({"tlsRoutes": [{"port": 3000, "sniHosts": ["web.example.com", "www.example.com"]}], "tcpRoutes": [{"port": 4001}]}),
+            "No matching TCP routes found in the defined Virtual Service.",
+        ),
+        (
+            json!({}),
+            "spec.tls[] should be set in VirtualService and it must have exactly one route when omitting spec.strategy.canary.trafficRouting.istio.virtualService.tlsRoutes",
+        ),
+    ] {
+        let mut service = json!({"name": "wire"});
+        service
+            .as_object_mut()
+            .unwrap()
+            .extend(routes.as_object().unwrap().clone());
+        let canary = strategy(json!({
+            "stableService": "web-stable", "canaryService": "web-canary",
+            "trafficRouting": {"istio": {"virtualService": service}},
+        }));
+        let refused = route_web(&server, &client, &canary, weights(40))
+            .await
+            .unwrap_err();
+        assert!(
+            refused.starts_with("spec.strategy.canary.trafficRouting.istio.virtualService.name: Invalid value: \"wire\": ")
+                && refused.ends_with(expected),
+            "{refused}\nwanted: {expected}"
+        );
+    }
+    assert_eq!(server.writes(VIRTUAL_SERVICES), 2, "nothing more written");
 }
 
 #[tokio::test]
@@ -343,6 +379,7 @@ async fn istio_subsets_get_the_hashes_and_the_weights() {
             "spec": {"host": "web", "subsets": [
                 {"name": "canary", "labels": {"app": "web"}},
                 {"name": "stable", "labels": {"app": "web", "rollouts-pod-template-hash": "old"}},
+                {"name": "legacy", "labels": {"app": "web", "version": "0"}},
             ]},
         }))
         .unwrap();
@@ -461,7 +498,7 @@ async fn istio_refuses_missing_virtual_services_routes_and_services() {
         ),
         (
             json!({"virtualService": {"name": "web-vs"}}),
-            "spec.http[] of VirtualService \"web-vs\" must have exactly one route when routes are not named, and it has 2",
+            "spec.strategy.canary.trafficRouting.istio.virtualService.name: Invalid value: \"web-vs\": spec.http[] should be set in VirtualService and it must have exactly one route when omitting spec.strategy.canary.trafficRouting.istio.virtualService.routes",
         ),
         (
             json!({"virtualService": {"name": "web-vs", "routes": ["primary"]}}),

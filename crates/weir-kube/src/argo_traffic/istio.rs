@@ -1,19 +1,34 @@
-//! `trafficRouting.istio`: Argo edits the user's VirtualServices in place. For each kind of
-//! route the VirtualService has (`http`, `tls`, `tcp`; a kind it lacks is skipped even when the
-//! Rollout names routes of it, as Argo's e2e "host-only-tls-split" Rollout does), the routes the
-//! Rollout names (`routes` by name, `tlsRoutes` by port and SNI hosts, `tcpRoutes` by port), or
-//! the only route of that kind when it names none (more than one is invalid), have the
-//! destination of the stable Service set to the stable weight and the canary Service's to the
-//! canary weight; other destinations are left alone
-//! (host-level split; a host may be written `svc`, `svc.ns`, `svc.ns.svc.cluster.local`). With
-//! `destinationRule` the split is subset-level: the destinations are picked by `subset`
-//! (`stableSubsetName`/`canarySubsetName`), and first (Argo's `UpdateHash`) the DestinationRule's
-//! two subsets get the label `rollouts-pod-template-hash` of the stable and canary ReplicaSets,
-//! so each subset selects one version's pods; Argo then marks the rule
+//! `trafficRouting.istio`: Argo edits the user's VirtualServices in place (its `istio.go`).
+//!
+//! Which routes: for each kind of route the VirtualService has (a kind it lacks is skipped even
+//! when the Rollout names routes of it, as Argo's e2e "host-only-tls-split" Rollout does):
+//! - `http`: the routes named in `routes`, each of which must exist ("HTTP Route 'x' is not found
+//!   in the defined Virtual Service."); with none named, the first route without a name, and more
+//!   than one route (not counting the header/mirror routes named after `managedRoutes`) is
+//!   invalid;
+//! - `tls`: the routes whose match blocks have one port, `tlsRoutes[].port`, and together the SNI
+//!   hosts `tlsRoutes[].sniHosts` exactly; with none named, the first, and more than one is
+//!   invalid;
+//! - `tcp`: the routes whose match blocks have one port, `tcpRoutes[].port`; likewise.
+//!
+//! In each such route the destinations must include the canary and the stable one ("Canary
+//! Service 'x' not found in route"): a destination is the canary one when its host, up to the
+//! first dot (Argo ignores the rest, so `svc`, `svc.ns`, `svc.ns.svc.cluster.local` all match),
+//! is the canary Service, or with `destinationRule` when its `subset` is `canarySubsetName`;
+//! likewise the stable one. They get the canary and stable weights; any other destination with a
+//! weight is removed from the route, as Argo removes destinations it did not put there (those of
+//! finished experiments).
+//!
+//! With `destinationRule` (subset-level split), first (Argo's `UpdateHash`) the DestinationRule's
+//! canary and stable subsets get the label `rollouts-pod-template-hash` of the canary and stable
+//! ReplicaSets (removed for an empty hash), so each subset selects one version's pods; subsets
+//! that are neither are dropped, as Argo drops them, and the rule is annotated
 //! `argo-rollouts.argoproj.io/managed-by-rollouts: <rollout>`.
 //!
 //! Argo's default Istio API version is `v1alpha3`; weir uses the first of `v1beta1`,
 //! `v1alpha3`, `v1` the cluster serves (they are the same schema).
+
+use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 use weir_core::argo::types::{IstioRouting, IstioVirtualService};
@@ -26,12 +41,10 @@ const FIELD: &str = "spec.strategy.canary.trafficRouting.istio";
 const HASH_LABEL: &str = "rollouts-pod-template-hash";
 const MANAGED_BY: &str = "argo-rollouts.argoproj.io/managed-by-rollouts";
 
-/// Which destinations are the stable and canary ones.
-enum Split<'a> {
-    /// By Service host.
-    Host { stable: &'a str, canary: &'a str },
-    /// By DestinationRule subset.
-    Subset { stable: &'a str, canary: &'a str },
+/// The DestinationRule's subsets, when the split is subset-level.
+struct Subsets<'a> {
+    canary: &'a str,
+    stable: &'a str,
 }
 
 /// Writes the DestinationRule's subset labels, then every VirtualService's weights.
@@ -50,7 +63,7 @@ pub(super) async fn route(ctx: &Ctx<'_>, istio: &IstioRouting) -> Routed {
                 )));
             }
         };
-    let split = match &istio.destination_rule {
+    let subsets = match &istio.destination_rule {
         Some(rule) => {
             let Some((canary_hash, stable_hash)) = ctx.hashes else {
                 return Ok(Err(format!(
@@ -80,45 +93,36 @@ pub(super) async fn route(ctx: &Ctx<'_>, istio: &IstioRouting) -> Routed {
                 )));
             };
             let mut after = before.clone();
-            for (subset, hash, field) in [
-                (&rule.canary_subset_name, canary_hash, "canarySubsetName"),
-                (&rule.stable_subset_name, stable_hash, "stableSubsetName"),
-            ] {
-                let found = after
-                    .pointer_mut("/spec/subsets")
-                    .and_then(Value::as_array_mut)
-                    .and_then(|subsets| {
-                        subsets
-                            .iter_mut()
-                            .find(|s| s.get("name").and_then(Value::as_str) == Some(subset))
-                    });
-                let Some(found) = found else {
-                    return Ok(Err(format!(
-                        "{FIELD}.destinationRule.{field}: Invalid value: \"{subset}\": \
-                         DestinationRule \"{}\" has no subset \"{subset}\"",
-                        rule.name
-                    )));
-                };
-                set_label(found, hash);
+            if let Some(subsets) = after
+                .pointer_mut("/spec/subsets")
+                .and_then(Value::as_array_mut)
+            {
+                subsets.retain_mut(|subset| {
+                    let name = subset.get("name").and_then(Value::as_str);
+                    let hash = if name == Some(rule.canary_subset_name.as_str()) {
+                        canary_hash
+                    } else if name == Some(rule.stable_subset_name.as_str()) {
+                        stable_hash
+                    } else {
+                        return false;
+                    };
+                    set_label(subset, hash);
+                    true
+                });
             }
-            if after != before {
-                if let Some(metadata) = after.get_mut("metadata").and_then(Value::as_object_mut) {
-                    let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
-                    if let Some(annotations) = annotations.as_object_mut() {
-                        annotations.insert(MANAGED_BY.to_owned(), json!(ctx.rollout));
-                    }
+            if let Some(metadata) = after.get_mut("metadata").and_then(Value::as_object_mut) {
+                let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
+                if let Some(annotations) = annotations.as_object_mut() {
+                    annotations.insert(MANAGED_BY.to_owned(), json!(ctx.rollout));
                 }
-                write_changes(&rules, &rule.name, &before, &after).await?;
             }
-            Split::Subset {
-                stable: &rule.stable_subset_name,
+            write_changes(&rules, &rule.name, &before, &after).await?;
+            Some(Subsets {
                 canary: &rule.canary_subset_name,
-            }
+                stable: &rule.stable_subset_name,
+            })
         }
-        None => Split::Host {
-            stable: ctx.stable,
-            canary: ctx.canary,
-        },
+        None => None,
     };
     let Some(version) = served_version(ctx.client, GROUP, "VirtualService", VERSIONS).await? else {
         return Ok(Err(format!(
@@ -139,8 +143,11 @@ pub(super) async fn route(ctx: &Ctx<'_>, istio: &IstioRouting) -> Routed {
             )));
         };
         let mut after = before.clone();
-        if let Err(reason) = set_weights(ctx, &split, &field, service, &mut after) {
-            return Ok(Err(reason));
+        if let Err(reason) = set_weights(ctx, subsets.as_ref(), service, &mut after) {
+            return Ok(Err(format!(
+                "{field}.name: Invalid value: \"{}\": {reason}",
+                service.name
+            )));
         }
         write_changes(&services_api, &service.name, &before, &after).await?;
     }
@@ -163,182 +170,201 @@ fn set_label(subset: &mut Value, hash: &str) {
     }
 }
 
-/// Sets the weights in the routes of `object` (a VirtualService) that `service` names.
+/// Sets the weights in the routes of `object` (a VirtualService) that `service` selects; the
+/// reason (Argo's words) when it cannot.
 fn set_weights(
     ctx: &Ctx<'_>,
-    split: &Split<'_>,
-    field: &str,
+    subsets: Option<&Subsets<'_>>,
     service: &IstioVirtualService,
     object: &mut Value,
 ) -> Result<(), String> {
-    let name = &service.name;
-    let named: Vec<&String> = service.routes.iter().flatten().collect();
-    let tls = service.tls_routes.as_deref().unwrap_or_default();
-    let tcp = service.tcp_routes.as_deref().unwrap_or_default();
-    let mut edits: Vec<(&str, usize, String)> = Vec::new();
-    // Argo edits a kind of route only when the VirtualService has routes of that kind; then the
-    // named (or matched) ones, or the only one when none are named.
+    let mut edits: Vec<(&str, usize)> = Vec::new();
     let http = routes_of(object, "http");
     if !http.is_empty() {
-        for route in &named {
-            let index = http
+        let names: Vec<&String> = service.routes.iter().flatten().collect();
+        if names.is_empty() {
+            let unmanaged = http
                 .iter()
-                .position(|r| r.get("name").and_then(Value::as_str) == Some(route.as_str()));
-            let Some(index) = index else {
+                .filter(|route| {
+                    route_name(route).is_none_or(|name| !ctx.managed_routes.contains(&name))
+                })
+                .count();
+            if unmanaged > 1 {
+                return Err(
+                    "spec.http[] should be set in VirtualService and it must have \
+                     exactly one route when omitting \
+                     spec.strategy.canary.trafficRouting.istio.virtualService.routes"
+                        .to_owned(),
+                );
+            }
+            if let Some(index) = http
+                .iter()
+                .position(|route| route_name(route).is_none_or(str::is_empty))
+            {
+                edits.push(("http", index));
+            }
+        }
+        for name in names {
+            let Some(index) = http
+                .iter()
+                .position(|route| route_name(route) == Some(name.as_str()))
+            else {
                 return Err(format!(
-                    "{field}.routes: Invalid value: \"{route}\": HTTP Route '{route}' is not \
-                     found in the defined Virtual Service."
+                    "HTTP Route '{name}' is not found in the defined Virtual Service."
                 ));
             };
-            edits.push(("http", index, format!("HTTP route '{route}'")));
-        }
-        if named.is_empty() {
-            edits.push((
-                "http",
-                only(ctx, &http, "http", "routes", field, name)?,
-                "its HTTP route".into(),
-            ));
+            edits.push(("http", index));
         }
     }
-    let tls_routes = routes_of(object, "tls");
-    if !tls_routes.is_empty() {
-        for (i, wanted) in tls.iter().enumerate() {
-            let indexes: Vec<usize> = tls_routes
-                .iter()
-                .enumerate()
-                .filter(|(_, route)| matches_tls(route, wanted.port, wanted.sni_hosts.as_deref()))
-                .map(|(index, _)| index)
-                .collect();
-            if indexes.is_empty() {
+    for (kind, wanted, upper, field) in [
+        (
+            "tls",
+            service.tls_routes.as_ref().map(|routes| {
+                routes
+                    .iter()
+                    .map(|r| (r.port.unwrap_or(0), r.sni_hosts.clone().unwrap_or_default()))
+                    .collect::<Vec<_>>()
+            }),
+            "TLS",
+            "tlsRoutes",
+        ),
+        (
+            "tcp",
+            service.tcp_routes.as_ref().map(|routes| {
+                routes
+                    .iter()
+                    .map(|r| (r.port.unwrap_or(0), Vec::new()))
+                    .collect::<Vec<_>>()
+            }),
+            "TCP",
+            "tcpRoutes",
+        ),
+    ] {
+        let routes = routes_of(object, kind);
+        if routes.is_empty() {
+            continue;
+        }
+        let wanted = wanted.unwrap_or_default();
+        if wanted.is_empty() {
+            if routes.len() > 1 {
                 return Err(format!(
-                    "{field}.tlsRoutes[{i}]: Invalid value: \"\": no TLS route in VirtualService \
-                     \"{name}\" matches its port and SNI hosts"
+                    "spec.{kind}[] should be set in VirtualService and it must have exactly one \
+                     route when omitting \
+                     spec.strategy.canary.trafficRouting.istio.virtualService.{field}"
                 ));
             }
-            edits.extend(
-                indexes
-                    .into_iter()
-                    .map(|index| ("tls", index, format!("TLS route {index}"))),
-            );
+            edits.push((kind, 0));
         }
-        if tls.is_empty() {
-            edits.push((
-                "tls",
-                only(ctx, &tls_routes, "tls", "tlsRoutes", field, name)?,
-                "its TLS route".into(),
-            ));
-        }
-    }
-    let tcp_routes = routes_of(object, "tcp");
-    if !tcp_routes.is_empty() {
-        for (i, wanted) in tcp.iter().enumerate() {
-            let indexes: Vec<usize> = tcp_routes
+        for (port, sni_hosts) in wanted {
+            let matching: Vec<usize> = routes
                 .iter()
                 .enumerate()
-                .filter(|(_, route)| matches_port(route, wanted.port))
+                .filter(|(_, route)| matches(route, port, &sni_hosts, kind == "tls"))
                 .map(|(index, _)| index)
                 .collect();
-            if indexes.is_empty() {
+            if matching.is_empty() {
                 return Err(format!(
-                    "{field}.tcpRoutes[{i}]: Invalid value: \"\": no TCP route in VirtualService \
-                     \"{name}\" matches its port"
+                    "No matching {upper} routes found in the defined Virtual Service."
                 ));
             }
-            edits.extend(
-                indexes
-                    .into_iter()
-                    .map(|index| ("tcp", index, format!("TCP route {index}"))),
-            );
-        }
-        if tcp.is_empty() {
-            edits.push((
-                "tcp",
-                only(ctx, &tcp_routes, "tcp", "tcpRoutes", field, name)?,
-                "its TCP route".into(),
-            ));
+            edits.extend(matching.into_iter().map(|index| (kind, index)));
         }
     }
-    if edits.is_empty() {
-        return Err(format!(
-            "{field}.name: Invalid value: \"{name}\": VirtualService \"{name}\" has no HTTP, TLS \
-             or TCP routes"
-        ));
-    }
-    for (kind, index, what) in edits {
+    for (kind, index) in edits {
         let Some(destinations) = object
             .pointer_mut(&format!("/spec/{kind}/{index}/route"))
             .and_then(Value::as_array_mut)
         else {
-            return Err(format!(
-                "{field}: Invalid value: \"{name}\": {what} of VirtualService \"{name}\" has no \
-                 destinations"
-            ));
+            return Err(not_in_route(ctx, subsets, true));
         };
-        let (mut stable_found, mut canary_found) = (false, false);
-        for destination in destinations.iter_mut() {
-            let (is_stable, is_canary) = which(ctx, split, destination);
-            let weight = if is_stable {
-                stable_found = true;
-                ctx.weights.stable
-            } else if is_canary {
-                canary_found = true;
-                ctx.weights.canary
-            } else {
-                continue;
+        let roles: Vec<Role> = destinations
+            .iter()
+            .map(|destination| role(ctx, subsets, destination))
+            .collect();
+        if !roles.contains(&Role::Canary) {
+            return Err(not_in_route(ctx, subsets, true));
+        }
+        if !roles.contains(&Role::Stable) {
+            return Err(not_in_route(ctx, subsets, false));
+        }
+        let mut roles = roles.into_iter();
+        destinations.retain_mut(|destination| {
+            let weight = match roles.next() {
+                Some(Role::Canary) => ctx.weights.canary,
+                Some(Role::Stable) => ctx.weights.stable,
+                Some(Role::Other) => {
+                    return destination
+                        .get("weight")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0)
+                        == 0;
+                }
+                Some(Role::Hostless) | None => return true,
             };
             if let Some(destination) = destination.as_object_mut() {
                 destination.insert("weight".into(), json!(weight));
             }
-        }
-        let (stable, canary, noun) = match split {
-            Split::Host { stable, canary } => (*stable, *canary, "Service"),
-            Split::Subset { stable, canary } => (*stable, *canary, "subset"),
-        };
-        for (found, role, wanted) in [
-            (stable_found, "Stable", stable),
-            (canary_found, "Canary", canary),
-        ] {
-            if !found {
-                return Err(format!(
-                    "{field}: Invalid value: \"{name}\": Istio VirtualService has invalid {what}. \
-                     Error: {role} {noun} '{wanted}' not found in route"
-                ));
-            }
-        }
+            true
+        });
     }
     Ok(())
 }
 
-/// The index of the only route of `kind` when the Rollout names none (Argo's rule: "If
-/// omitted, VirtualService must have a single route of this type").
-/// The header and mirror routes Argo adds for `managedRoutes` (named after them) do not count.
-fn only(
-    ctx: &Ctx<'_>,
-    routes: &[Value],
-    kind: &str,
-    names: &str,
-    field: &str,
-    name: &str,
-) -> Result<usize, String> {
-    let candidates: Vec<usize> = routes
-        .iter()
-        .enumerate()
-        .filter(|(_, route)| {
-            route
-                .get("name")
-                .and_then(Value::as_str)
-                .is_none_or(|route| !ctx.managed_routes.contains(&route))
-        })
-        .map(|(index, _)| index)
-        .collect();
-    if let [index] = candidates[..] {
-        return Ok(index);
+/// Argo's reason for a route without the canary (or stable) destination.
+fn not_in_route(ctx: &Ctx<'_>, subsets: Option<&Subsets<'_>>, canary: bool) -> String {
+    match (subsets, canary) {
+        (Some(subsets), true) => format!(
+            "Canary DestinationRule subset '{}' not found in route",
+            subsets.canary
+        ),
+        (Some(subsets), false) => format!(
+            "Stable DestinationRule subset '{}' not found in route",
+            subsets.stable
+        ),
+        (None, true) => format!("Canary Service '{}' not found in route", ctx.canary),
+        (None, false) => format!("Stable Service '{}' not found in route", ctx.stable),
     }
-    Err(format!(
-        "{field}.{names}: Invalid value: \"\": spec.{kind}[] of VirtualService \"{name}\" must \
-         have exactly one route when {names} are not named, and it has {}",
-        candidates.len()
-    ))
+}
+
+/// What a destination of a split route is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Canary,
+    Stable,
+    /// Another Service: removed when it has a weight.
+    Other,
+    /// No host (or one starting with a dot): left alone, as Argo leaves it.
+    Hostless,
+}
+
+/// Argo's `processRoutes`: the canary test comes first.
+fn role(ctx: &Ctx<'_>, subsets: Option<&Subsets<'_>>, destination: &Value) -> Role {
+    let inner = destination.get("destination");
+    let field = |name: &str| {
+        inner
+            .and_then(|d| d.get(name))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    let host = host_name(field("host"));
+    if host.is_empty() {
+        return Role::Hostless;
+    }
+    let subset = field("subset");
+    let (canary_subset, stable_subset) = subsets.map_or(("", ""), |s| (s.canary, s.stable));
+    let subset_is = |wanted: &str| !subset.is_empty() && subset == wanted;
+    if host == ctx.canary || subset_is(canary_subset) {
+        Role::Canary
+    } else if host == ctx.stable || subset_is(stable_subset) {
+        Role::Stable
+    } else {
+        Role::Other
+    }
+}
+
+/// A route's `name`.
+fn route_name(route: &Value) -> Option<&str> {
+    route.get("name").and_then(Value::as_str)
 }
 
 /// `spec.<kind>` of a VirtualService (cloned: it is read before it is edited).
@@ -350,104 +376,62 @@ fn routes_of(object: &Value, kind: &str) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-/// Whether a TLS route has a match with `port` (when given) and every one of `sni_hosts`.
-fn matches_tls(route: &Value, port: Option<i64>, sni_hosts: Option<&[String]>) -> bool {
-    route
+/// Argo's `searchTlsRoute`/`searchTcpRoute`: the route's match blocks name one port (none is
+/// port 0), `port`, and (TLS) their SNI hosts together are exactly `sni_hosts`.
+fn matches(route: &Value, port: i64, sni_hosts: &[String], tls: bool) -> bool {
+    let blocks = route
         .get("match")
         .and_then(Value::as_array)
-        .is_some_and(|matches| {
-            matches.iter().any(|m| {
-                let port_ok =
-                    port.is_none_or(|port| m.get("port").and_then(Value::as_i64) == Some(port));
-                let hosts: Vec<&str> = m
-                    .get("sniHosts")
-                    .and_then(Value::as_array)
-                    .map(|hosts| hosts.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                let hosts_ok = sni_hosts
-                    .unwrap_or_default()
-                    .iter()
-                    .all(|host| hosts.contains(&host.as_str()));
-                port_ok && hosts_ok
-            })
-        })
-}
-
-/// Whether a TCP route has a match with `port` (any route when no port is given).
-fn matches_port(route: &Value, port: Option<i64>) -> bool {
-    let Some(port) = port else {
-        return true;
-    };
-    route
-        .get("match")
-        .and_then(Value::as_array)
-        .is_some_and(|matches| {
-            matches
-                .iter()
-                .any(|m| m.get("port").and_then(Value::as_i64) == Some(port))
-        })
-}
-
-/// Whether a destination (`{destination: {host, subset, port}, weight}`) is the stable one, the
-/// canary one.
-fn which(ctx: &Ctx<'_>, split: &Split<'_>, destination: &Value) -> (bool, bool) {
-    let inner = destination.get("destination");
-    let field = |name: &str| inner.and_then(|d| d.get(name)).and_then(Value::as_str);
-    match split {
-        Split::Host { stable, canary } => {
-            let host = field("host").unwrap_or_default();
-            (
-                is_host(host, stable, ctx.namespace),
-                is_host(host, canary, ctx.namespace),
-            )
-        }
-        Split::Subset { stable, canary } => {
-            let subset = field("subset");
-            (subset == Some(stable), subset == Some(canary))
-        }
-    }
-}
-
-/// Whether `host` names Service `service` of `namespace`: `svc`, `svc.ns`, `svc.ns.svc` or
-/// `svc.ns.svc.<cluster domain>`.
-pub(super) fn is_host(host: &str, service: &str, namespace: &str) -> bool {
-    let Some(rest) = host.strip_prefix(service) else {
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let ports: BTreeSet<i64> = blocks
+        .iter()
+        .map(|block| block.get("port").and_then(Value::as_i64).unwrap_or(0))
+        .collect();
+    if ports.len() > 1 || ports.first().copied().unwrap_or(0) != port {
         return false;
-    };
-    if rest.is_empty() {
+    }
+    if !tls {
         return true;
     }
-    let Some(rest) = rest
-        .strip_prefix('.')
-        .and_then(|rest| rest.strip_prefix(namespace))
-    else {
-        return false;
-    };
-    rest.is_empty() || rest == ".svc" || rest.starts_with(".svc.")
+    let hosts: BTreeSet<&str> = blocks
+        .iter()
+        .flat_map(|block| {
+            block
+                .get("sniHosts")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+        })
+        .collect();
+    hosts == sni_hosts.iter().map(String::as_str).collect()
+}
+
+/// Argo's `getHost`: a destination host up to its first dot (`svc.ns.svc.cluster.local` is
+/// `svc`); empty when it starts with a dot.
+pub(super) fn host_name(host: &str) -> &str {
+    match host.find('.') {
+        Some(index) => &host[..index],
+        None => host,
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::is_host;
+    use super::host_name;
 
     #[test]
-    fn hosts_of_a_service() {
+    fn hosts_are_read_up_to_the_first_dot() {
         for host in [
             "web",
             "web.shop",
             "web.shop.svc",
-            "web.shop.svc.cluster.local",
+            "web.other.svc.cluster.local",
         ] {
-            assert!(is_host(host, "web", "shop"), "{host}");
+            assert_eq!(host_name(host), "web", "{host}");
         }
-        for host in [
-            "web2",
-            "web.other",
-            "web.shopping",
-            "web.shop.cluster",
-            "api",
-        ] {
-            assert!(!is_host(host, "web", "shop"), "{host}");
-        }
+        assert_eq!(host_name(".web"), "");
+        assert_eq!(host_name("web2.shop"), "web2");
     }
 }
