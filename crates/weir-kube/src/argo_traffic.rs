@@ -1,9 +1,10 @@
 //! Argo Rollouts' traffic routers, as v1.9.1 drives them: the weights the reconcile decided
 //! (`Action::RouteTraffic`) written into the objects `spec.strategy.canary.trafficRouting` names.
 //!
-//! Argo calls each router's `SetWeight` every reconcile with the desired canary weight (stable
-//! gets `maxTrafficWeight` minus it), and for Istio subset-level routing `UpdateHash` first with
-//! the canary and stable pod template hashes. weir does the same for the routers its operator
+//! Argo calls each router's `SetWeight` every reconcile with the desired canary weight (the
+//! stable weight is the rest of `maxTrafficWeight`; here the caller passes both, as
+//! [`Weights`]), and for Istio subset-level routing `UpdateHash` first with the canary and stable
+//! pod template hashes. weir does the same for the routers its operator
 //! runs: `istio` (VirtualService weights, DestinationRule subset labels), `nginx` (a canary
 //! Ingress beside the stable one), `smi` (a TrafficSplit) and the `argoproj-labs/gatewayAPI`
 //! plugin (backendRef weights in Gateway API routes). Every object is read first and written

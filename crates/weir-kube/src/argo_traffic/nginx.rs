@@ -29,13 +29,14 @@ pub(crate) fn canary_ingress_name(rollout: &str, stable_ingress: &str) -> String
 
 /// Creates or updates the canary Ingress of every stable Ingress.
 pub(super) async fn route(ctx: &Ctx<'_>, nginx: &NginxRouting) -> Routed {
+    // Argo takes `stableIngresses` when it is set, else `stableIngress`.
     let stables: Vec<(String, &String)> = match (&nginx.stable_ingress, &nginx.stable_ingresses) {
-        (Some(name), _) if !name.is_empty() => vec![(format!("{FIELD}.stableIngress"), name)],
         (_, Some(names)) if !names.is_empty() => names
             .iter()
             .enumerate()
             .map(|(i, name)| (format!("{FIELD}.stableIngresses[{i}]"), name))
             .collect(),
+        (Some(name), _) if !name.is_empty() => vec![(format!("{FIELD}.stableIngress"), name)],
         _ => {
             return Ok(Err(format!(
                 "{FIELD}: Invalid value: \"\": nginx needs stableIngress or stableIngresses"
