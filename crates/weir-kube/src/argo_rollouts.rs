@@ -137,7 +137,7 @@ async fn watch_changes(api: Api<DynamicObject>, wake: mpsc::UnboundedSender<()>)
 
 /// What failed in a pass.
 #[derive(Debug, thiserror::Error)]
-enum PassError {
+pub(crate) enum PassError {
     #[error("{doing}: {source}")]
     Api {
         doing: String,
@@ -257,6 +257,11 @@ async fn reconcile(client: &kube::Client, object: &DynamicObject) -> Result<(), 
     }
     if let Some(reason) = refused {
         result = sync::invalid(&observed, &reason);
+    } else if let Some(at) = &rollout.spec.restart_at
+        && result.status.restarted_at.as_ref() != Some(at)
+        && restart(client, &namespace, &rollout, at, &rs_views).await?
+    {
+        result.status.restarted_at = Some(at.clone());
     }
     let new_status = result.status.to_json();
     let patch = merge_diff(&stored_status, &new_status);
@@ -312,6 +317,68 @@ fn minimal(name: &str) -> Rollout {
         spec: Default::default(),
         status: None,
     }
+}
+
+/// `kubectl argo rollouts restart`: the pods of the Rollout's ReplicaSets created before
+/// `restartAt` are evicted (the Eviction API, so PodDisruptionBudgets hold), at most
+/// `maxUnavailable` at a time (at least one); true once none is left, when the restart is done.
+async fn restart(
+    client: &kube::Client,
+    namespace: &str,
+    rollout: &Rollout,
+    at: &str,
+    replica_sets: &[ReplicaSetView],
+) -> Result<bool, PassError> {
+    let Ok(at) = at.parse::<Timestamp>() else {
+        // Not a time: nothing can be older than it; the restart is over before it began.
+        return Ok(true);
+    };
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), namespace);
+    let listed = pods
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error(format!(
+            "listing the pods of {namespace} to restart"
+        )))?;
+    let owned: HashSet<&str> = replica_sets.iter().map(|rs| rs.name.as_str()).collect();
+    let old: Vec<String> =
+        listed
+            .items
+            .iter()
+            .filter(|pod| {
+                pod.metadata.deletion_timestamp.is_none()
+                    && pod.metadata.owner_references.iter().flatten().any(|owner| {
+                        owner.kind == "ReplicaSet" && owned.contains(owner.name.as_str())
+                    })
+                    && pod
+                        .metadata
+                        .creation_timestamp
+                        .as_ref()
+                        .and_then(|created| created.0.to_string().parse::<Timestamp>().ok())
+                        .is_some_and(|created| created < at)
+            })
+            .filter_map(|pod| pod.metadata.name.clone())
+            .collect();
+    if old.is_empty() {
+        return Ok(true);
+    }
+    let replicas = weir_core::argo::replicas::spec_replicas(rollout.spec.replicas);
+    let at_once = rollout
+        .spec
+        .strategy
+        .as_ref()
+        .and_then(|strategy| strategy.canary.as_deref())
+        .map_or(1, |canary| {
+            weir_core::argo::replicas::Fenceposts::of(canary, replicas).max_unavailable
+        })
+        .max(1);
+    for name in old.iter().take(usize::try_from(at_once).unwrap_or(1)) {
+        if let Err(error) = pods.evict(name, &Default::default()).await {
+            // A disruption budget may refuse it now; it is asked again on the next pass.
+            eprintln!("weir operator: evicting pod {namespace}/{name} to restart: {error}");
+        }
+    }
+    Ok(false)
 }
 
 /// `spec.template`, or the pod template of the `workloadRef` Deployment.
@@ -556,6 +623,38 @@ impl Context<'_> {
                     }
                 }
             }
+            Action::ScaleWorkload { replicas } => {
+                let Some(name) = self
+                    .rollout
+                    .spec
+                    .workload_ref
+                    .as_ref()
+                    .and_then(|reference| reference.name.clone())
+                else {
+                    return Ok(Ok(()));
+                };
+                let deployments = self.api(&resource("apps", "v1", "Deployment", "deployments"));
+                let current = deployments
+                    .get_opt(&name)
+                    .await
+                    .map_err(api_error(format!("reading Deployment {name}")))?;
+                let size = current
+                    .as_ref()
+                    .and_then(|deployment| deployment.data.pointer("/spec/replicas"))
+                    .and_then(Value::as_i64);
+                if current.is_some() && size != Some(*replicas) {
+                    deployments
+                        .patch(
+                            &name,
+                            &PatchParams::default(),
+                            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+                        )
+                        .await
+                        .map_err(api_error(format!(
+                            "scaling the workloadRef Deployment {name}"
+                        )))?;
+                }
+            }
             Action::DeleteReplicaSet { name } => {
                 match replica_sets.delete(name, &Default::default()).await {
                     Ok(_) => {}
@@ -712,109 +811,135 @@ impl Context<'_> {
         analysis: &RolloutAnalysis,
         hash: &str,
     ) -> Result<Result<Value, String>, PassError> {
-        let mut metrics = Vec::new();
-        let mut template_args: Vec<Vec<AnalysisArg>> = Vec::new();
-        let mut dry_run = Vec::new();
-        let mut retention = Vec::new();
-        let mut seen = HashSet::new();
-        for (index, reference) in analysis.templates.iter().flatten().enumerate() {
-            let name = reference.template_name.clone().unwrap_or_default();
-            let cluster = reference.cluster_scope == Some(true);
-            if !seen.insert((name.clone(), cluster)) {
-                continue;
-            }
-            let template = if cluster {
-                Api::<DynamicObject>::all_with(
-                    self.client.clone(),
-                    &resource(
-                        "argoproj.io",
-                        "v1alpha1",
-                        "ClusterAnalysisTemplate",
-                        "clusteranalysistemplates",
-                    ),
-                )
-                .get_opt(&name)
-                .await
-            } else {
-                self.api(&resource(
+        run_spec(
+            self.client,
+            self.namespace,
+            analysis,
+            &self.status.stable_rs,
+            hash,
+            self.rollout_json,
+        )
+        .await
+    }
+}
+
+/// [`Context::run_spec`] for any owner: `stable_hash` and `latest_hash` answer
+/// `podTemplateHashValue`, `object` is what `fieldRef` paths read (the Rollout, or the
+/// Experiment for [`crate::argo_experiments`], whose runs are built the same way).
+pub(crate) async fn run_spec(
+    client: &kube::Client,
+    namespace: &str,
+    analysis: &RolloutAnalysis,
+    stable_hash: &str,
+    latest_hash: &str,
+    object: &Value,
+) -> Result<Result<Value, String>, PassError> {
+    let mut metrics = Vec::new();
+    let mut template_args: Vec<Vec<AnalysisArg>> = Vec::new();
+    let mut dry_run = Vec::new();
+    let mut retention = Vec::new();
+    let mut seen = HashSet::new();
+    for (index, reference) in analysis.templates.iter().flatten().enumerate() {
+        let name = reference.template_name.clone().unwrap_or_default();
+        let cluster = reference.cluster_scope == Some(true);
+        if !seen.insert((name.clone(), cluster)) {
+            continue;
+        }
+        let template = if cluster {
+            Api::<DynamicObject>::all_with(
+                client.clone(),
+                &resource(
+                    "argoproj.io",
+                    "v1alpha1",
+                    "ClusterAnalysisTemplate",
+                    "clusteranalysistemplates",
+                ),
+            )
+            .get_opt(&name)
+            .await
+        } else {
+            Api::<DynamicObject>::namespaced_with(
+                client.clone(),
+                namespace,
+                &resource(
                     "argoproj.io",
                     "v1alpha1",
                     "AnalysisTemplate",
                     "analysistemplates",
-                ))
-                .get_opt(&name)
-                .await
-            }
-            .map_err(api_error(format!("reading analysis template {name}")))?;
-            let Some(template) = template else {
-                let kind = if cluster {
-                    "ClusterAnalysisTemplate"
-                } else {
-                    "AnalysisTemplate"
-                };
-                return Ok(Err(format!(
-                    "templates[{index}].templateName: Invalid value: {name:?}: {kind} not found"
-                )));
+                ),
+            )
+            .get_opt(&name)
+            .await
+        }
+        .map_err(api_error(format!("reading analysis template {name}")))?;
+        let Some(template) = template else {
+            let kind = if cluster {
+                "ClusterAnalysisTemplate"
+            } else {
+                "AnalysisTemplate"
             };
-            let spec = template.data.get("spec").cloned().unwrap_or(json!({}));
-            metrics.extend(
-                spec.get("metrics")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default(),
-            );
-            dry_run.extend(
-                spec.get("dryRun")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default(),
-            );
-            retention.extend(
-                spec.get("measurementRetention")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default(),
-            );
-            let args: Vec<AnalysisArg> = spec
-                .get("args")
+            return Ok(Err(format!(
+                "templates[{index}].templateName: Invalid value: {name:?}: {kind} not found"
+            )));
+        };
+        let spec = template.data.get("spec").cloned().unwrap_or(json!({}));
+        metrics.extend(
+            spec.get("metrics")
+                .and_then(Value::as_array)
                 .cloned()
-                .and_then(|args| serde_json::from_value(args).ok())
-                .unwrap_or_default();
-            template_args.push(args);
-        }
-        let flattened = match flatten_template_args(template_args.iter().map(Vec::as_slice)) {
-            Ok(args) => args,
-            Err(reason) => return Ok(Err(reason)),
-        };
-        let supplied = match rollout_args(
-            analysis.args.as_deref().unwrap_or(&[]),
-            &self.status.stable_rs,
-            hash,
-            self.rollout_json,
-        ) {
-            Ok(args) => args,
-            Err(reason) => return Ok(Err(reason)),
-        };
-        let args = match merge_args(&supplied, &flattened) {
-            Ok(args) => args,
-            Err(reason) => return Ok(Err(reason)),
-        };
-        let args: Vec<Value> = args.iter().map(arg_json).collect();
-        for dry in analysis.dry_run.iter().flatten() {
-            dry_run.push(json!({"metricName": dry.metric_name}));
-        }
-        for kept in analysis.measurement_retention.iter().flatten() {
-            retention.push(json!({"metricName": kept.metric_name, "limit": kept.limit}));
-        }
-        let mut spec = json!({"metrics": metrics, "args": args});
-        if !dry_run.is_empty() {
-            spec["dryRun"] = json!(dry_run);
-        }
-        if !retention.is_empty() {
-            spec["measurementRetention"] = json!(retention);
-        }
-        Ok(Ok(spec))
+                .unwrap_or_default(),
+        );
+        dry_run.extend(
+            spec.get("dryRun")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+        );
+        retention.extend(
+            spec.get("measurementRetention")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+        );
+        let args: Vec<AnalysisArg> = spec
+            .get("args")
+            .cloned()
+            .and_then(|args| serde_json::from_value(args).ok())
+            .unwrap_or_default();
+        template_args.push(args);
     }
+    let flattened = match flatten_template_args(template_args.iter().map(Vec::as_slice)) {
+        Ok(args) => args,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    let supplied = match rollout_args(
+        analysis.args.as_deref().unwrap_or(&[]),
+        stable_hash,
+        latest_hash,
+        object,
+    ) {
+        Ok(args) => args,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    let args = match merge_args(&supplied, &flattened) {
+        Ok(args) => args,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    let args: Vec<Value> = args.iter().map(arg_json).collect();
+    for dry in analysis.dry_run.iter().flatten() {
+        dry_run.push(json!({"metricName": dry.metric_name}));
+    }
+    for kept in analysis.measurement_retention.iter().flatten() {
+        retention.push(json!({"metricName": kept.metric_name, "limit": kept.limit}));
+    }
+    let mut spec = json!({"metrics": metrics, "args": args});
+    if !dry_run.is_empty() {
+        spec["dryRun"] = json!(dry_run);
+    }
+    if !retention.is_empty() {
+        spec["measurementRetention"] = json!(retention);
+    }
+    Ok(Ok(spec))
 }
 
 /// An argument as an AnalysisRun's spec writes it: a value, or where a secret one comes from.

@@ -1312,6 +1312,9 @@ const USED: &[(&str, &str, &[&str])] = &[
     ("gateway.networking.k8s.io", "grpcroutes", &["get", "patch"]),
     ("gateway.networking.k8s.io", "tcproutes", &["get", "patch"]),
     ("gateway.networking.k8s.io", "tlsroutes", &["get", "patch"]),
+    // `restart`: old pods evicted.
+    ("", "pods", &["list"]),
+    ("", "pods/eviction", &["create"]),
 ];
 
 fn expand(table: &[(&str, &str, &[&str])]) -> BTreeSet<Grant> {

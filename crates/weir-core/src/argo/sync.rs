@@ -196,6 +196,11 @@ pub enum Action {
         /// The Rollout's revision.
         revision: i64,
     },
+    /// Scale the `workloadRef` Deployment (`scaleDown: onsuccess | progressively`).
+    ScaleWorkload {
+        /// Its new `spec.replicas`.
+        replicas: i64,
+    },
     /// Delete an old ReplicaSet beyond `revisionHistoryLimit`.
     DeleteReplicaSet {
         /// The ReplicaSet.
@@ -413,6 +418,9 @@ pub struct Status {
     /// A user asked to promote fully.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub promote_full: bool,
+    /// The `spec.restartAt` whose restart is done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restarted_at: Option<String>,
     /// The canary's runs.
     #[serde(skip_serializing_if = "is_default")]
     pub canary: CanaryStatus,
@@ -1693,6 +1701,21 @@ fn delayed_scale_down(pass: &mut Pass<'_>, rs: &ReplicaSetView, delay: i64, now:
 }
 
 impl Pass<'_> {
+    /// The `workloadRef` Deployment's size: `onsuccess` takes it to 0 once the Rollout is
+    /// Healthy, `progressively` by as many pods as the Rollout has available; `never` (the
+    /// default) leaves it.
+    fn scale_workload(&mut self, phase: &str) {
+        let Some(reference) = &self.observed.rollout.spec.workload_ref else {
+            return;
+        };
+        let replicas = match reference.scale_down.as_deref() {
+            Some("onsuccess") if phase == "Healthy" => 0,
+            Some("progressively") => (self.replicas - self.status.available_replicas).max(0),
+            _ => return,
+        };
+        self.actions.push(Action::ScaleWorkload { replicas });
+    }
+
     /// Old ReplicaSets beyond `revisionHistoryLimit` (scaled down, no deadline pending) and
     /// finished runs beyond the history limits go, oldest first, as Argo collects them.
     fn collect_garbage(&mut self) {
@@ -1804,9 +1827,17 @@ impl Pass<'_> {
                 .conditions
                 .retain(|c| c.reason != "ProgressDeadlineExceeded");
         }
+        let restarting = self
+            .observed
+            .rollout
+            .spec
+            .restart_at
+            .as_ref()
+            .is_some_and(|at| self.status.restarted_at.as_ref() != Some(at));
         let (phase, message) = phase_of(
             &self.status,
             self.observed.rollout.spec.paused == Some(true),
+            restarting,
             self.replicas,
             updated_available,
             blue_green,
@@ -1922,6 +1953,7 @@ impl Pass<'_> {
         } else {
             message
         };
+        self.scale_workload(&phase);
         self.status.phase = phase;
         self.status.message = message;
         Sync {
@@ -2014,6 +2046,7 @@ impl Pass<'_> {
 fn phase_of(
     status: &Status,
     user_paused: bool,
+    restarting: bool,
     replicas: i64,
     updated_available: i64,
     blue_green: bool,
@@ -2038,6 +2071,9 @@ fn phase_of(
     }
     if let Some(pause) = status.pause_conditions.first() {
         return ("Paused".into(), pause.reason.clone());
+    }
+    if restarting {
+        return ("Progressing".into(), "rollout is restarting".into());
     }
     let progressing = |message: &str| ("Progressing".to_string(), message.to_string());
     if status.updated_replicas < replicas {

@@ -21,6 +21,8 @@ struct Sim {
     now: Timestamp,
     /// New pods never become available (as with a broken image).
     pods_never_ready: bool,
+    /// The size last asked of the workloadRef Deployment.
+    workload: Option<i64>,
 }
 
 impl Sim {
@@ -35,6 +37,7 @@ impl Sim {
             weights: None,
             events: Vec::new(),
             pods_never_ready: false,
+            workload: None,
             now: "2026-11-28T10:00:00Z".parse().expect("a time"),
         }
     }
@@ -106,6 +109,7 @@ impl Sim {
                     self.replica_sets.retain(|rs| &rs.name != name);
                 }
                 Action::DeleteRun { name } => self.runs.retain(|run| &run.name != name),
+                Action::ScaleWorkload { replicas } => self.workload = Some(*replicas),
                 Action::TerminateRun { name } => {
                     let run = self
                         .runs
@@ -140,9 +144,14 @@ impl Sim {
             let sync = self.pass();
             last.clone_from(&sync.actions);
             if sync.actions.iter().all(|action| {
+                // What is asked again every pass, idempotent, or done once.
                 matches!(
                     action,
-                    Action::PointService { .. } | Action::RouteTraffic { .. }
+                    Action::PointService { .. }
+                        | Action::RouteTraffic { .. }
+                        | Action::ScaleWorkload { .. }
+                        | Action::DeleteReplicaSet { .. }
+                        | Action::DeleteRun { .. }
                 )
             }) && before == self.status
             {
@@ -695,4 +704,29 @@ fn a_canary_whose_pods_never_come_times_out_and_can_abort() {
         sim.status.message
     );
     assert_eq!(sim.replicas_of(1), 2, "the stable kept serving");
+}
+
+#[test]
+fn a_workload_ref_deployment_is_scaled_down_as_asked() {
+    let mut rollout = canary(3, json!([{"setWeight": 50}]));
+    rollout["spec"]["workloadRef"] = json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "scaleDown": "onsuccess"});
+    let mut sim = Sim::new(rollout.clone());
+    sim.settle();
+    assert_eq!(sim.status.phase, "Healthy");
+    assert_eq!(sim.workload, Some(0), "onsuccess: to 0 once Healthy");
+
+    rollout["spec"]["workloadRef"]["scaleDown"] = json!("progressively");
+    let mut sim = Sim::new(rollout.clone());
+    sim.pods_never_ready = true;
+    sim.settle();
+    assert_eq!(
+        sim.workload,
+        Some(3),
+        "progressively: nothing available yet, nothing taken"
+    );
+
+    rollout["spec"]["workloadRef"]["scaleDown"] = json!("never");
+    let mut sim = Sim::new(rollout);
+    sim.settle();
+    assert_eq!(sim.workload, None);
 }
