@@ -143,6 +143,11 @@ impl Controller {
                 self.client.clone(),
                 self.namespaces.clone(),
             ));
+            // The Experiments (by themselves or a Rollout's experiment step's): their own loop.
+            tasks.spawn(crate::argo_experiments::run(
+                self.client.clone(),
+                self.namespaces.clone(),
+            ));
         }
         Running {
             _tasks: tasks,

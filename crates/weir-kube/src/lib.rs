@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod argo_analysis;
+pub mod argo_experiments;
 pub mod argo_rollouts;
 pub mod argo_traffic;
 pub mod basic_canary;

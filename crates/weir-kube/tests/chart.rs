@@ -1295,6 +1295,9 @@ const USED: &[(&str, &str, &[&str])] = &[
     // Argo Rollouts' objects (argo_rollouts.rs, argo_analysis.rs, argo_traffic.rs).
     ("argoproj.io", "rollouts", &["list", "watch", "patch"]),
     ("argoproj.io", "rollouts/status", &["patch"]),
+    // Experiments (argo_experiments.rs); their ReplicaSets, Services and runs are above.
+    ("argoproj.io", "experiments", &["list", "watch"]),
+    ("argoproj.io", "experiments/status", &["patch"]),
     (
         "argoproj.io",
         "analysisruns",

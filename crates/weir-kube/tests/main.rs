@@ -2,6 +2,7 @@
 //! (`cargo nextest run -p weir-kube --test integration compat::` runs one file's tests).
 
 mod argo_analysis;
+mod argo_experiments;
 mod argo_traffic;
 mod basic_canary;
 mod chart;
