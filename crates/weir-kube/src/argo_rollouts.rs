@@ -25,6 +25,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use weir_core::argo::analysis::{Phase, flatten_template_args, merge_args, rollout_args};
+use weir_core::argo::experiment::{StepSource, experiment_for_step};
 use weir_core::argo::sync::{
     self, Action, MANAGED_BY_ANNOTATION, Observed, POD_TEMPLATE_HASH_LABEL, REVISION_ANNOTATION,
     ReplicaSetView, RunKind, RunView, SCALE_DOWN_DEADLINE_ANNOTATION, Status,
@@ -203,8 +204,16 @@ async fn reconcile(client: &kube::Client, object: &DynamicObject) -> Result<(), 
     )
     .await?;
     let runs = owned(client, &namespace, &uid, &analysis_runs_resource()).await?;
+    let experiments = owned(
+        client,
+        &namespace,
+        &uid,
+        &resource("argoproj.io", "v1alpha1", "Experiment", "experiments"),
+    )
+    .await?;
     let rs_views: Vec<ReplicaSetView> = replica_sets.iter().filter_map(rs_view).collect();
     let run_views: Vec<RunView> = runs.iter().map(run_view).collect();
+    let experiment_views: Vec<RunView> = experiments.iter().map(run_view).collect();
 
     let placeholder: Rollout;
     let (rollout, template, invalid) = match (rollout, template) {
@@ -224,6 +233,7 @@ async fn reconcile(client: &kube::Client, object: &DynamicObject) -> Result<(), 
         template: &template,
         replica_sets: &rs_views,
         runs: &run_views,
+        experiments: &experiment_views,
         now,
     };
     let mut result = match &invalid {
@@ -247,6 +257,8 @@ async fn reconcile(client: &kube::Client, object: &DynamicObject) -> Result<(), 
         rollout_json: &json,
         template: &template,
         status: &result.status,
+        uid: &uid,
+        replica_sets: &replica_sets,
     };
     let mut refused = None;
     for action in &result.actions {
@@ -512,6 +524,8 @@ struct Context<'a> {
     rollout_json: &'a Value,
     template: &'a Value,
     status: &'a Status,
+    uid: &'a str,
+    replica_sets: &'a [DynamicObject],
 }
 
 impl Context<'_> {
@@ -654,6 +668,96 @@ impl Context<'_> {
                             "scaling the workloadRef Deployment {name}"
                         )))?;
                 }
+            }
+            Action::CreateExperiment { name, step_index } => {
+                let Some(step) = self
+                    .rollout
+                    .spec
+                    .strategy
+                    .as_ref()
+                    .and_then(|strategy| strategy.canary.as_deref())
+                    .and_then(|canary| canary.steps.as_ref())
+                    .and_then(|steps| steps.get(*step_index))
+                    .and_then(|step| step.experiment.as_ref())
+                else {
+                    return Ok(Ok(()));
+                };
+                let stable_template = self
+                    .replica_sets
+                    .iter()
+                    .find(|rs| {
+                        rs.metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|labels| labels.get(POD_TEMPLATE_HASH_LABEL))
+                            == Some(&self.status.stable_rs)
+                    })
+                    .and_then(|rs| rs.data.pointer("/spec/template").cloned())
+                    .unwrap_or_else(|| self.template.clone());
+                let selector = self
+                    .rollout_json
+                    .pointer("/spec/selector")
+                    .cloned()
+                    .unwrap_or(json!({}));
+                let revision = self
+                    .replica_sets
+                    .iter()
+                    .filter_map(rs_view)
+                    .find(|rs| rs.hash == self.status.current_pod_hash)
+                    .map_or(1, |rs| rs.revision);
+                let source = StepSource {
+                    rollout: self.name,
+                    namespace: self.namespace,
+                    rollout_uid: self.uid,
+                    step_index: *step_index,
+                    revision,
+                    pod_hash: &self.status.current_pod_hash,
+                    stable_template: &stable_template,
+                    canary_template: self.template,
+                    selector: &selector,
+                    progress_deadline_seconds: self.rollout.spec.progress_deadline_seconds,
+                };
+                let mut object = experiment_for_step(step, &source);
+                object["metadata"]["name"] = json!(name);
+                let object: DynamicObject =
+                    serde_json::from_value(object).map_err(|error| PassError::Api {
+                        doing: format!("building Experiment {name}"),
+                        source: kube::Error::SerdeError(error),
+                    })?;
+                match self
+                    .api(&resource(
+                        "argoproj.io",
+                        "v1alpha1",
+                        "Experiment",
+                        "experiments",
+                    ))
+                    .create(&PostParams::default(), &object)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 409 => {}
+                    Err(source) => {
+                        return Err(PassError::Api {
+                            doing: format!("creating Experiment {name}"),
+                            source,
+                        });
+                    }
+                }
+            }
+            Action::TerminateExperiment { name } => {
+                self.api(&resource(
+                    "argoproj.io",
+                    "v1alpha1",
+                    "Experiment",
+                    "experiments",
+                ))
+                .patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"terminate": true}})),
+                )
+                .await
+                .map_err(api_error(format!("terminating Experiment {name}")))?;
             }
             Action::DeleteReplicaSet { name } => {
                 match replica_sets.delete(name, &Default::default()).await {

@@ -19,8 +19,9 @@
 //! `autoPromotionSeconds`, pre- and post-promotion analysis, `scaleDownDelaySeconds`,
 //! `abortScaleDownDelaySeconds`). The user's verbs arrive as the fields `kubectl argo rollouts`
 //! patches: `spec.paused`, `status.pauseConditions`, `status.abort`, `status.promoteFull`,
-//! `status.currentStepIndex`. What does not run yet (other routers, experiments, header and
-//! mirror routes, step plugins) is refused by [`unsupported`] with the field named, and the
+//! `status.currentStepIndex`. `experiment` steps create an Experiment (run by its own controller)
+//! and wait for its phase. What does not run yet (other routers, experiments' traffic weights,
+//! header and mirror routes, step plugins) is refused by [`unsupported`] with the field named, and the
 //! Rollout is Degraded with `InvalidSpec`. The annotation `weir.dev/promote-on: health` opts a
 //! Rollout into weir's evidence rule: it is promoted only once an analysis of the new revision has
 //! succeeded (Argo promotes at the end of the steps without one).
@@ -126,6 +127,8 @@ pub struct Observed<'a> {
     pub replica_sets: &'a [ReplicaSetView],
     /// The AnalysisRuns it owns.
     pub runs: &'a [RunView],
+    /// The Experiments it owns (their phases read as a run's).
+    pub experiments: &'a [RunView],
     /// Now.
     pub now: Timestamp,
 }
@@ -200,6 +203,19 @@ pub enum Action {
     ScaleWorkload {
         /// Its new `spec.replicas`.
         replicas: i64,
+    },
+    /// Create the Experiment of step `step_index` (the shell builds it with
+    /// [`super::experiment::experiment_for_step`], which names it as `name` is).
+    CreateExperiment {
+        /// `<rollout>-<hash>-<revision>-<step>`.
+        name: String,
+        /// The experiment step.
+        step_index: usize,
+    },
+    /// Set `spec.terminate` on an Experiment no longer needed.
+    TerminateExperiment {
+        /// The Experiment.
+        name: String,
     },
     /// Delete an old ReplicaSet beyond `revisionHistoryLimit`.
     DeleteReplicaSet {
@@ -316,6 +332,9 @@ pub struct CanaryStatus {
     /// The background run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub current_background_analysis_run_status: Option<RunStatus>,
+    /// The current step's Experiment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_experiment: Option<String>,
 }
 
 /// `status.blueGreen`.
@@ -514,8 +533,14 @@ pub fn unsupported(rollout: &Rollout) -> Option<String> {
             }
         }
         for (index, step) in canary.steps.iter().flatten().enumerate() {
-            let field = if step.experiment.is_some() {
-                "experiment"
+            let weighted = step.experiment.as_ref().is_some_and(|experiment| {
+                experiment
+                    .templates
+                    .iter()
+                    .any(|template| template.weight.is_some())
+            });
+            let field = if weighted {
+                "experiment.templates[].weight"
             } else if step.set_canary_scale.is_some() && canary.traffic_routing.is_none() {
                 "setCanaryScale"
             } else if step.set_header_route.is_some() {
@@ -529,8 +554,8 @@ pub fn unsupported(rollout: &Rollout) -> Option<String> {
             };
             return Some(format!(
                 "spec.strategy.canary.steps[{index}].{field}: not run by weir's operator yet \
-                 (it runs setWeight, pause, analysis and, with trafficRouting, setCanaryScale \
-                 steps)"
+                 (it runs setWeight, pause, analysis, experiment without weights and, with \
+                 trafficRouting, setCanaryScale steps)"
             ));
         }
     }
@@ -1012,6 +1037,7 @@ fn canary_pass(pass: &mut Pass<'_>, canary: &CanaryStrategy, step_count: usize) 
         .ok()
         .and_then(|index| steps.get(index));
     let mut step_done = false;
+    let mut wanted_experiment = None;
     if let Some(step) = step
         && !pass.paused_by_user()
     {
@@ -1045,6 +1071,24 @@ fn canary_pass(pass: &mut Pass<'_>, canary: &CanaryStrategy, step_count: usize) 
                     _ => pass.requeue(POLL),
                 }
             }
+        } else if step.experiment.is_some() {
+            if analyses_allowed {
+                let step_index = usize::try_from(index).unwrap_or(0);
+                let (name, phase, message) = experiment_step(pass, index, step_index);
+                wanted_experiment = Some(name);
+                match phase {
+                    Some(Phase::Successful) => step_done = true,
+                    Some(Phase::Failed | Phase::Error) => {
+                        let what = phase.map_or("", |phase| phase.as_str()).to_lowercase();
+                        pass.abort(format!("Experiment analysis phase is {what}: {message}"));
+                    }
+                    Some(Phase::Inconclusive) => {
+                        pass.status
+                            .add_pause("InconclusiveExperiment", pass.observed.now);
+                    }
+                    _ => pass.requeue(POLL),
+                }
+            }
         } else if let Some(pause) = &step.pause
             && !pass.status.abort
             && !pass.status.promote_full
@@ -1052,10 +1096,25 @@ fn canary_pass(pass: &mut Pass<'_>, canary: &CanaryStrategy, step_count: usize) 
             step_done = pause_step(pass, pause.duration.as_ref());
         }
     } else if pass.paused_by_user() {
+        wanted_experiment = pass.status.canary.current_experiment.clone();
         // A user's pause holds everything, analysis included.
         if let Some(run) = &pass.status.canary.current_step_analysis_run_status {
             wanted_runs.push(run.name.clone());
         }
+    }
+    // Experiments no longer needed (another step, an abort, a full promotion) are terminated.
+    for experiment in pass.observed.experiments {
+        if wanted_experiment.as_ref() != Some(&experiment.name)
+            && !experiment.terminating
+            && !run_completed(experiment)
+        {
+            pass.actions.push(Action::TerminateExperiment {
+                name: experiment.name.clone(),
+            });
+        }
+    }
+    if wanted_experiment.is_none() {
+        pass.status.canary.current_experiment = None;
     }
     // Runs no longer needed are terminated.
     for run in pass.observed.runs {
@@ -1286,6 +1345,36 @@ fn canary_pass(pass: &mut Pass<'_>, canary: &CanaryStrategy, step_count: usize) 
     }
 }
 
+/// An `experiment` step: its Experiment (created when missing), with its phase and message.
+fn experiment_step(
+    pass: &mut Pass<'_>,
+    index: i64,
+    step_index: usize,
+) -> (String, Option<Phase>, String) {
+    let name = format!("{}-{}-{}-{index}", pass.name, pass.hash, pass.revision());
+    pass.status.canary.current_experiment = Some(name.clone());
+    match pass
+        .observed
+        .experiments
+        .iter()
+        .find(|experiment| experiment.name == name)
+    {
+        Some(experiment) => (name, experiment.phase, experiment.message.clone()),
+        None => {
+            pass.event(
+                false,
+                "ExperimentCreated",
+                format!("Created Experiment '{name}'"),
+            );
+            pass.actions.push(Action::CreateExperiment {
+                name: name.clone(),
+                step_index,
+            });
+            (name, None, String::new())
+        }
+    }
+}
+
 /// A `pause` step: true once it is over (its duration passed, or a user promoted).
 fn pause_step(pass: &mut Pass<'_>, duration: Option<&IntOrString>) -> bool {
     let now = pass.observed.now;
@@ -1341,6 +1430,8 @@ fn step_text(step: &super::types::CanaryStep) -> String {
         }
     } else if step.analysis.is_some() {
         "analysis".into()
+    } else if step.experiment.is_some() {
+        "experiment".into()
     } else {
         "step".into()
     }

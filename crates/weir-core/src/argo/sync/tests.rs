@@ -15,6 +15,7 @@ struct Sim {
     status: Status,
     replica_sets: Vec<ReplicaSetView>,
     runs: Vec<RunView>,
+    experiments: Vec<RunView>,
     services: Vec<(String, String)>,
     weights: Option<(i64, i64)>,
     events: Vec<String>,
@@ -33,6 +34,7 @@ impl Sim {
             status: Status::default(),
             replica_sets: Vec::new(),
             runs: Vec::new(),
+            experiments: Vec::new(),
             services: Vec::new(),
             weights: None,
             events: Vec::new(),
@@ -57,6 +59,7 @@ impl Sim {
             template: &template,
             replica_sets: &self.replica_sets,
             runs: &self.runs,
+            experiments: &self.experiments,
             now: self.now,
         };
         assert_eq!(unsupported(&rollout), None);
@@ -110,6 +113,19 @@ impl Sim {
                 }
                 Action::DeleteRun { name } => self.runs.retain(|run| &run.name != name),
                 Action::ScaleWorkload { replicas } => self.workload = Some(*replicas),
+                Action::CreateExperiment { name, .. } => self.experiments.push(RunView {
+                    name: name.clone(),
+                    phase: Some(Phase::Pending),
+                    message: String::new(),
+                    terminating: false,
+                    created: Some(self.now),
+                }),
+                Action::TerminateExperiment { name } => {
+                    if let Some(experiment) = self.experiments.iter_mut().find(|e| &e.name == name)
+                    {
+                        experiment.terminating = true;
+                    }
+                }
                 Action::TerminateRun { name } => {
                     let run = self
                         .runs
@@ -505,7 +521,8 @@ fn what_does_not_run_is_named() {
         unsupported(&typed).as_deref(),
         Some(
             "spec.strategy.canary.steps[0].setCanaryScale: not run by weir's operator yet (it \
-             runs setWeight, pause, analysis and, with trafficRouting, setCanaryScale steps)"
+             runs setWeight, pause, analysis, experiment without weights and, with \
+             trafficRouting, setCanaryScale steps)"
         )
     );
     rollout["spec"]["strategy"]["canary"]["trafficRouting"] = json!({"alb": {}});
@@ -729,4 +746,43 @@ fn a_workload_ref_deployment_is_scaled_down_as_asked() {
     let mut sim = Sim::new(rollout);
     sim.settle();
     assert_eq!(sim.workload, None);
+}
+
+#[test]
+fn an_experiment_step_waits_for_its_experiment_and_a_failed_one_aborts() {
+    let steps = json!([
+        {"setWeight": 50},
+        {"experiment": {"duration": "1m", "templates": [{"name": "canary", "specRef": "canary"}]}},
+        {"setWeight": 100}
+    ]);
+    let mut sim = Sim::new(canary(2, steps));
+    sim.settle();
+    sim.set_image("web:2");
+    sim.settle();
+    assert_eq!(sim.experiments.len(), 1);
+    let name = sim.experiments[0].name.clone();
+    assert!(name.ends_with("-2-1"), "{name}");
+    assert_eq!(
+        sim.status.canary.current_experiment.as_deref(),
+        Some(name.as_str())
+    );
+    assert_eq!(sim.status.current_step_index, Some(1));
+    sim.experiments[0].phase = Some(Phase::Successful);
+    sim.settle();
+    assert_eq!(sim.status.phase, "Healthy");
+    assert_eq!(sim.status.canary.current_experiment, None);
+
+    sim.set_image("web:3");
+    sim.settle();
+    sim.experiments[1].phase = Some(Phase::Failed);
+    sim.experiments[1].message = "Metric \"smoke\" assessed Failed".into();
+    sim.settle();
+    assert_eq!(sim.status.phase, "Degraded");
+    assert!(
+        sim.status
+            .message
+            .contains("Experiment analysis phase is failed"),
+        "{}",
+        sim.status.message
+    );
 }
