@@ -49,6 +49,17 @@
 //!   `metadata.resourceVersion` in a PUT is a precondition, replicas below 0 are 422 Invalid;
 //!   listed in discovery as `deployments/scale` (kind `Scale`, group `autoscaling`, version
 //!   `v1`, verbs get, patch, update).
+//! - **Eviction subresource** of Pods (`kube::Api::<Pod>::evict`):
+//!   `POST .../pods/NAME/eviction` with a `policy/v1` (or `v1beta1`) `Eviction` whose
+//!   `metadata.name` is NAME (else 400 BadRequest `name in URL does not match name in Eviction
+//!   object`; an absent `apiVersion`/`kind` is taken as the endpoint's, as kube-rs sends none,
+//!   and its `delete_options` is an unknown field, pruned with a warning; another kind or
+//!   version, or another `metadata.namespace`, is 400) deletes the pod as a
+//!   DELETE with the Eviction's `deleteOptions` would (preconditions, propagation; watch event,
+//!   garbage collection) and answers 201 with a `Success` Status carrying `code: 201`, as the
+//!   real server does; a missing pod is 404 NotFound. Other verbs are 405. Listed in discovery
+//!   as `pods/eviction` (kind `Eviction`, group `policy`, version `v1`, verb create).
+//!   PodDisruptionBudgets are not honoured (see below).
 //! - **Protobuf creates** of `v1` Namespaces and ConfigMaps: `kubectl create namespace NAME`
 //!   and `kubectl create configmap NAME --from-literal=...` POST
 //!   `Content-Type: application/vnd.kubernetes.protobuf` with
@@ -124,7 +135,9 @@
 //! fields) and defaulting beyond the few listed above, version conversion (all served versions
 //! of a CRD share the objects, only `apiVersion` changes), the `scale` subresource of other
 //! kinds (CRDs' `subresources.scale`, ReplicaSets, StatefulSets) and other subresources
-//! (`/log`, `/exec`, ...), server-side apply on `/scale`, controllers (no pods, no replica sets
+//! (`/log`, `/exec`, ...), server-side apply on `/scale`, PodDisruptionBudgets (not served;
+//! an eviction never consults one, so it is never refused with 429 TooManyRequests: every
+//! eviction of an existing pod deletes it), controllers (no pods, no replica sets
 //! made from Deployments, no endpoints, no status updates by the server itself:
 //! `crate::deployment_controller` plays the Deployment, DaemonSet and ReplicaSet controllers and
 //! `crate::job_controller` the Job controller for tests that want them; the namespace lifecycle

@@ -1084,3 +1084,238 @@ async fn kubectl_create_namespace_and_configmap_send_protobuf() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_eviction_deletes_the_pod_and_answers_a_status_of_201() {
+    no_hang(async {
+        let cluster = Cluster::start().await;
+        let client = http1_client();
+        let base = format!("{}/api/v1/namespaces/default/pods", cluster.server.url());
+        let json_header = [("content-type", "application/json")];
+        let pod = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "web:1"}]}})
+        };
+        let created = cluster.server.create(pod("web-1")).unwrap();
+        // A dependent of the pod: garbage collection takes it once the pod is gone.
+        cluster
+            .server
+            .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "web-1-state", "namespace": "default",
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "web-1",
+                        "uid": created["metadata"]["uid"], "controller": true}]},
+                "data": {"a": "b"}}))
+            .unwrap();
+        let feed = cluster
+            .server
+            .subscribe(|group, plural, _| group.is_empty() && plural == "pods");
+
+        // Discovery lists the subresource as the real server does.
+        let resources: Value =
+            serde_json::from_str(&cluster.ok(&["get", "--raw", "/api/v1"]).await).unwrap();
+        let entry = resources["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|entry| entry["name"] == "pods/eviction")
+            .cloned();
+        assert_eq!(
+            entry,
+            Some(
+                json!({"name": "pods/eviction", "singularName": "", "namespaced": true,
+                "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]})
+            ),
+            "{resources}"
+        );
+        let aggregated = request(
+            &client,
+            Method::GET,
+            &format!("{}/api", cluster.server.url()),
+            &[(
+                "accept",
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+            )],
+            "",
+        )
+        .await
+        .json();
+        let pods = aggregated["items"][0]["versions"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|resource| resource["resource"] == "pods")
+            .cloned()
+            .unwrap();
+        assert_eq!(
+            pods["subresources"][0],
+            json!({"subresource": "eviction",
+                "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+                "verbs": ["create"]}),
+            "{pods}"
+        );
+
+        // A name that is not the URL's: 400, and the pod stays.
+        let wrong = request(
+            &client,
+            Method::POST,
+            &format!("{base}/web-1/eviction"),
+            &json_header,
+            json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web-2"}})
+                .to_string(),
+        )
+        .await;
+        assert_eq!(wrong.status.as_u16(), 400, "{}", wrong.body);
+        assert_eq!(wrong.json()["reason"], "BadRequest");
+        assert_eq!(
+            wrong.json()["message"],
+            "name in URL does not match name in Eviction object"
+        );
+        let read = request(
+            &client,
+            Method::GET,
+            &format!("{base}/web-1/eviction"),
+            &[],
+            "",
+        )
+        .await;
+        assert_eq!(read.status.as_u16(), 405, "{}", read.body);
+        assert!(
+            cluster
+                .server
+                .get("v1", "Pod", "default", "web-1")
+                .is_some()
+        );
+
+        // The request kube-rs 5 (`Api::<Pod>::evict`) sends: no apiVersion or kind, and its
+        // options under `delete_options`, a field the server does not know (a warning).
+        let evicted = request(
+            &client,
+            Method::POST,
+            &format!("{base}/web-1/eviction?"),
+            &json_header,
+            r#"{"delete_options":null,"metadata":{"name":"web-1"}}"#,
+        )
+        .await;
+        assert_eq!(evicted.status.as_u16(), 201, "{}", evicted.body);
+        assert_eq!(
+            evicted.json(),
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                "status": "Success", "code": 201})
+        );
+        assert!(
+            evicted
+                .header("warning")
+                .is_some_and(|warning| warning.contains("unknown field \\\"delete_options\\\"")),
+            "{:?}",
+            evicted.headers
+        );
+        assert!(
+            cluster
+                .server
+                .get("v1", "Pod", "default", "web-1")
+                .is_none()
+        );
+        let deleted = feed
+            .next_within(weir_testkit::wait::DEADLINE)
+            .expect("a change for the evicted pod");
+        assert_eq!(
+            (deleted.kind, deleted.object["metadata"]["name"].clone()),
+            (
+                weir_testkit::kube_server::ChangeKind::Deleted,
+                json!("web-1")
+            )
+        );
+        assert!(
+            cluster
+                .server
+                .get("v1", "ConfigMap", "default", "web-1-state")
+                .is_none(),
+            "the pod's dependent is collected"
+        );
+
+        // A policy/v1 Eviction as a client-go client writes it, through kubectl's raw POST;
+        // its deleteOptions hold (a precondition that fails is a 409 and the pod stays).
+        cluster.server.create(pod("web-2")).unwrap();
+        let stale = cluster.file(
+            "stale.json",
+            &json!({"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": "web-2", "namespace": "default"},
+                "deleteOptions": {"preconditions": {"uid": "not-its-uid"}}})
+            .to_string(),
+        );
+        let refused = cluster
+            .fails(&[
+                "create",
+                "--raw",
+                "/api/v1/namespaces/default/pods/web-2/eviction",
+                "-f",
+                &stale,
+            ])
+            .await;
+        assert!(refused.contains("Precondition failed"), "{refused}");
+        assert!(
+            cluster
+                .server
+                .get("v1", "Pod", "default", "web-2")
+                .is_some()
+        );
+        let eviction = cluster.file(
+            "eviction.json",
+            &json!({"apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": "web-2", "namespace": "default"}})
+            .to_string(),
+        );
+        let out = cluster
+            .ok(&[
+                "create",
+                "--raw",
+                "/api/v1/namespaces/default/pods/web-2/eviction",
+                "-f",
+                &eviction,
+            ])
+            .await;
+        let status: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            (status["status"].clone(), status["code"].clone()),
+            (json!("Success"), json!(201))
+        );
+        assert!(
+            cluster
+                .server
+                .get("v1", "Pod", "default", "web-2")
+                .is_none()
+        );
+
+        // A pod that is not there: 404 NotFound, as kubectl reports it.
+        let missing = request(
+            &client,
+            Method::POST,
+            &format!("{base}/web-1/eviction"),
+            &json_header,
+            json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web-1"}})
+                .to_string(),
+        )
+        .await;
+        assert_eq!(missing.status.as_u16(), 404, "{}", missing.body);
+        assert_eq!(missing.json()["reason"], "NotFound");
+        assert_eq!(missing.json()["message"], "pods \"web-1\" not found");
+        let gone = cluster
+            .fails(&[
+                "create",
+                "--raw",
+                "/api/v1/namespaces/default/pods/web-2/eviction",
+                "-f",
+                &eviction,
+            ])
+            .await;
+        assert!(
+            gone.contains("Error from server (NotFound): pods \"web-2\" not found"),
+            "{gone}"
+        );
+        let counts = cluster.server.request_counts();
+        assert_eq!(counts.get("create pods/eviction"), Some(&6), "{counts:?}");
+        assert_eq!(counts.get("get pods/eviction"), Some(&1), "{counts:?}");
+    })
+    .await;
+}

@@ -47,6 +47,13 @@ impl ResourceType {
             entry["categories"] = json!(self.categories);
         }
         let mut subresources = Vec::new();
+        if self.evictable() {
+            subresources.push(json!({
+                "subresource": "eviction",
+                "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+                "verbs": ["create"],
+            }));
+        }
         if self.scale() {
             subresources.push(json!({
                 "subresource": "scale",
@@ -67,7 +74,8 @@ impl ResourceType {
         entry
     }
 
-    /// The entries (the resource, then its subresources) in a legacy APIResourceList.
+    /// The entries (the resource, then its subresources in alphabetical order, as the real
+    /// server lists them) in a legacy APIResourceList.
     fn legacy(&self) -> Vec<Value> {
         let mut entry = json!({
             "name": self.plural,
@@ -83,6 +91,17 @@ impl ResourceType {
             entry["categories"] = json!(self.categories);
         }
         let mut entries = vec![entry];
+        if self.evictable() {
+            entries.push(json!({
+                "name": format!("{}/eviction", self.plural),
+                "singularName": "",
+                "namespaced": self.namespaced,
+                "group": "policy",
+                "version": "v1",
+                "kind": "Eviction",
+                "verbs": ["create"],
+            }));
+        }
         if self.scale() {
             entries.push(json!({
                 "name": format!("{}/scale", self.plural),

@@ -415,7 +415,9 @@ fn target(state: &State, group: &str, version: &str, rest: &[&str]) -> Result<Ta
         return Err(page_not_found());
     }
     if let Some(sub) = sub
-        && !(sub == "status" && rt.status || sub == "scale" && rt.scale())
+        && !(sub == "status" && rt.status
+            || sub == "scale" && rt.scale()
+            || sub == "eviction" && rt.evictable())
     {
         return Err(page_not_found());
     }
@@ -619,6 +621,21 @@ async fn resource(
         };
         return match result {
             Ok(scale) => ok(&scale),
+            Err(e) => error(&e),
+        };
+    }
+    if let (Some("eviction"), Some(name)) = (sub, target.name.as_deref()) {
+        if *method != Method::POST {
+            return error(&ApiError::new(
+                405,
+                "MethodNotAllowed",
+                format!(
+                    "the server does not allow this method on the requested resource ({method})"
+                ),
+            ));
+        }
+        return match parse_body().and_then(|body| state.evict(rt, &namespace, name, body, &ctx)) {
+            Ok((status, warnings)) => json_response(201, &status, "application/json", &warnings),
             Err(e) => error(&e),
         };
     }

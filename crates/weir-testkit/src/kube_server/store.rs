@@ -15,6 +15,7 @@ use super::{ApiError, now};
 mod apply;
 mod create;
 mod delete;
+mod evict;
 mod scale;
 
 /// How many events a watch can resume from; older resourceVersions get 410 Expired.

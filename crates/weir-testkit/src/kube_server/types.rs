@@ -87,6 +87,12 @@ impl ResourceType {
         !self.custom && self.group == "apps" && self.plural == "deployments"
     }
 
+    /// Has the `eviction` subresource (a POST of a `policy/v1` `Eviction` deletes the object):
+    /// built-in Pods.
+    pub fn evictable(&self) -> bool {
+        !self.custom && self.group.is_empty() && self.plural == "pods"
+    }
+
     /// `services` or `canaries.flagger.app`: how messages and write counts name it.
     pub fn resource_name(&self) -> String {
         if self.group.is_empty() {
@@ -211,6 +217,22 @@ fn job_status(job: &Value) -> &'static str {
     } else {
         "Running"
     }
+}
+
+/// The `policy/v1` `Eviction` a POST to `pods/NAME/eviction` carries: not a served resource,
+/// only its known fields (for `fieldValidation`) and names for messages.
+pub(crate) fn eviction() -> ResourceType {
+    builtin(
+        "policy",
+        "v1",
+        "evictions",
+        "Eviction",
+        true,
+        &[],
+        false,
+        &["deleteOptions"],
+        Vec::new(),
+    )
 }
 
 /// The kinds every server starts with.
