@@ -292,7 +292,9 @@ pub fn run_name(experiment: &str, analysis: &str) -> String {
     format!("{experiment}-{analysis}")
 }
 
-/// The hash of template `index`'s pod template: what its ReplicaSet's pods are labelled with.
+/// The hash of a template's pod template: what its ReplicaSet, selector and pods are labelled
+/// with, so that templates with the same labels (a baseline and a canary) select only their own
+/// pods.
 pub fn template_hash(template: &Value) -> String {
     pod_template_hash(template, None)
 }

@@ -438,3 +438,55 @@ fn a_rollouts_experiment_step_becomes_an_experiment_argo_would_create() {
     let read = read_experiment(&object).unwrap();
     assert_eq!(read.spec.templates.len(), 2);
 }
+
+#[test]
+fn experiment_placeholders_in_arguments_are_resolved_and_others_left_for_the_run() {
+    let mut placeholders = std::collections::BTreeMap::new();
+    placeholders.insert("templates.a.podTemplateHash".to_string(), "h1".to_string());
+    assert_eq!(
+        substitute(
+            "x-{{ templates.a.podTemplateHash }}-{{args.other}}-{{",
+            &placeholders
+        ),
+        "x-h1-{{args.other}}-{{"
+    );
+}
+
+#[test]
+fn terminated_while_pending_it_ends_without_starting_its_analyses() {
+    let exp = experiment(json!({
+        "terminate": true,
+        "templates": [template("baseline", None)],
+        "analyses": [{"name": "a", "templateName": "t"}],
+    }));
+    let mut world = world(&exp);
+    world.replica_sets = vec![rs("exp-baseline", "baseline", 1, 0)];
+    let ended = world.pass(at(1));
+    assert_eq!(ended.status.phase, "Successful");
+    assert!(ended.status.available_at.is_none());
+    assert!(
+        ended
+            .actions
+            .iter()
+            .all(|action| !matches!(action, ExperimentAction::CreateRun { .. })),
+        "{:?}",
+        ended.actions
+    );
+}
+
+#[test]
+fn a_replica_set_scaled_by_hand_is_scaled_back_while_it_runs() {
+    let exp = experiment(json!({"templates": [template("baseline", Some(3))]}));
+    let mut world = world(&exp);
+    world.replica_sets = vec![rs("exp-baseline", "baseline", 1, 1)];
+    let sync = world.pass(at(1));
+    assert_eq!(sync.status.phase, "Pending");
+    assert_eq!(
+        sync.actions,
+        vec![ExperimentAction::ScaleReplicaSet {
+            name: "exp-baseline".into(),
+            from: 1,
+            to: 3,
+        }]
+    );
+}
