@@ -16,9 +16,20 @@
 //! reason worded as Argo's `InvalidSpec` condition words it (field path first), so the shell can
 //! set that condition; an API failure is `Err`. Routers are written in the order istio, nginx,
 //! smi, plugins; a failure stops the pass, and the next reconcile writes the rest.
+//!
+//! Managed routes (`trafficRouting.managedRoutes`, in priority order) are what Argo's
+//! `setHeaderRoute` and `setMirrorRoute` steps write: [`set_header_route`] sends requests with
+//! given headers to the canary whatever the weights, [`set_mirror_route`] copies matching
+//! requests to it, and [`remove_managed_routes`] takes them all out again (Argo does so when the
+//! Rollout is fully promoted, aborted, promoted-full, or its canary has no available pod). Of the
+//! routers weir runs, Istio takes both kinds and the Gateway API plugin header routes; nginx and
+//! SMI have none (Argo's reconcilers for them do nothing), so a Rollout routed only by those is
+//! refused as Argo's validation refuses it.
 
 use serde_json::{Map, Value};
-use weir_core::argo::types::{CanaryStrategy, TrafficRouting};
+use weir_core::argo::types::{
+    CanaryStrategy, HeaderRouteMatch, SetHeaderRoute, SetMirrorRoute, StringMatch, TrafficRouting,
+};
 
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
@@ -73,21 +84,8 @@ pub async fn route(
     if let Some(refusal) = unsupported(routing) {
         return Ok(Err(refusal));
     }
-    let (Some(stable), Some(canary_service)) = (
-        canary
-            .stable_service
-            .as_deref()
-            .filter(|name| !name.is_empty()),
-        canary
-            .canary_service
-            .as_deref()
-            .filter(|name| !name.is_empty()),
-    ) else {
-        return Ok(Err(
-            "spec.strategy.canary.trafficRouting: Invalid value: \"\": \
-             Canary service and Stable service must to be set to use Traffic Routing"
-                .to_owned(),
-        ));
+    let Some((stable, canary_service)) = services(canary) else {
+        return Ok(Err(NO_SERVICES.to_owned()));
     };
     let ctx = Ctx {
         client,
@@ -99,12 +97,7 @@ pub async fn route(
         max_traffic_weight: routing.max_traffic_weight,
         hashes: hashes.as_ref().map(|(c, s)| (c.as_str(), s.as_str())),
         owner,
-        managed_routes: routing
-            .managed_routes
-            .iter()
-            .flatten()
-            .map(|route| route.name.as_str())
-            .collect(),
+        managed_routes: managed_routes(routing),
     };
     if let Some(istio) = &routing.istio
         && let Err(reason) = istio::route(&ctx, istio).await?
@@ -121,11 +114,282 @@ pub async fn route(
     {
         return Ok(Err(reason));
     }
-    if let Some(config) = routing
+    if let Some(config) = plugin(routing)
+        && let Err(reason) = gatewayapi::route(&ctx, config).await?
+    {
+        return Ok(Err(reason));
+    }
+    Ok(Ok(()))
+}
+
+/// Argo's reason for traffic routing without both Services.
+const NO_SERVICES: &str = "spec.strategy.canary.trafficRouting: Invalid value: \"\": \
+     Canary service and Stable service must to be set to use Traffic Routing";
+
+/// The stable and canary Services, when both are named.
+fn services(canary: &CanaryStrategy) -> Option<(&str, &str)> {
+    fn named(name: &Option<String>) -> Option<&str> {
+        name.as_deref().filter(|name| !name.is_empty())
+    }
+    Some((
+        named(&canary.stable_service)?,
+        named(&canary.canary_service)?,
+    ))
+}
+
+/// `trafficRouting.managedRoutes[].name`, in their order.
+fn managed_routes(routing: &TrafficRouting) -> Vec<&str> {
+    routing
+        .managed_routes
+        .iter()
+        .flatten()
+        .map(|route| route.name.as_str())
+        .collect()
+}
+
+/// The Gateway API plugin's config, when the Rollout is routed by it.
+fn plugin(routing: &TrafficRouting) -> Option<&Value> {
+    routing
         .plugins
         .as_ref()
         .and_then(|plugins| plugins.get(GATEWAY_API_PLUGIN))
-        && let Err(reason) = gatewayapi::route(&ctx, config).await?
+}
+
+/// The context for writing managed routes (no weights: those routes carry none of the split).
+fn managed_ctx<'a>(
+    client: &'a kube::Client,
+    namespace: &'a str,
+    rollout: &'a str,
+    canary: &'a CanaryStrategy,
+    routing: &'a TrafficRouting,
+) -> Result<Ctx<'a>, String> {
+    let (stable, canary_service) = services(canary).ok_or_else(|| NO_SERVICES.to_owned())?;
+    Ok(Ctx {
+        client,
+        namespace,
+        rollout,
+        stable,
+        canary: canary_service,
+        weights: Weights {
+            canary: 0,
+            stable: 0,
+        },
+        max_traffic_weight: routing.max_traffic_weight,
+        hashes: None,
+        owner: None,
+        managed_routes: managed_routes(routing),
+    })
+}
+
+/// Argo's check that a step names a managed route.
+fn check_managed(routing: &TrafficRouting, step: &str, name: &str) -> Result<(), String> {
+    if managed_routes(routing).contains(&name) {
+        return Ok(());
+    }
+    Err(format!(
+        "spec.strategy.canary.steps[].{step}: Invalid value: \"{name}\": Steps define a route \
+         that does not exist in spec.strategy.canary.trafficRouting.managedRoutes"
+    ))
+}
+
+/// Argo's check that a StringMatch sets exactly one of `exact`, `regex`, `prefix`.
+fn check_string_match(field: &str, matched: &StringMatch) -> Result<(), String> {
+    let set = [&matched.exact, &matched.prefix, &matched.regex]
+        .into_iter()
+        .filter(|value| value.as_deref().is_some_and(|value| !value.is_empty()))
+        .count();
+    match set {
+        1 => Ok(()),
+        0 => Err(format!(
+            "{field}: Invalid value: \"\": StringMatch value missed, match value must have one \
+             of the following: exact, regex, prefix"
+        )),
+        _ => Err(format!(
+            "{field}: Invalid value: \"\": StringMatch match value must have exactly one of the \
+             following: exact, regex, prefix"
+        )),
+    }
+}
+
+/// Writes (or, with no `match`, removes) managed header route `route.name` in every router
+/// that supports one, for Rollout `rollout` in `namespace`: Argo's `setHeaderRoute` step, which
+/// sends the requests carrying the headers to the canary while the weights stay as they are.
+/// Istio gets an HTTP route of that name above the others and the Gateway API plugin a rule of
+/// that name in each route that takes header routes (see the modules); nginx and SMI have no
+/// header routes and are left alone, as Argo leaves them. Ok(Err(reason)): the step or the
+/// Rollout is invalid, or its routers cannot take the route (a Rollout routed by none of Istio
+/// and the plugin, a name not in `managedRoutes`, a header value without exactly one of
+/// `exact`/`prefix`/`regex`, a missing object); Err: the API failed. Writes only what changes.
+pub async fn set_header_route(
+    client: &kube::Client,
+    namespace: &str,
+    rollout: &str,
+    canary: &CanaryStrategy,
+    route: &SetHeaderRoute,
+) -> Routed {
+    const STEP: &str = "setHeaderRoute";
+    let Some(routing) = canary.traffic_routing.as_ref() else {
+        return Ok(Err(no_header_routes()));
+    };
+    if let Some(refusal) = unsupported(routing) {
+        return Ok(Err(refusal));
+    }
+    let plugin = plugin(routing);
+    if routing.istio.is_none() && plugin.is_none() {
+        return Ok(Err(no_header_routes()));
+    }
+    let name = route.name.as_deref().unwrap_or_default();
+    if let Err(reason) = check_managed(routing, STEP, name) {
+        return Ok(Err(reason));
+    }
+    let matches: Option<&[HeaderRouteMatch]> = route.match_rules.as_deref();
+    for (i, condition) in matches.into_iter().flatten().enumerate() {
+        let field = format!("spec.strategy.canary.steps[].{STEP}.match[{i}]");
+        if let Err(reason) = check_string_match(&field, &condition.header_value) {
+            return Ok(Err(reason));
+        }
+    }
+    let ctx = match managed_ctx(client, namespace, rollout, canary, routing) {
+        Ok(ctx) => ctx,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    if let Some(istio) = &routing.istio
+        && let Err(reason) =
+            istio::managed(&ctx, istio, &istio::Edit::Header(name, matches)).await?
+    {
+        return Ok(Err(reason));
+    }
+    if let Some(config) = plugin
+        && let Err(reason) =
+            gatewayapi::header_route(&ctx, config, &gatewayapi::Edit::Header(name, matches)).await?
+    {
+        return Ok(Err(reason));
+    }
+    Ok(Ok(()))
+}
+
+/// Argo's refusal of a header route for a Rollout none of whose routers takes one, adapted.
+fn no_header_routes() -> String {
+    "spec.strategy.canary.steps[].setHeaderRoute: Invalid value: \"\": SetHeaderRoute requires \
+     TrafficRouting, supports Istio and the argoproj-labs/gatewayAPI plugin (of the routers \
+     weir's operator runs)"
+        .to_owned()
+}
+
+/// The same for a mirror route: Argo's `setMirrorRoute` step, which copies the requests
+/// matching method/path/headers to the canary (`percentage` of them, default 100) while they are
+/// answered as before. Only Istio takes one (an HTTP route of that name above the others, see
+/// the module); a Rollout routed by the Gateway API plugin is refused, since weir does not
+/// write mirror rules into Gateway API routes, and one without Istio as Argo refuses it
+/// ("SetMirrorRoute requires TrafficRouting, supports Istio only"). Nothing is written when
+/// refused.
+pub async fn set_mirror_route(
+    client: &kube::Client,
+    namespace: &str,
+    rollout: &str,
+    canary: &CanaryStrategy,
+    route: &SetMirrorRoute,
+) -> Routed {
+    const STEP: &str = "setMirrorRoute";
+    let refusal = |text: &str| {
+        format!(
+            "spec.strategy.canary.steps[].{STEP}: Invalid value: \"{}\": {text}",
+            route.name
+        )
+    };
+    let Some(routing) = canary.traffic_routing.as_ref() else {
+        return Ok(Err(refusal(
+            "SetMirrorRoute requires TrafficRouting, supports Istio only",
+        )));
+    };
+    if let Some(refusal) = unsupported(routing) {
+        return Ok(Err(refusal));
+    }
+    let Some(istio) = &routing.istio else {
+        return Ok(Err(refusal(
+            "SetMirrorRoute requires TrafficRouting, supports Istio only",
+        )));
+    };
+    if plugin(routing).is_some() {
+        return Ok(Err(format!(
+            "spec.strategy.canary.trafficRouting.plugins.{GATEWAY_API_PLUGIN}: Invalid value: \
+             \"{}\": weir does not write mirror routes (setMirrorRoute) into Gateway API routes",
+            route.name
+        )));
+    }
+    if let Err(reason) = check_managed(routing, STEP, &route.name) {
+        return Ok(Err(reason));
+    }
+    let matches = route.match_rules.as_deref();
+    for (i, condition) in matches.into_iter().flatten().enumerate() {
+        let field = format!("spec.strategy.canary.steps[].{STEP}.match[{i}]");
+        let values = [&condition.method, &condition.path]
+            .into_iter()
+            .flatten()
+            .chain(
+                condition
+                    .headers
+                    .iter()
+                    .flat_map(|headers| headers.values()),
+            );
+        for value in values {
+            if let Err(reason) = check_string_match(&field, value) {
+                return Ok(Err(reason));
+            }
+        }
+    }
+    let ctx = match managed_ctx(client, namespace, rollout, canary, routing) {
+        Ok(ctx) => ctx,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    let percentage = route.percentage.unwrap_or(100);
+    istio::managed(
+        &ctx,
+        istio,
+        &istio::Edit::Mirror(&route.name, matches, percentage),
+    )
+    .await
+}
+
+/// Removes every managed route (`trafficRouting.managedRoutes`) from every router: what Argo
+/// does once the Rollout is fully promoted, aborted, promoted-full, or its canary has no
+/// available pod, so no request is sent or copied to a canary that is going away. Istio's
+/// VirtualServices lose the HTTP routes of those names, the Gateway API plugin's HTTP and gRPC
+/// routes the rules of those names; nothing is written where there are none (nor with no
+/// `managedRoutes`). Ok(Err(reason)): an object is missing or a router is not run by weir; Err:
+/// the API failed.
+pub async fn remove_managed_routes(
+    client: &kube::Client,
+    namespace: &str,
+    rollout: &str,
+    canary: &CanaryStrategy,
+) -> Routed {
+    let Some(routing) = canary.traffic_routing.as_ref() else {
+        return Ok(Ok(()));
+    };
+    let names = managed_routes(routing);
+    if names.is_empty() {
+        return Ok(Ok(()));
+    }
+    if let Some(refusal) = unsupported(routing) {
+        return Ok(Err(refusal));
+    }
+    let plugin = plugin(routing);
+    if routing.istio.is_none() && plugin.is_none() {
+        return Ok(Ok(()));
+    }
+    let ctx = match managed_ctx(client, namespace, rollout, canary, routing) {
+        Ok(ctx) => ctx,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    if let Some(istio) = &routing.istio
+        && let Err(reason) = istio::managed(&ctx, istio, &istio::Edit::Remove(&names)).await?
+    {
+        return Ok(Err(reason));
+    }
+    if let Some(config) = plugin
+        && let Err(reason) =
+            gatewayapi::header_route(&ctx, config, &gatewayapi::Edit::Remove(&names)).await?
     {
         return Ok(Err(reason));
     }

@@ -25,13 +25,31 @@
 //! that are neither are dropped, as Argo drops them, and the rule is annotated
 //! `argo-rollouts.argoproj.io/managed-by-rollouts: <rollout>`.
 //!
+//! Managed routes (Argo's `SetHeaderRoute`, `SetMirrorRoute`, `RemoveManagedRoutes`): HTTP routes
+//! named after `trafficRouting.managedRoutes` entries, which Argo keeps above every other route,
+//! in the order of `managedRoutes` (its priority order; Istio takes the first route that
+//! matches), re-ordering them whenever it writes the VirtualService. A header route is
+//! `{name, match: [{headers: {<header>: {exact|prefix|regex}}}...], route: [canary, weight 100]}`:
+//! one match block per condition (Istio ORs blocks, as Argo writes them) and everything to the
+//! canary destination, written as the weighted route's canary destination is (its host, port and
+//! subset, so a subset-level split sends header traffic to the canary subset). A mirror route is
+//! `{name, match: [{method, uri, headers}...], route: <the weighted route's destinations>,
+//! mirror: <canary destination>, mirrorPercentage: {value}}` (default 100%): matching requests
+//! keep the weights the other traffic has (Argo copies them, and updates a mirror route's
+//! weights with the weighted routes' on every later `setWeight`) and a copy goes to the canary.
+//! Writing a managed route replaces the one of that name; a step without `match` removes it;
+//! at the end of a rollout all managed routes are removed. The weighted route is the one `route`
+//! splits first (`routes[0]`, or the first unnamed route).
+//!
 //! Argo's default Istio API version is `v1alpha3`; weir uses the first of `v1beta1`,
 //! `v1alpha3`, `v1` the cluster serves (they are the same schema).
 
 use std::collections::BTreeSet;
 
-use serde_json::{Value, json};
-use weir_core::argo::types::{IstioRouting, IstioVirtualService};
+use serde_json::{Map, Value, json};
+use weir_core::argo::types::{
+    HeaderRouteMatch, IstioRouting, IstioVirtualService, MirrorRouteMatch, StringMatch,
+};
 
 use super::{Ctx, Routed, api, get, not_found, resource, served_version, write_changes};
 
@@ -49,20 +67,10 @@ struct Subsets<'a> {
 
 /// Writes the DestinationRule's subset labels, then every VirtualService's weights.
 pub(super) async fn route(ctx: &Ctx<'_>, istio: &IstioRouting) -> Routed {
-    let services: Vec<(String, &IstioVirtualService)> =
-        match (&istio.virtual_service, &istio.virtual_services) {
-            (Some(service), _) => vec![(format!("{FIELD}.virtualService"), service)],
-            (None, Some(services)) if !services.is_empty() => services
-                .iter()
-                .enumerate()
-                .map(|(i, service)| (format!("{FIELD}.virtualServices[{i}]"), service))
-                .collect(),
-            _ => {
-                return Ok(Err(format!(
-                    "{FIELD}: Invalid value: \"\": Istio needs virtualService or virtualServices"
-                )));
-            }
-        };
+    let services = match virtual_services(istio) {
+        Ok(services) => services,
+        Err(reason) => return Ok(Err(reason)),
+    };
     let subsets = match &istio.destination_rule {
         Some(rule) => {
             let Some((canary_hash, stable_hash)) = ctx.hashes else {
@@ -149,9 +157,242 @@ pub(super) async fn route(ctx: &Ctx<'_>, istio: &IstioRouting) -> Routed {
                 service.name
             )));
         }
+        order(&mut after, &ctx.managed_routes);
         write_changes(&services_api, &service.name, &before, &after).await?;
     }
     Ok(Ok(()))
+}
+
+/// The VirtualServices the Rollout names, with their field paths.
+fn virtual_services(istio: &IstioRouting) -> Result<Vec<(String, &IstioVirtualService)>, String> {
+    match (&istio.virtual_service, &istio.virtual_services) {
+        (Some(service), _) => Ok(vec![(format!("{FIELD}.virtualService"), service)]),
+        (None, Some(services)) if !services.is_empty() => Ok(services
+            .iter()
+            .enumerate()
+            .map(|(i, service)| (format!("{FIELD}.virtualServices[{i}]"), service))
+            .collect()),
+        _ => Err(format!(
+            "{FIELD}: Invalid value: \"\": Istio needs virtualService or virtualServices"
+        )),
+    }
+}
+
+/// What is done to the managed routes.
+pub(super) enum Edit<'a> {
+    /// Write header route `name` with these conditions, or (None) remove it.
+    Header(&'a str, Option<&'a [HeaderRouteMatch]>),
+    /// Write mirror route `name` with these conditions and percentage, or (None) remove it.
+    Mirror(&'a str, Option<&'a [MirrorRouteMatch]>, i64),
+    /// Remove these managed routes.
+    Remove(&'a [&'a str]),
+}
+
+/// Writes a header or mirror route into (or removes managed routes from) every VirtualService.
+pub(super) async fn managed(ctx: &Ctx<'_>, istio: &IstioRouting, edit: &Edit<'_>) -> Routed {
+    let services = match virtual_services(istio) {
+        Ok(services) => services,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    let subsets = istio.destination_rule.as_ref().map(|rule| Subsets {
+        canary: &rule.canary_subset_name,
+        stable: &rule.stable_subset_name,
+    });
+    let Some(version) = served_version(ctx.client, GROUP, "VirtualService", VERSIONS).await? else {
+        return Ok(Err(format!(
+            "{FIELD}: Invalid value: \"\": the cluster serves no VirtualService ({GROUP})"
+        )));
+    };
+    let services_api = api(
+        ctx.client,
+        ctx.namespace,
+        &resource(GROUP, version, "VirtualService", "virtualservices"),
+    );
+    for (field, service) in services {
+        let Some(before) = get(&services_api, &service.name).await? else {
+            return Ok(Err(not_found(
+                &format!("{field}.name"),
+                &service.name,
+                "virtualservices.networking.istio.io",
+            )));
+        };
+        let mut after = before.clone();
+        if let Err(reason) = edit_routes(ctx, subsets.as_ref(), service, edit, &mut after) {
+            return Ok(Err(format!(
+                "{field}.name: Invalid value: \"{}\": {reason}",
+                service.name
+            )));
+        }
+        write_changes(&services_api, &service.name, &before, &after).await?;
+    }
+    Ok(Ok(()))
+}
+
+/// Edits the managed routes of `object` (a VirtualService), then orders them first.
+fn edit_routes(
+    ctx: &Ctx<'_>,
+    subsets: Option<&Subsets<'_>>,
+    service: &IstioVirtualService,
+    edit: &Edit<'_>,
+    object: &mut Value,
+) -> Result<(), String> {
+    let writes = matches!(edit, Edit::Header(_, Some(_)) | Edit::Mirror(_, Some(_), _));
+    let Some(http) = object
+        .pointer_mut("/spec/http")
+        .and_then(Value::as_array_mut)
+    else {
+        // Argo's "spec.http not found": a VirtualService of TLS/TCP routes only has no place for
+        // a header or mirror route (and nothing to remove).
+        return if writes {
+            Err("spec.http not found".to_owned())
+        } else {
+            Ok(())
+        };
+    };
+    let new_route = match edit {
+        Edit::Remove(names) => {
+            http.retain(|route| route_name(route).is_none_or(|name| !names.contains(&name)));
+            None
+        }
+        Edit::Header(name, None) | Edit::Mirror(name, None, _) => {
+            http.retain(|route| route_name(route) != Some(name));
+            None
+        }
+        Edit::Header(name, Some(matches)) => {
+            let (_, canary) = weighted_route(ctx, subsets, service, http)?;
+            let blocks: Vec<Value> = matches
+                .iter()
+                .map(|m| {
+                    let mut headers = Map::new();
+                    headers.insert(m.header_name.clone(), string_match(&m.header_value));
+                    json!({"headers": headers})
+                })
+                .collect();
+            Some((
+                *name,
+                json!({"name": name, "match": blocks,
+                    "route": [{"destination": canary, "weight": 100}]}),
+            ))
+        }
+        Edit::Mirror(name, Some(matches), percentage) => {
+            let (destinations, canary) = weighted_route(ctx, subsets, service, http)?;
+            let blocks: Vec<Value> = matches.iter().map(mirror_match).collect();
+            Some((
+                *name,
+                json!({"name": name, "match": blocks, "route": destinations, "mirror": canary,
+                    "mirrorPercentage": {"value": percentage}}),
+            ))
+        }
+    };
+    if let Some((name, route)) = new_route {
+        http.retain(|route| route_name(route) != Some(name));
+        http.push(route);
+    }
+    order(object, &ctx.managed_routes);
+    Ok(())
+}
+
+/// The destinations of the route `route` splits first, and its canary destination's
+/// `destination` (host, port, subset); Argo's reason when there is none.
+fn weighted_route(
+    ctx: &Ctx<'_>,
+    subsets: Option<&Subsets<'_>>,
+    service: &IstioVirtualService,
+    http: &[Value],
+) -> Result<(Value, Value), String> {
+    let index = match service.routes.iter().flatten().next() {
+        Some(name) => http
+            .iter()
+            .position(|route| route_name(route) == Some(name.as_str()))
+            .ok_or_else(|| {
+                format!("HTTP Route '{name}' is not found in the defined Virtual Service.")
+            })?,
+        None => http
+            .iter()
+            .position(|route| route_name(route).is_none_or(str::is_empty))
+            .ok_or_else(|| {
+                "spec.http[] should be set in VirtualService and it must have exactly one \
+                 route when omitting \
+                 spec.strategy.canary.trafficRouting.istio.virtualService.routes"
+                    .to_owned()
+            })?,
+    };
+    let destinations = http
+        .get(index)
+        .and_then(|route| route.get("route"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let canary = destinations
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|destination| role(ctx, subsets, destination) == Role::Canary)
+        .and_then(|destination| destination.get("destination"))
+        .cloned()
+        .ok_or_else(|| not_in_route(ctx, subsets, true))?;
+    Ok((destinations, canary))
+}
+
+/// An Istio StringMatch (`{exact|prefix|regex: value}`) for Argo's.
+fn string_match(matched: &StringMatch) -> Value {
+    let mut out = Map::new();
+    for (key, value) in [
+        ("exact", &matched.exact),
+        ("prefix", &matched.prefix),
+        ("regex", &matched.regex),
+    ] {
+        if let Some(value) = value.as_deref().filter(|value| !value.is_empty()) {
+            out.insert(key.to_owned(), json!(value));
+        }
+    }
+    Value::Object(out)
+}
+
+/// An Istio HTTPMatchRequest for a `setMirrorRoute` condition: `method`, `uri` (Argo's `path`),
+/// `headers`, each only when set.
+fn mirror_match(condition: &MirrorRouteMatch) -> Value {
+    let mut out = Map::new();
+    if let Some(method) = &condition.method {
+        out.insert("method".to_owned(), string_match(method));
+    }
+    if let Some(path) = &condition.path {
+        out.insert("uri".to_owned(), string_match(path));
+    }
+    if let Some(headers) = condition.headers.as_ref().filter(|h| !h.is_empty()) {
+        let headers: Map<String, Value> = headers
+            .iter()
+            .map(|(name, matched)| (name.clone(), string_match(matched)))
+            .collect();
+        out.insert("headers".to_owned(), Value::Object(headers));
+    }
+    Value::Object(out)
+}
+
+/// Argo's `orderRoutes`: the managed routes first, in the order of `managedRoutes`, then the
+/// others in their order.
+fn order(object: &mut Value, managed_routes: &[&str]) {
+    if managed_routes.is_empty() {
+        return;
+    }
+    let Some(http) = object
+        .pointer_mut("/spec/http")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    let routes = std::mem::take(http);
+    let (managed, others): (Vec<Value>, Vec<Value>) = routes
+        .into_iter()
+        .partition(|route| route_name(route).is_some_and(|name| managed_routes.contains(&name)));
+    for name in managed_routes {
+        http.extend(
+            managed
+                .iter()
+                .filter(|route| route_name(route) == Some(name))
+                .cloned(),
+        );
+    }
+    http.extend(others);
 }
 
 /// Sets (or, for an empty hash, removes) a subset's `rollouts-pod-template-hash` label.
@@ -180,6 +421,17 @@ fn set_weights(
 ) -> Result<(), String> {
     let mut edits: Vec<(&str, usize)> = Vec::new();
     let http = routes_of(object, "http");
+    // Argo's mirror routes get the weights too (they copy the weighted route's destinations);
+    // they are not checked for the two Services.
+    let mirrors: Vec<usize> = http
+        .iter()
+        .enumerate()
+        .filter(|(_, route)| {
+            route.get("mirror").is_some()
+                && route_name(route).is_some_and(|name| ctx.managed_routes.contains(&name))
+        })
+        .map(|(index, _)| index)
+        .collect();
     if !http.is_empty() {
         let names: Vec<&String> = service.routes.iter().flatten().collect();
         if names.is_empty() {
@@ -270,21 +522,26 @@ fn set_weights(
             edits.extend(matching.into_iter().map(|index| (kind, index)));
         }
     }
-    for (kind, index) in edits {
+    let checked = edits.into_iter().map(|edit| (edit, true));
+    let mirrored = mirrors.into_iter().map(|index| (("http", index), false));
+    for ((kind, index), check) in checked.chain(mirrored) {
         let Some(destinations) = object
             .pointer_mut(&format!("/spec/{kind}/{index}/route"))
             .and_then(Value::as_array_mut)
         else {
+            if !check {
+                continue;
+            }
             return Err(not_in_route(ctx, subsets, true));
         };
         let roles: Vec<Role> = destinations
             .iter()
             .map(|destination| role(ctx, subsets, destination))
             .collect();
-        if !roles.contains(&Role::Canary) {
+        if check && !roles.contains(&Role::Canary) {
             return Err(not_in_route(ctx, subsets, true));
         }
-        if !roles.contains(&Role::Stable) {
+        if check && !roles.contains(&Role::Stable) {
             return Err(not_in_route(ctx, subsets, false));
         }
         let mut roles = roles.into_iter();
