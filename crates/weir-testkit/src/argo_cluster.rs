@@ -29,7 +29,9 @@
 
 use serde_json::{Value, json};
 
+use crate::kube_cluster::Cluster;
 use crate::kube_server::KubeServer;
+use crate::wait::wait_until;
 
 /// Argo Rollouts' API group.
 pub const GROUP: &str = "argoproj.io";
@@ -186,6 +188,145 @@ pub fn argo_crds_yaml() -> String {
         })
         .collect::<Vec<_>>()
         .join("---\n")
+}
+
+/// [`Cluster::empty`] for `binary` (the weir under test, `env!("CARGO_BIN_EXE_weir")`) with
+/// Argo's CRDs applied by the real kubectl from [`argo_crds_yaml`], as a user installs Argo
+/// Rollouts.
+pub fn argo_kube_cluster(binary: &str) -> Cluster {
+    let cluster = Cluster::empty(binary);
+    cluster.apply(&argo_crds_yaml());
+    cluster
+}
+
+/// Rollout `name` in `namespace` as a user keeps it: `replicas`, pods labelled and selected
+/// `app: NAME`, one container `NAME` running `image`; `strategy` is the YAML under `strategy:`,
+/// indented by four spaces (`"    canary:\n      steps:\n        - setWeight: 50\n"`).
+pub fn rollout_yaml(
+    namespace: &str,
+    name: &str,
+    replicas: i64,
+    image: &str,
+    strategy: &str,
+) -> String {
+    format!(
+        "apiVersion: {API_VERSION}
+kind: Rollout
+metadata:
+  name: {name}
+  namespace: {namespace}
+spec:
+  replicas: {replicas}
+  selector:
+    matchLabels:
+      app: {name}
+  template:
+    metadata:
+      labels:
+        app: {name}
+    spec:
+      containers:
+        - name: {name}
+          image: {image}
+  strategy:
+{strategy}"
+    )
+}
+
+/// The `status` of Rollout `name` in `namespace` (`Null` while it has none or is not there).
+pub fn rollout_status(server: &KubeServer, namespace: &str, name: &str) -> Value {
+    server
+        .get(API_VERSION, "Rollout", namespace, name)
+        .and_then(|rollout| rollout.get("status").cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// Waits until the status of Rollout `name` satisfies `check` (see [`wait_until`]); returns it.
+pub fn wait_rollout_status(
+    server: &KubeServer,
+    namespace: &str,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Value) -> bool,
+) -> Value {
+    wait_until(what, || {
+        let status = rollout_status(server, namespace, name);
+        check(&status).then_some(status)
+    })
+}
+
+/// The ReplicaSets Rollout `name` in `namespace` controls (a controller ownerReference to its
+/// uid), in the server's order.
+pub fn replica_sets_of(server: &KubeServer, namespace: &str, name: &str) -> Vec<Value> {
+    let Some(uid) = server
+        .get(API_VERSION, "Rollout", namespace, name)
+        .and_then(|rollout| rollout.pointer("/metadata/uid").cloned())
+    else {
+        return Vec::new();
+    };
+    server
+        .list("apps/v1", "ReplicaSet", namespace)
+        .into_iter()
+        .filter(|rs| {
+            rs.pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|owners| {
+                    owners
+                        .iter()
+                        .any(|owner| owner["uid"] == uid && owner["controller"] == json!(true))
+                })
+        })
+        .collect()
+}
+
+/// Creates `count` pods of `replica_set` (the object as the server holds it) as the ReplicaSet
+/// controller would (the in-memory server runs no pods): `generateName: RS-`, the template's
+/// labels, annotations and spec, and a controller ownerReference to the ReplicaSet (`apps/v1`,
+/// name, uid, `blockOwnerDeletion`); no status (no kubelet runs them). Returns them as
+/// created.
+///
+/// # Panics
+/// When the server refuses a pod: the test's set-up failed, and the message says why.
+pub fn create_pods_of(server: &KubeServer, replica_set: &Value, count: usize) -> Vec<Value> {
+    let name = replica_set
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let namespace = replica_set
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let template = replica_set
+        .pointer("/spec/template")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let mut metadata = json!({
+        "generateName": format!("{name}-"),
+        "namespace": namespace,
+        "ownerReferences": [{
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": name,
+            "uid": replica_set.pointer("/metadata/uid").cloned().unwrap_or(Value::Null),
+            "controller": true,
+            "blockOwnerDeletion": true,
+        }],
+    });
+    for field in ["labels", "annotations"] {
+        if let Some(value) = template.pointer(&format!("/metadata/{field}")) {
+            metadata[field] = value.clone();
+        }
+    }
+    let spec = template.get("spec").cloned().unwrap_or_else(|| json!({}));
+    (0..count)
+        .map(|_| {
+            let pod =
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec});
+            server
+                .create(pod)
+                .unwrap_or_else(|error| panic!("creating a pod of ReplicaSet {name}: {error}"))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ mod ofrep_sdk;
 mod openapi_fuzz;
 mod operator;
 mod operator_argo;
+mod operator_argo_restart;
 mod operator_corpus;
 mod operator_daemonset;
 mod operator_external_metrics;
