@@ -3,15 +3,18 @@
 //! Gateway API plugin's backendRef weights and in-progress label, SMI TrafficSplits, nginx canary
 //! Ingresses; a second pass with the same weights writes nothing; missing objects and routers
 //! weir does not run are refused with a reason. Then the Gateway API plugin's own e2e cases
-//! (`compat/argo/gatewayapi-plugin/chainsaw`) with plain weights (HTTP, gRPC, TCP and TLS
-//! routes), when that corpus is beside the project.
+//! (`compat/argo/gatewayapi-plugin/chainsaw`): weights (HTTP, gRPC, TCP and TLS routes) and
+//! header routes (`setHeaderRoute`, removed at the end), when that corpus is beside the project.
+//! And Istio's managed routes: header and mirror routes added, updated, removed, refused.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::Path;
 
 use serde_json::{Value, json};
 use weir_core::argo::types::CanaryStrategy;
-use weir_kube::argo_traffic::{Weights, route};
+use weir_kube::argo_traffic::{
+    Weights, remove_managed_routes, route, set_header_route, set_mirror_route,
+};
 use weir_testkit::argo_cluster::install_argo_crds;
 use weir_testkit::kube_cluster::router_crd;
 use weir_testkit::kube_server::KubeServer;
@@ -946,6 +949,470 @@ async fn routers_weir_does_not_run_are_refused_by_field() {
     );
 }
 
+// Managed routes: setHeaderRoute, setMirrorRoute, their removal.
+
+/// A `setHeaderRoute` (or `setMirrorRoute`) from JSON.
+fn step<T: serde::de::DeserializeOwned>(value: Value) -> T {
+    serde_json::from_value(value).unwrap()
+}
+
+/// `spec.http[].name` of VirtualService `web-vs`.
+fn http_names(server: &KubeServer) -> Vec<String> {
+    let vs = get(
+        server,
+        "networking.istio.io/v1beta1",
+        "VirtualService",
+        "web-vs",
+    );
+    vs["spec"]["http"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|route| route["name"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+/// Route `name` of VirtualService `web-vs`.
+fn vs_route(server: &KubeServer, name: &str) -> Value {
+    let vs = get(
+        server,
+        "networking.istio.io/v1beta1",
+        "VirtualService",
+        "web-vs",
+    );
+    vs["spec"]["http"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|route| route["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("route {name} in {vs}"))
+}
+
+#[tokio::test]
+async fn istio_header_routes_are_added_above_in_priority_order_updated_and_removed() {
+    let (server, client) = cluster().await;
+    istio_crds(&server, &["v1beta1"]);
+    server
+        .create(json!({
+            "apiVersion": "networking.istio.io/v1beta1", "kind": "VirtualService",
+            "metadata": {"name": "web-vs", "namespace": NS},
+            "spec": {"hosts": ["web"], "http": [
+                {"name": "primary", "route": [
+                    destination("web-stable", Some(100)),
+                    destination("web-canary.shop.svc.cluster.local", Some(0))]},
+                {"name": "admin", "route": [destination("admin", Some(100))]}]},
+        }))
+        .unwrap();
+    let canary = strategy(json!({
+        "stableService": "web-stable", "canaryService": "web-canary",
+        "trafficRouting": {"managedRoutes": [{"name": "hr-a"}, {"name": "hr-b"}],
+            "istio": {"virtualService": {"name": "web-vs", "routes": ["primary"]}}},
+    }));
+    route_web(&server, &client, &canary, weights(20))
+        .await
+        .unwrap();
+    assert_eq!(server.writes(VIRTUAL_SERVICES), 1);
+    let header = |name: &str, matches: Value| -> weir_core::argo::types::SetHeaderRoute {
+        step(json!({"name": name, "match": matches}))
+    };
+    let set = |route: weir_core::argo::types::SetHeaderRoute| {
+        let client = client.clone();
+        let canary = canary.clone();
+        async move {
+            set_header_route(&client, NS, "web", &canary, &route)
+                .await
+                .expect("the API answers")
+        }
+    };
+    // hr-b first: above the other routes.
+    set(header(
+        "hr-b",
+        json!([{"headerName": "X-B", "headerValue": {"exact": "1"}}]),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(http_names(&server), ["hr-b", "primary", "admin"]);
+    assert_eq!(
+        vs_route(&server, "hr-b"),
+        json!({"name": "hr-b", "match": [{"headers": {"X-B": {"exact": "1"}}}],
+            "route": [{"destination": {"host": "web-canary.shop.svc.cluster.local",
+                "port": {"number": 80}}, "weight": 100}]})
+    );
+    assert_eq!(server.writes(VIRTUAL_SERVICES), 2);
+    // hr-a comes before hr-b (managedRoutes order); one match block per condition.
+    let hr_a = header(
+        "hr-a",
+        json!([{"headerName": "X-A", "headerValue": {"prefix": "beta"}},
+            {"headerName": "X-C", "headerValue": {"regex": "^c+$"}}]),
+    );
+    set(hr_a.clone()).await.unwrap();
+    assert_eq!(http_names(&server), ["hr-a", "hr-b", "primary", "admin"]);
+    assert_eq!(
+        vs_route(&server, "hr-a")["match"],
+        json!([{"headers": {"X-A": {"prefix": "beta"}}}, {"headers": {"X-C": {"regex": "^c+$"}}}])
+    );
+    assert_eq!(server.writes(VIRTUAL_SERVICES), 3);
+    // The same again, and the same weights: nothing written; the header routes are not the
+    // weighted route's, and new weights leave them alone.
+    set(hr_a).await.unwrap();
+    route_web(&server, &client, &canary, weights(20))
+        .await
+        .unwrap();
+    assert_eq!(server.writes(VIRTUAL_SERVICES), 3, "unchanged");
+    route_web(&server, &client, &canary, weights(60))
+        .await
+        .unwrap();
+    assert_eq!(server.writes(VIRTUAL_SERVICES), 4);
+    let vs = get(
+        &server,
+        "networking.istio.io/v1beta1",
+        "VirtualService",
+        "web-vs",
+    );
+    assert_eq!(
+        istio_weights(&vs, "http", 2),
+        [
+            ("web-stable".to_owned(), Some(40)),
+            ("web-canary.shop.svc.cluster.local".to_owned(), Some(60))
+        ]
+    );
+    assert_eq!(
+        istio_weights(&vs, "http", 0),
+        [("web-canary.shop.svc.cluster.local".to_owned(), Some(100))]
+    );
+    // Updated in place.
+    set(header(
+        "hr-a",
+        json!([{"headerName": "X-A", "headerValue": {"exact": "on"}}]),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(http_names(&server), ["hr-a", "hr-b", "primary", "admin"]);
+    assert_eq!(
+        vs_route(&server, "hr-a")["match"],
+        json!([{"headers": {"X-A": {"exact": "on"}}}])
+    );
+    assert_eq!(server.writes(VIRTUAL_SERVICES), 5);
+    // No match: removed.
+    set(step(json!({"name": "hr-b"}))).await.unwrap();
+    assert_eq!(http_names(&server), ["hr-a", "primary", "admin"]);
+    assert_eq!(server.writes(VIRTUAL_SERVICES), 6);
+    // All managed routes removed; once only.
+    for _ in 0..2 {
+        remove_managed_routes(&client, NS, "web", &canary)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(http_names(&server), ["primary", "admin"]);
+        assert_eq!(server.writes(VIRTUAL_SERVICES), 7);
+    }
+}
+
+#[tokio::test]
+async fn istio_header_routes_go_to_the_canary_subset() {
+    let (server, client) = cluster().await;
+    istio_crds(&server, &["v1beta1"]);
+    let subset = |name: &str, weight: i64| json!({"destination": {"host": "web", "subset": name}, "weight": weight});
+    server
+        .create(json!({
+            "apiVersion": "networking.istio.io/v1beta1", "kind": "VirtualService",
+            "metadata": {"name": "web-vs", "namespace": NS},
+            "spec": {"hosts": ["web"], "http": [{"route": [subset("stable", 100), subset("canary", 0)]}]},
+        }))
+        .unwrap();
+    let canary = strategy(json!({
+        "stableService": "web-stable", "canaryService": "web-canary",
+        "trafficRouting": {"managedRoutes": [{"name": "hr"}],
+            "istio": {"virtualService": {"name": "web-vs"},
+                "destinationRule": {"name": "web-dr", "canarySubsetName": "canary", "stableSubsetName": "stable"}}},
+    }));
+    let route: weir_core::argo::types::SetHeaderRoute =
+        step(json!({"name": "hr", "match": [{"headerName": "x", "headerValue": {"exact": "y"}}]}));
+    set_header_route(&client, NS, "web", &canary, &route)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(http_names(&server), ["hr", ""]);
+    assert_eq!(
+        vs_route(&server, "hr")["route"],
+        json!([{"destination": {"host": "web", "subset": "canary"}, "weight": 100}])
+    );
+}
+
+#[tokio::test]
+async fn istio_mirror_routes_keep_the_weights_and_mirror_to_the_canary() {
+    let (server, client) = cluster().await;
+    istio_crds(&server, &["v1beta1"]);
+    server
+        .create(json!({
+            "apiVersion": "networking.istio.io/v1beta1", "kind": "VirtualService",
+            "metadata": {"name": "web-vs", "namespace": NS},
+            "spec": {"hosts": ["web"], "http": [{"route": [
+                destination("web-stable", Some(100)), destination("web-canary", Some(0))]}]},
+        }))
+        .unwrap();
+    let canary = strategy(json!({
+        "stableService": "web-stable", "canaryService": "web-canary",
+        "trafficRouting": {"managedRoutes": [{"name": "hr"}, {"name": "mirror-1"}],
+            "istio": {"virtualService": {"name": "web-vs"}}},
+    }));
+    route_web(&server, &client, &canary, weights(10))
+        .await
+        .unwrap();
+    let mirror: weir_core::argo::types::SetMirrorRoute = step(json!({
+        "name": "mirror-1", "percentage": 30,
+        "match": [{"method": {"exact": "GET"}, "path": {"prefix": "/api"},
+            "headers": {"x-m": {"regex": "a.*"}}}],
+    }));
+    for _ in 0..2 {
+        set_mirror_route(&client, NS, "web", &canary, &mirror)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(server.writes(VIRTUAL_SERVICES), 2, "written once");
+    }
+    assert_eq!(http_names(&server), ["mirror-1", ""]);
+    assert_eq!(
+        vs_route(&server, "mirror-1"),
+        json!({"name": "mirror-1",
+            "match": [{"method": {"exact": "GET"}, "uri": {"prefix": "/api"},
+                "headers": {"x-m": {"regex": "a.*"}}}],
+            "route": [destination("web-stable", Some(90)), destination("web-canary", Some(10))],
+            "mirror": {"host": "web-canary", "port": {"number": 80}},
+            "mirrorPercentage": {"value": 30}})
+    );
+    // The mirror route is managed: still "the only route" is the unnamed one, and it follows
+    // the weights, as Argo's SetWeight updates mirror routes.
+    route_web(&server, &client, &canary, weights(50))
+        .await
+        .unwrap();
+    let vs = get(
+        &server,
+        "networking.istio.io/v1beta1",
+        "VirtualService",
+        "web-vs",
+    );
+    for index in [0, 1] {
+        assert_eq!(
+            istio_weights(&vs, "http", index),
+            [
+                ("web-stable".to_owned(), Some(50)),
+                ("web-canary".to_owned(), Some(50))
+            ],
+            "route {index}"
+        );
+    }
+    // A header route goes above it (managedRoutes order), then the mirror route is removed.
+    let header: weir_core::argo::types::SetHeaderRoute =
+        step(json!({"name": "hr", "match": [{"headerName": "x", "headerValue": {"exact": "y"}}]}));
+    set_header_route(&client, NS, "web", &canary, &header)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(http_names(&server), ["hr", "mirror-1", ""]);
+    set_mirror_route(
+        &client,
+        NS,
+        "web",
+        &canary,
+        &step(json!({"name": "mirror-1"})),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(http_names(&server), ["hr", ""]);
+}
+
+#[tokio::test]
+async fn managed_routes_are_refused_where_weir_cannot_write_them() {
+    let (server, client) = cluster().await;
+    istio_crds(&server, &["v1beta1"]);
+    server
+        .create(json!({
+            "apiVersion": "networking.istio.io/v1beta1", "kind": "VirtualService",
+            "metadata": {"name": "tcp-vs", "namespace": NS},
+            "spec": {"hosts": ["web"], "tcp": [{"route": [
+                destination("web-stable", Some(100)), destination("web-canary", Some(0))]}]},
+        }))
+        .unwrap();
+    let header: weir_core::argo::types::SetHeaderRoute =
+        step(json!({"name": "hr", "match": [{"headerName": "x", "headerValue": {"exact": "y"}}]}));
+    let mirror: weir_core::argo::types::SetMirrorRoute =
+        step(json!({"name": "hr", "match": [{"path": {"prefix": "/"}}]}));
+    let routing = |routing: Value| {
+        strategy(
+            json!({"stableService": "web-stable", "canaryService": "web-canary",
+            "trafficRouting": routing}),
+        )
+    };
+    let istio = |vs: &str| {
+        routing(
+            json!({"managedRoutes": [{"name": "hr"}], "istio": {"virtualService": {"name": vs}}}),
+        )
+    };
+    let nginx = routing(
+        json!({"managedRoutes": [{"name": "hr"}], "nginx": {"stableIngress": "web-ingress"}}),
+    );
+    let plugin = routing(json!({"managedRoutes": [{"name": "hr"}],
+        "istio": {"virtualService": {"name": "tcp-vs"}},
+        "plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web"}}}));
+    let none = strategy(json!({"stableService": "web-stable", "canaryService": "web-canary"}));
+    let bad_value: weir_core::argo::types::SetHeaderRoute =
+        step(json!({"name": "hr", "match": [{"headerName": "x", "headerValue": {}}]}));
+    let two_values: weir_core::argo::types::SetHeaderRoute = step(
+        json!({"name": "hr", "match": [{"headerName": "x", "headerValue": {"exact": "a", "regex": "b"}}]}),
+    );
+    let unmanaged: weir_core::argo::types::SetHeaderRoute = step(
+        json!({"name": "other", "match": [{"headerName": "x", "headerValue": {"exact": "y"}}]}),
+    );
+    let cases: Vec<(&str, Result<(), String>, &str)> = vec![
+        (
+            "nginx",
+            set_header_route(&client, NS, "web", &nginx, &header)
+                .await
+                .unwrap(),
+            "SetHeaderRoute requires TrafficRouting, supports Istio and the argoproj-labs/gatewayAPI plugin",
+        ),
+        (
+            "no routing",
+            set_header_route(&client, NS, "web", &none, &header)
+                .await
+                .unwrap(),
+            "SetHeaderRoute requires TrafficRouting",
+        ),
+        (
+            "unmanaged name",
+            set_header_route(&client, NS, "web", &istio("tcp-vs"), &unmanaged)
+                .await
+                .unwrap(),
+            "spec.strategy.canary.steps[].setHeaderRoute: Invalid value: \"other\": Steps define a route that does not exist in spec.strategy.canary.trafficRouting.managedRoutes",
+        ),
+        (
+            "no value",
+            set_header_route(&client, NS, "web", &istio("tcp-vs"), &bad_value)
+                .await
+                .unwrap(),
+            "setHeaderRoute.match[0]: Invalid value: \"\": StringMatch value missed",
+        ),
+        (
+            "two values",
+            set_header_route(&client, NS, "web", &istio("tcp-vs"), &two_values)
+                .await
+                .unwrap(),
+            "StringMatch match value must have exactly one of the following: exact, regex, prefix",
+        ),
+        (
+            "no http routes",
+            set_header_route(&client, NS, "web", &istio("tcp-vs"), &header)
+                .await
+                .unwrap(),
+            "spec.strategy.canary.trafficRouting.istio.virtualService.name: Invalid value: \"tcp-vs\": spec.http not found",
+        ),
+        (
+            "missing VirtualService",
+            set_header_route(&client, NS, "web", &istio("gone"), &header)
+                .await
+                .unwrap(),
+            "virtualservices.networking.istio.io \"gone\" not found",
+        ),
+        (
+            "mirror with nginx",
+            set_mirror_route(&client, NS, "web", &nginx, &mirror)
+                .await
+                .unwrap(),
+            "SetMirrorRoute requires TrafficRouting, supports Istio only",
+        ),
+        (
+            "mirror with the plugin",
+            set_mirror_route(&client, NS, "web", &plugin, &mirror)
+                .await
+                .unwrap(),
+            "plugins.argoproj-labs/gatewayAPI: Invalid value: \"hr\": weir does not write mirror routes",
+        ),
+        (
+            "mirror without http routes",
+            set_mirror_route(&client, NS, "web", &istio("tcp-vs"), &mirror)
+                .await
+                .unwrap(),
+            "spec.http not found",
+        ),
+    ];
+    for (case, answer, expected) in cases {
+        let refused = answer.expect_err(case);
+        assert!(
+            refused.contains(expected),
+            "{case}: {refused}\nwanted: {expected}"
+        );
+    }
+    // Removal where there is nothing to remove, or no router with managed routes: nothing.
+    for canary in [&nginx, &istio("tcp-vs"), &none] {
+        remove_managed_routes(&client, NS, "web", canary)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(server.writes(VIRTUAL_SERVICES), 0, "nothing written");
+}
+
+#[tokio::test]
+async fn gateway_api_header_rules_are_written_once_and_taken_out() {
+    let (server, client) = cluster().await;
+    server
+        .create(crd(
+            "gateway.networking.k8s.io",
+            "HTTPRoute",
+            "httproutes",
+            &["v1"],
+        ))
+        .unwrap();
+    server
+        .create(http_route("web", &["web-stable", "web-canary"]))
+        .unwrap();
+    let canary = strategy(json!({
+        "stableService": "web-stable", "canaryService": "web-canary",
+        "trafficRouting": {"managedRoutes": [{"name": "hr"}],
+            "plugins": {"argoproj-labs/gatewayAPI": {"httpRoute": "web"}}},
+    }));
+    route_web(&server, &client, &canary, weights(30))
+        .await
+        .unwrap();
+    let header: weir_core::argo::types::SetHeaderRoute = step(json!({"name": "hr", "match": [
+        {"headerName": "x-p", "headerValue": {"prefix": "be"}},
+        {"headerName": "x-r", "headerValue": {"regex": "^v[0-9]$"}}]}));
+    for _ in 0..2 {
+        set_header_route(&client, NS, "web", &canary, &header)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(server.writes(HTTP_ROUTES), 2, "written once");
+    }
+    let written = get(&server, "gateway.networking.k8s.io/v1", "HTTPRoute", "web");
+    assert_eq!(
+        written["spec"]["rules"][1],
+        json!({"name": "hr",
+            "matches": [{"path": {"type": "PathPrefix", "value": "/"}, "headers": [
+                {"name": "x-p", "type": "RegularExpression", "value": "be.*"},
+                {"name": "x-r", "type": "RegularExpression", "value": "^v[0-9]$"}]}],
+            "backendRefs": [{"name": "web-canary", "port": 80, "weight": 1}]})
+    );
+    route_web(&server, &client, &canary, weights(60))
+        .await
+        .unwrap();
+    let written = get(&server, "gateway.networking.k8s.io/v1", "HTTPRoute", "web");
+    assert_eq!(written["spec"]["rules"][1]["backendRefs"][0]["weight"], 1);
+    assert_eq!(written["spec"]["rules"][0]["backendRefs"][1]["weight"], 60);
+    for _ in 0..2 {
+        remove_managed_routes(&client, NS, "web", &canary)
+            .await
+            .unwrap()
+            .unwrap();
+        let written = get(&server, "gateway.networking.k8s.io/v1", "HTTPRoute", "web");
+        assert_eq!(written["spec"]["rules"].as_array().unwrap().len(), 1);
+        assert_eq!(server.writes(HTTP_ROUTES), 4, "removed once");
+    }
+}
+
 // The Gateway API plugin's e2e cases.
 
 fn yaml_documents(path: &Path) -> Vec<Value> {
@@ -1073,7 +1540,7 @@ enum Step {
     AssertRoute(String, Value),
 }
 
-/// Why a case is not played (only plain weights are: no header or mirror routes), or its
+/// Why a case is not played (one with mirror routes, which weir does not write for the plugin), or its
 /// Rollout and steps.
 fn plan(dir: &Path) -> Result<(Value, Vec<Step>), String> {
     let test = yaml_documents(&dir.join("chainsaw-test.yaml")).remove(0);
@@ -1125,19 +1592,20 @@ fn plan(dir: &Path) -> Result<(Value, Vec<Step>), String> {
     let rollout = rollout.ok_or("no Rollout")?;
     let canary = &rollout["spec"]["strategy"]["canary"];
     for step in canary["steps"].as_array().into_iter().flatten() {
-        for field in ["setHeaderRoute", "setMirrorRoute"] {
-            if step.get(field).is_some() {
-                return Err(format!("a step uses {field}"));
-            }
+        if step.get("setMirrorRoute").is_some() {
+            return Err("a step uses setMirrorRoute".to_owned());
         }
     }
     Ok((rollout, steps))
 }
 
-/// Plays one case: its Services and routes applied, then `route` with the weights the
-/// Rollout would be at for each route assertion (canary 0 before the update, each
-/// `setWeight` in turn during it, 0 once it is healthy again), and the assertion checked.
-async fn play(rollout: &Value, steps: Vec<Step>) -> Result<usize, String> {
+/// Plays one case: its Services and routes applied, then for each route assertion the Rollout's
+/// steps as far as it would be (canary 0 before the update; during it, the steps up to the
+/// next `setWeight` and the `setHeaderRoute`s right after it, through `route` and
+/// `set_header_route`; once it is healthy again `remove_managed_routes` and canary 0), `route`
+/// with the weight it is at, and the assertion checked. The assertions checked and the header
+/// routes written.
+async fn play(rollout: &Value, steps: Vec<Step>) -> Result<(usize, usize), String> {
     let (server, client) = cluster().await;
     for (kind, plural, version) in ROUTE_KINDS {
         server
@@ -1156,12 +1624,9 @@ async fn play(rollout: &Value, steps: Vec<Step>) -> Result<usize, String> {
         .as_ref()
         .and_then(|routing| routing.max_traffic_weight)
         .unwrap_or(100);
-    let mut set_weights = canary
-        .steps
-        .iter()
-        .flatten()
-        .filter_map(|step| step.set_weight);
-    let (mut patched, mut done) = (false, false);
+    let rollout_steps = canary.steps.clone().unwrap_or_default();
+    let (mut cursor, mut weight, mut headers) = (0, 0, 0);
+    let (mut patched, mut done, mut cleaned) = (false, false, false);
     let mut checked = 0;
     for step in steps {
         match step {
@@ -1174,21 +1639,69 @@ async fn play(rollout: &Value, steps: Vec<Step>) -> Result<usize, String> {
             Step::Patch => patched = true,
             Step::AssertRollout => done = patched,
             Step::AssertRoute(file, expected) => {
-                let weight = if !patched || done {
-                    0
-                } else {
-                    set_weights.next().ok_or_else(|| {
-                        format!("{file}: more canary assertions than setWeight steps")
-                    })?
-                };
-                let weights = Weights {
+                let weights = |weight: i64| Weights {
                     canary: weight,
                     stable: max - weight,
                 };
-                route(&client, namespace, name, &canary, weights, None, None)
-                    .await
-                    .map_err(|e| format!("{file}: {e}"))?
-                    .map_err(|e| format!("{file}: refused: {e}"))?;
+                if !patched || done {
+                    if done && !cleaned {
+                        remove_managed_routes(&client, namespace, name, &canary)
+                            .await
+                            .map_err(|e| format!("{file}: {e}"))?
+                            .map_err(|e| format!("{file}: removal refused: {e}"))?;
+                        cleaned = true;
+                    }
+                    weight = 0;
+                } else {
+                    let mut advanced = false;
+                    while let Some(step) = rollout_steps.get(cursor) {
+                        if let Some(next) = step.set_weight {
+                            if advanced {
+                                break;
+                            }
+                            weight = next;
+                            advanced = true;
+                            route(
+                                &client,
+                                namespace,
+                                name,
+                                &canary,
+                                weights(weight),
+                                None,
+                                None,
+                            )
+                            .await
+                            .map_err(|e| format!("{file}: {e}"))?
+                            .map_err(|e| format!("{file}: refused: {e}"))?;
+                        } else if let Some(header_route) = &step.set_header_route {
+                            set_header_route(&client, namespace, name, &canary, header_route)
+                                .await
+                                .map_err(|e| format!("{file}: {e}"))?
+                                .map_err(|e| format!("{file}: header route refused: {e}"))?;
+                            headers += 1;
+                        } else if advanced {
+                            break;
+                        }
+                        cursor += 1;
+                    }
+                    if !advanced {
+                        return Err(format!(
+                            "{file}: more canary assertions than setWeight steps"
+                        ));
+                    }
+                }
+                route(
+                    &client,
+                    namespace,
+                    name,
+                    &canary,
+                    weights(weight),
+                    None,
+                    None,
+                )
+                .await
+                .map_err(|e| format!("{file}: {e}"))?
+                .map_err(|e| format!("{file}: refused: {e}"))?;
                 let route_name = expected["metadata"]["name"].as_str().unwrap();
                 let (api_version, kind) = (
                     expected["apiVersion"].as_str().unwrap(),
@@ -1206,11 +1719,11 @@ async fn play(rollout: &Value, steps: Vec<Step>) -> Result<usize, String> {
             }
         }
     }
-    Ok(checked)
+    Ok((checked, headers))
 }
 
 #[tokio::test]
-async fn gateway_api_plugin_e2e_cases_with_plain_weights() {
+async fn gateway_api_plugin_e2e_cases_with_weights_and_header_routes() {
     let Some(argo) = weir_testkit::fixtures::argo_compat_dir() else {
         println!("skipped: no Argo Rollouts corpus (compat/argo) beside the project");
         return;
@@ -1232,8 +1745,10 @@ async fn gateway_api_plugin_e2e_cases_with_plain_weights() {
         match plan(&dir) {
             Err(reason) => println!("skipped {case}: {reason}"),
             Ok((rollout, steps)) => match play(&rollout, steps).await {
-                Ok(checked) => {
-                    println!("ran {case}: {checked} route assertions hold");
+                Ok((checked, headers)) => {
+                    println!(
+                        "ran {case}: {checked} route assertions hold ({headers} header routes set)"
+                    );
                     assert!(checked > 0, "{case} checked nothing");
                     ran += 1;
                 }
@@ -1245,7 +1760,7 @@ async fn gateway_api_plugin_e2e_cases_with_plain_weights() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
-    assert!(ran >= 7, "only {ran} cases ran");
+    assert!(ran >= 15, "only {ran} cases ran");
 }
 
 #[test]
