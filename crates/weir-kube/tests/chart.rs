@@ -1295,8 +1295,13 @@ const USED: &[(&str, &str, &[&str])] = &[
     // Argo Rollouts' objects (argo_rollouts.rs, argo_analysis.rs, argo_traffic.rs).
     ("argoproj.io", "rollouts", &["list", "watch", "patch"]),
     ("argoproj.io", "rollouts/status", &["patch"]),
-    // Experiments (argo_experiments.rs); their ReplicaSets, Services and runs are above.
-    ("argoproj.io", "experiments", &["list", "watch"]),
+    // Experiments (argo_experiments.rs), created by a Rollout's experiment step and terminated
+    // when it leaves the step (argo_rollouts.rs); their ReplicaSets, Services and runs are above.
+    (
+        "argoproj.io",
+        "experiments",
+        &["list", "watch", "create", "patch"],
+    ),
     ("argoproj.io", "experiments/status", &["patch"]),
     (
         "argoproj.io",

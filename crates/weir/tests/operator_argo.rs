@@ -618,3 +618,91 @@ fn a_routed_canary_moves_the_http_routes_weights_and_promotes_full() {
         route_weights(&cluster)
     );
 }
+
+fn with_experiment_step(url: &str) -> String {
+    format!(
+        "    canary:
+      steps:
+        - setWeight: 50
+        - experiment:
+            duration: 2s
+            templates:
+              - name: preview
+                specRef: canary
+                replicas: 1
+            analyses:
+              - name: smoke
+                templateName: smoke
+                args:
+                  - name: url
+                    value: {url}
+"
+    )
+}
+
+#[test]
+fn an_experiment_step_runs_its_experiment_to_success_before_the_rollout_goes_on() {
+    let (cluster, runtime) = argo_cluster();
+    let answers = runtime.block_on(Receiver::start(|_, _| {
+        Reply::new(200, json!({"ok": true}).to_string()).typed("application/json")
+    }));
+    cluster.apply(SMOKE_TEMPLATE);
+    let url = answers.url("/healthy");
+    cluster.apply(&rollout(2, "web:1", &with_experiment_step(&url)));
+    let _operator = cluster.start_operator(&[]);
+    let first = wait_status(&cluster, "the first deploy healthy", phase_is("Healthy"));
+    let first_hash = field(&first, "currentPodHash").to_string();
+    cluster.apply(&rollout(2, "web:2", &with_experiment_step(&url)));
+    let running = wait_status(&cluster, "at the experiment step", |status| {
+        status["currentStepIndex"] == json!(1) && status["canary"]["currentExperiment"].is_string()
+    });
+    let experiment_name = running["canary"]["currentExperiment"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let done = wait_status(&cluster, "promoted after the experiment", |status| {
+        field(status, "phase") == "Healthy" && field(status, "stableRS") != first_hash
+    });
+    assert_eq!(done["currentStepIndex"], json!(2));
+    let experiment = cluster
+        .server
+        .get(
+            "argoproj.io/v1alpha1",
+            "Experiment",
+            NAMESPACE,
+            &experiment_name,
+        )
+        .unwrap_or_else(|| panic!("no Experiment {experiment_name}"));
+    assert_eq!(
+        experiment["status"]["phase"],
+        json!("Successful"),
+        "{experiment}"
+    );
+    assert!(
+        cluster
+            .server
+            .get(
+                "apps/v1",
+                "ReplicaSet",
+                NAMESPACE,
+                &format!("{experiment_name}-preview")
+            )
+            .is_some(),
+        "the experiment's ReplicaSet"
+    );
+    let run = cluster
+        .server
+        .get(
+            "argoproj.io/v1alpha1",
+            "AnalysisRun",
+            NAMESPACE,
+            &format!("{experiment_name}-smoke"),
+        )
+        .expect("the experiment's AnalysisRun");
+    assert_eq!(run["status"]["phase"], json!("Successful"), "{run}");
+    println!(
+        "experiment {experiment_name}: {}; replicas {:?}",
+        experiment["status"]["phase"],
+        replica_sets(&cluster)
+    );
+}
