@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use weir_testkit::argo_cluster::argo_crds_yaml;
+use weir_testkit::argo_cluster::{argo_kube_cluster, rollout_yaml, wait_rollout_status};
 use weir_testkit::job_controller::JobController;
 use weir_testkit::kube_cluster::{Cluster, NAMESPACE, text};
 use weir_testkit::receiver::{Receiver, Reply};
@@ -24,8 +24,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_weir");
 
 /// A cluster with Argo's CRDs applied by kubectl, and a runtime for the test's own servers.
 fn argo_cluster() -> (Cluster, tokio::runtime::Runtime) {
-    let cluster = Cluster::empty(BIN);
-    cluster.apply(&argo_crds_yaml());
+    let cluster = argo_kube_cluster(BIN);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -37,48 +36,16 @@ fn argo_cluster() -> (Cluster, tokio::runtime::Runtime) {
 /// Rollout `web` with `replicas`, running `image`, with `strategy` (YAML, indented for
 /// `strategy:`).
 fn rollout(replicas: i64, image: &str, strategy: &str) -> String {
-    format!(
-        "apiVersion: argoproj.io/v1alpha1
-kind: Rollout
-metadata:
-  name: web
-  namespace: {NAMESPACE}
-spec:
-  replicas: {replicas}
-  selector:
-    matchLabels:
-      app: web
-  template:
-    metadata:
-      labels:
-        app: web
-    spec:
-      containers:
-        - name: web
-          image: {image}
-  strategy:
-{strategy}"
-    )
-}
-
-fn status(cluster: &Cluster) -> Value {
-    cluster
-        .server
-        .get("argoproj.io/v1alpha1", "Rollout", NAMESPACE, "web")
-        .and_then(|rollout| rollout.get("status").cloned())
-        .unwrap_or(Value::Null)
+    rollout_yaml(NAMESPACE, "web", replicas, image, strategy)
 }
 
 fn field<'a>(status: &'a Value, name: &str) -> &'a str {
     status.get(name).and_then(Value::as_str).unwrap_or("")
 }
 
-/// Waits until the Rollout's status satisfies `check`; returns it.
+/// Waits until the status of Rollout `web` satisfies `check`; returns it.
 fn wait_status(cluster: &Cluster, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-    wait_until(what, || {
-        let status = status(cluster);
-        check(&status).then_some(status)
-    })
+    wait_rollout_status(&cluster.server, NAMESPACE, "web", what, check)
 }
 
 fn phase_is(phase: &'static str) -> impl Fn(&Value) -> bool {
