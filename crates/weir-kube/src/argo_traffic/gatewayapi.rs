@@ -3,8 +3,8 @@
 //! `httpRoutes[].name`, and likewise `grpcRoute(s)`, `tcpRoute(s)`, `tlsRoute(s)`; in
 //! `namespace`, default the Rollout's), every backendRef named after the canary Service gets
 //! the canary weight and every one named after the stable Service the stable weight, in every
-//! rule but the header routes the plugin adds (rules named after a `managedRoutes` entry); other
-//! backendRefs (extra backends) are left alone. A route without a backendRef of each Service
+//! rule but the header routes the plugin adds (rules named after a `managedRoutes` entry, or
+//! that name with `-1`, `-2`...); other backendRefs (extra backends) are left alone. A route without a backendRef of each Service
 //! cannot be split (the plugin's "backendRef was not found"). While the canary has traffic the
 //! plugin labels each route `rollouts.argoproj.io/gatewayapi-canary: in-progress` (for GitOps
 //! tools to ignore the route; `inProgressLabelKey`/`inProgressLabelValue` rename it,
