@@ -11,21 +11,13 @@
 //! [`crate::argo_analysis`].
 //!
 //! Like the Rollouts' loop, an Experiment is looked at again when it changes (a watch) and at
-//! least every [`LOOK_AGAIN`], since its ReplicaSets' pods, its runs and its duration move on
+//! least every [`crate::argo_shell::LOOK_AGAIN`], since its ReplicaSets' pods, its runs and its duration move on
 //! without the Experiment changing. Every pass starts from what the cluster says, so a restarted
 //! operator carries on where the last one left off.
 
-use std::time::Duration;
-
-use futures_util::TryStreamExt;
 use jiff::Timestamp;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams,
-};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use weir_core::argo::analysis::Phase;
 use weir_core::argo::experiment::{
     self, EXPERIMENT_NAME_ANNOTATION, ExperimentAction, ExperimentObserved, ExperimentStatus,
@@ -35,87 +27,26 @@ use weir_core::argo::sync::{POD_TEMPLATE_HASH_LABEL, RunView};
 use weir_core::argo::types::Experiment;
 
 use crate::argo_analysis::{analysis_runs_resource, merge_diff};
-use crate::argo_rollouts::PassError;
-
-/// The longest an Experiment waits before it is looked at again while something may change by
-/// itself: a deadline for looking, not a synchronisation.
-pub const LOOK_AGAIN: Duration = Duration::from_millis(500);
+use crate::argo_shell::{
+    PassError, api_error, create_unless_present, delete_if_present, owned, reconcile_each,
+    resource, run_view,
+};
 
 /// `experiments.argoproj.io`, version `v1alpha1`.
 pub fn experiments_resource() -> ApiResource {
     resource("argoproj.io", "v1alpha1", "Experiment", "experiments")
 }
 
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
-
-fn api_error(doing: impl Into<String>) -> impl FnOnce(kube::Error) -> PassError {
-    let doing = doing.into();
-    move |source| PassError::Api { doing, source }
-}
-
 /// Runs the Experiments of `namespaces` (empty: every namespace); never returns by itself.
 pub async fn run(client: kube::Client, namespaces: Vec<String>) {
-    let (wake, mut woken) = mpsc::unbounded_channel::<()>();
-    let apis: Vec<Api<DynamicObject>> = if namespaces.is_empty() {
-        vec![Api::all_with(client.clone(), &experiments_resource())]
-    } else {
-        namespaces
-            .iter()
-            .map(|namespace| {
-                Api::namespaced_with(client.clone(), namespace, &experiments_resource())
-            })
-            .collect()
-    };
-    for api in &apis {
-        tokio::spawn(watch_changes(api.clone(), wake.clone()));
-    }
-    // Kept so that the loop keeps looking again every LOOK_AGAIN even if every watch ended.
-    let _keep = wake;
-    loop {
-        for api in &apis {
-            let experiments = match api.list(&ListParams::default()).await {
-                Ok(list) => list.items,
-                Err(error) => {
-                    eprintln!("weir operator: listing Argo Experiments: {error}");
-                    Vec::new()
-                }
-            };
-            for object in experiments {
-                if object.metadata.deletion_timestamp.is_some() {
-                    continue;
-                }
-                if let Err(error) = reconcile(&client, &object).await {
-                    eprintln!(
-                        "weir operator: Argo Experiment {}/{}: {error}",
-                        object.metadata.namespace.as_deref().unwrap_or_default(),
-                        object.metadata.name.as_deref().unwrap_or_default()
-                    );
-                }
-            }
-        }
-        // Woken by a change, or after a while for what changes by itself.
-        let _ = tokio::time::timeout(LOOK_AGAIN, woken.recv()).await;
-        while woken.try_recv().is_ok() {}
-    }
-}
-
-/// Sends a wake-up for every change of the watched Experiments (the watch restarts by itself).
-async fn watch_changes(api: Api<DynamicObject>, wake: mpsc::UnboundedSender<()>) {
-    let stream = watcher(api, watcher::Config::default()).default_backoff();
-    futures_util::pin_mut!(stream);
-    loop {
-        match stream.try_next().await {
-            Ok(Some(_)) => {
-                if wake.send(()).is_err() {
-                    return;
-                }
-            }
-            Ok(None) => return,
-            Err(error) => eprintln!("weir operator: watching Argo Experiments: {error}"),
-        }
-    }
+    reconcile_each(
+        client,
+        namespaces,
+        experiments_resource(),
+        "Experiment",
+        |client, experiment| async move { reconcile(&client, &experiment).await },
+    )
+    .await;
 }
 
 async fn reconcile(client: &kube::Client, object: &DynamicObject) -> Result<(), PassError> {
@@ -146,24 +77,31 @@ async fn reconcile(client: &kube::Client, object: &DynamicObject) -> Result<(), 
                 experiment: &typed,
                 json: &json,
             };
-            let replica_sets: Vec<TemplateReplicaSet> = context
-                .owned(&resource("apps", "v1", "ReplicaSet", "replicasets"), &uid)
-                .await?
-                .iter()
-                .map(replica_set_view)
-                .collect();
-            let runs: Vec<RunView> = context
-                .owned(&analysis_runs_resource(), &uid)
+            let replica_sets: Vec<TemplateReplicaSet> = owned(
+                client,
+                &namespace,
+                &uid,
+                &resource("apps", "v1", "ReplicaSet", "replicasets"),
+            )
+            .await?
+            .iter()
+            .map(replica_set_view)
+            .collect();
+            let runs: Vec<RunView> = owned(client, &namespace, &uid, &analysis_runs_resource())
                 .await?
                 .iter()
                 .map(run_view)
                 .collect();
-            let services: Vec<String> = context
-                .owned(&resource("", "v1", "Service", "services"), &uid)
-                .await?
-                .into_iter()
-                .filter_map(|service| service.metadata.name)
-                .collect();
+            let services: Vec<String> = owned(
+                client,
+                &namespace,
+                &uid,
+                &resource("", "v1", "Service", "services"),
+            )
+            .await?
+            .into_iter()
+            .filter_map(|service| service.metadata.name)
+            .collect();
             let created = object
                 .metadata
                 .creation_timestamp
@@ -250,29 +188,6 @@ fn replica_set_view(object: &DynamicObject) -> TemplateReplicaSet {
     }
 }
 
-fn run_view(object: &DynamicObject) -> RunView {
-    RunView {
-        name: object.metadata.name.clone().unwrap_or_default(),
-        phase: object
-            .data
-            .pointer("/status/phase")
-            .and_then(Value::as_str)
-            .and_then(Phase::parse),
-        message: object
-            .data
-            .pointer("/status/message")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-        terminating: object.data.pointer("/spec/terminate") == Some(&json!(true)),
-        created: object
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .and_then(|time| time.0.to_string().parse::<Timestamp>().ok()),
-    }
-}
-
 /// What carrying out the actions of one pass needs.
 struct Context<'a> {
     client: &'a kube::Client,
@@ -286,59 +201,6 @@ struct Context<'a> {
 impl Context<'_> {
     fn api(&self, resource: &ApiResource) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), self.namespace, resource)
-    }
-
-    /// The objects of `resource` in the namespace whose controller is `uid`.
-    async fn owned(
-        &self,
-        resource: &ApiResource,
-        uid: &str,
-    ) -> Result<Vec<DynamicObject>, PassError> {
-        let list = self
-            .api(resource)
-            .list(&ListParams::default())
-            .await
-            .map_err(api_error(format!(
-                "listing {} in {}",
-                resource.plural, self.namespace
-            )))?;
-        Ok(list
-            .items
-            .into_iter()
-            .filter(|object| {
-                object
-                    .metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|owner| owner.uid == uid && owner.controller == Some(true))
-            })
-            .collect())
-    }
-
-    /// Creates `object` (one that already exists is left as it is: a pass repeated).
-    async fn create(&self, resource: &ApiResource, object: Value) -> Result<(), PassError> {
-        let name = object["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let object: DynamicObject =
-            serde_json::from_value(object).map_err(|error| PassError::Api {
-                doing: format!("building {} {name}", resource.kind),
-                source: kube::Error::SerdeError(error),
-            })?;
-        match self
-            .api(resource)
-            .create(&PostParams::default(), &object)
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-            Err(source) => Err(PassError::Api {
-                doing: format!("creating {} {name}", resource.kind),
-                source,
-            }),
-        }
     }
 
     async fn patch(
@@ -368,7 +230,7 @@ impl Context<'_> {
                 replicas,
             } => {
                 let object = self.replica_set(name, template, hash, *replicas);
-                self.create(&replica_sets, object).await?;
+                create_unless_present(&self.api(&replica_sets), object).await?;
             }
             ExperimentAction::ScaleReplicaSet { name, to, .. } => {
                 self.patch(
@@ -395,23 +257,10 @@ impl Context<'_> {
                 hash,
             } => {
                 let object = self.service(name, template, hash);
-                self.create(&services, object).await?;
+                create_unless_present(&self.api(&services), object).await?;
             }
             ExperimentAction::DeleteService { name } => {
-                match self
-                    .api(&services)
-                    .delete(name, &DeleteParams::default())
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(status)) if status.code == 404 => {}
-                    Err(source) => {
-                        return Err(PassError::Api {
-                            doing: format!("deleting Service {name}"),
-                            source,
-                        });
-                    }
-                }
+                delete_if_present(&self.api(&services), name, "Service").await?;
             }
             ExperimentAction::CreateRun { name, analysis, .. } => {
                 let spec = match crate::argo_rollouts::run_spec(
@@ -440,7 +289,7 @@ impl Context<'_> {
                     },
                     "spec": spec,
                 });
-                self.create(&analysis_runs_resource(), object).await?;
+                create_unless_present(&self.api(&analysis_runs_resource()), object).await?;
             }
             ExperimentAction::TerminateRun { name } => {
                 self.patch(

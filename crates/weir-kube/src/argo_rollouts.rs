@@ -14,17 +14,11 @@
 //! restarted operator (or a second one after a leader change) carries on where the last left off.
 
 use std::collections::{BTreeMap, HashSet};
-use std::time::Duration;
 
-use futures_util::TryStreamExt;
 use jiff::Timestamp;
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
-};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
-use weir_core::argo::analysis::{Phase, flatten_template_args, merge_args, rollout_args};
+use weir_core::argo::analysis::{flatten_template_args, merge_args, rollout_args};
 use weir_core::argo::experiment::{StepSource, experiment_for_step};
 use weir_core::argo::sync::{
     self, Action, MANAGED_BY_ANNOTATION, Observed, POD_TEMPLATE_HASH_LABEL, REVISION_ANNOTATION,
@@ -33,25 +27,19 @@ use weir_core::argo::sync::{
 use weir_core::argo::types::{AnalysisArg, Rollout, RolloutAnalysis};
 
 use crate::argo_analysis::{analysis_runs_resource, merge_diff};
+use crate::argo_experiments::experiments_resource;
+use crate::argo_shell::{
+    PassError, api_error, apis, create_unless_present, delete_if_present, owned, reconcile_each,
+    resource, run_view,
+};
 use crate::argo_traffic::Weights;
 
-/// The longest a Rollout waits before it is looked at again while something may change by
-/// itself: a deadline for looking, not a synchronisation.
-pub const LOOK_AGAIN: Duration = Duration::from_millis(500);
-
-/// Who writes, for server-side field ownership and Events.
+/// Who writes, for Events.
 const COMPONENT: &str = "weir-operator";
 
 /// `rollouts.argoproj.io`, version `v1alpha1`.
 pub fn argo_rollouts_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Rollout"),
-        "rollouts",
-    )
-}
-
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+    resource("argoproj.io", "v1alpha1", "Rollout", "rollouts")
 }
 
 /// Whether Argo Rollouts' Rollout CRD is installed (the operator then runs Argo Rollouts),
@@ -70,86 +58,14 @@ pub async fn installed(client: &kube::Client, namespaces: &[String]) -> bool {
 
 /// Runs the Argo Rollouts of `namespaces` (empty: every namespace); never returns by itself.
 pub async fn run(client: kube::Client, namespaces: Vec<String>) {
-    let (wake, mut woken) = mpsc::unbounded_channel::<()>();
-    let apis = apis(&client, &namespaces, &argo_rollouts_resource());
-    for api in &apis {
-        tokio::spawn(watch_changes(api.clone(), wake.clone()));
-    }
-    drop(wake);
-    loop {
-        for api in &apis {
-            let rollouts = match api.list(&ListParams::default()).await {
-                Ok(list) => list.items,
-                Err(error) => {
-                    eprintln!("weir operator: listing Argo Rollouts: {error}");
-                    Vec::new()
-                }
-            };
-            for rollout in rollouts {
-                if rollout.metadata.deletion_timestamp.is_some() {
-                    continue;
-                }
-                if let Err(error) = reconcile(&client, &rollout).await {
-                    eprintln!(
-                        "weir operator: Argo Rollout {}/{}: {error}",
-                        rollout.metadata.namespace.as_deref().unwrap_or_default(),
-                        rollout.metadata.name.as_deref().unwrap_or_default()
-                    );
-                }
-            }
-        }
-        // Woken by a change, or after a while for what changes by itself.
-        let _ = tokio::time::timeout(LOOK_AGAIN, woken.recv()).await;
-        while woken.try_recv().is_ok() {}
-    }
-}
-
-fn apis(
-    client: &kube::Client,
-    namespaces: &[String],
-    resource: &ApiResource,
-) -> Vec<Api<DynamicObject>> {
-    if namespaces.is_empty() {
-        vec![Api::all_with(client.clone(), resource)]
-    } else {
-        namespaces
-            .iter()
-            .map(|namespace| Api::namespaced_with(client.clone(), namespace, resource))
-            .collect()
-    }
-}
-
-/// Sends a wake-up for every change of the watched Rollouts (the watch restarts by itself).
-async fn watch_changes(api: Api<DynamicObject>, wake: mpsc::UnboundedSender<()>) {
-    let stream = watcher(api, watcher::Config::default()).default_backoff();
-    futures_util::pin_mut!(stream);
-    loop {
-        match stream.try_next().await {
-            Ok(Some(_)) => {
-                if wake.send(()).is_err() {
-                    return;
-                }
-            }
-            Ok(None) => return,
-            Err(error) => eprintln!("weir operator: watching Argo Rollouts: {error}"),
-        }
-    }
-}
-
-/// What failed in a pass.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum PassError {
-    #[error("{doing}: {source}")]
-    Api {
-        doing: String,
-        #[source]
-        source: kube::Error,
-    },
-}
-
-fn api_error(doing: impl Into<String>) -> impl FnOnce(kube::Error) -> PassError {
-    let doing = doing.into();
-    move |source| PassError::Api { doing, source }
+    reconcile_each(
+        client,
+        namespaces,
+        argo_rollouts_resource(),
+        "Rollout",
+        |client, rollout| async move { reconcile(&client, &rollout).await },
+    )
+    .await;
 }
 
 /// The Rollout as weir reads it: metadata cut to what the typed model keeps, no status.
@@ -204,13 +120,7 @@ async fn reconcile(client: &kube::Client, object: &DynamicObject) -> Result<(), 
     )
     .await?;
     let runs = owned(client, &namespace, &uid, &analysis_runs_resource()).await?;
-    let experiments = owned(
-        client,
-        &namespace,
-        &uid,
-        &resource("argoproj.io", "v1alpha1", "Experiment", "experiments"),
-    )
-    .await?;
+    let experiments = owned(client, &namespace, &uid, &experiments_resource()).await?;
     let rs_views: Vec<ReplicaSetView> = replica_sets.iter().filter_map(rs_view).collect();
     let run_views: Vec<RunView> = runs.iter().map(run_view).collect();
     let experiment_views: Vec<RunView> = experiments.iter().map(run_view).collect();
@@ -426,35 +336,6 @@ async fn template_of(
     }
 }
 
-/// The objects of `resource` in `namespace` whose controller is `uid`.
-async fn owned(
-    client: &kube::Client,
-    namespace: &str,
-    uid: &str,
-    resource: &ApiResource,
-) -> Result<Vec<DynamicObject>, PassError> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
-    let list = api
-        .list(&ListParams::default())
-        .await
-        .map_err(api_error(format!(
-            "listing {} in {namespace}",
-            resource.plural
-        )))?;
-    Ok(list
-        .items
-        .into_iter()
-        .filter(|object| {
-            object
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|owner| owner.uid == uid && owner.controller == Some(true))
-        })
-        .collect())
-}
-
 fn rs_view(object: &DynamicObject) -> Option<ReplicaSetView> {
     let hash = object
         .metadata
@@ -491,29 +372,6 @@ fn rs_view(object: &DynamicObject) -> Option<ReplicaSetView> {
     })
 }
 
-fn run_view(object: &DynamicObject) -> RunView {
-    RunView {
-        name: object.metadata.name.clone().unwrap_or_default(),
-        phase: object
-            .data
-            .pointer("/status/phase")
-            .and_then(Value::as_str)
-            .and_then(Phase::parse),
-        message: object
-            .data
-            .pointer("/status/message")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-        terminating: object.data.pointer("/spec/terminate") == Some(&json!(true)),
-        created: object
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .and_then(|time| time.0.to_string().parse().ok()),
-    }
-}
-
 /// What carrying out the actions of one pass needs.
 struct Context<'a> {
     client: &'a kube::Client,
@@ -529,6 +387,14 @@ struct Context<'a> {
 }
 
 impl Context<'_> {
+    fn canary_strategy(&self) -> Option<&weir_core::argo::types::CanaryStrategy> {
+        self.rollout
+            .spec
+            .strategy
+            .as_ref()
+            .and_then(|strategy| strategy.canary.as_deref())
+    }
+
     fn api(&self, resource: &ApiResource) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), self.namespace, resource)
     }
@@ -543,22 +409,8 @@ impl Context<'_> {
                 hash,
                 revision,
             } => {
-                let object = self.replica_set(name, hash, *revision);
-                let object: DynamicObject =
-                    serde_json::from_value(object).map_err(|error| PassError::Api {
-                        doing: format!("building ReplicaSet {name}"),
-                        source: kube::Error::SerdeError(error),
-                    })?;
-                match replica_sets.create(&PostParams::default(), &object).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(status)) if status.code == 409 => {}
-                    Err(source) => {
-                        return Err(PassError::Api {
-                            doing: format!("creating ReplicaSet {name}"),
-                            source,
-                        });
-                    }
-                }
+                create_unless_present(&replica_sets, self.replica_set(name, hash, *revision))
+                    .await?;
             }
             Action::ScaleReplicaSet { name, to, .. } => {
                 let patch = json!({
@@ -617,25 +469,7 @@ impl Context<'_> {
                     },
                     "spec": spec,
                 });
-                let object: DynamicObject =
-                    serde_json::from_value(object).map_err(|error| PassError::Api {
-                        doing: format!("building AnalysisRun {name}"),
-                        source: kube::Error::SerdeError(error),
-                    })?;
-                match self
-                    .api(&analysis_runs_resource())
-                    .create(&PostParams::default(), &object)
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(status)) if status.code == 409 => {}
-                    Err(source) => {
-                        return Err(PassError::Api {
-                            doing: format!("creating AnalysisRun {name}"),
-                            source,
-                        });
-                    }
-                }
+                create_unless_present(&self.api(&analysis_runs_resource()), object).await?;
             }
             Action::ScaleWorkload { replicas } => {
                 let Some(name) = self
@@ -719,73 +553,28 @@ impl Context<'_> {
                 };
                 let mut object = experiment_for_step(step, &source);
                 object["metadata"]["name"] = json!(name);
-                let object: DynamicObject =
-                    serde_json::from_value(object).map_err(|error| PassError::Api {
-                        doing: format!("building Experiment {name}"),
-                        source: kube::Error::SerdeError(error),
-                    })?;
-                match self
-                    .api(&resource(
-                        "argoproj.io",
-                        "v1alpha1",
-                        "Experiment",
-                        "experiments",
-                    ))
-                    .create(&PostParams::default(), &object)
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(status)) if status.code == 409 => {}
-                    Err(source) => {
-                        return Err(PassError::Api {
-                            doing: format!("creating Experiment {name}"),
-                            source,
-                        });
-                    }
-                }
+                create_unless_present(&self.api(&experiments_resource()), object).await?;
             }
             Action::TerminateExperiment { name } => {
-                self.api(&resource(
-                    "argoproj.io",
-                    "v1alpha1",
-                    "Experiment",
-                    "experiments",
-                ))
-                .patch(
-                    name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"terminate": true}})),
-                )
-                .await
-                .map_err(api_error(format!("terminating Experiment {name}")))?;
+                self.api(&experiments_resource())
+                    .patch(
+                        name,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"spec": {"terminate": true}})),
+                    )
+                    .await
+                    .map_err(api_error(format!("terminating Experiment {name}")))?;
             }
             Action::DeleteReplicaSet { name } => {
-                match replica_sets.delete(name, &Default::default()).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(status)) if status.code == 404 => {}
-                    Err(source) => {
-                        return Err(PassError::Api {
-                            doing: format!("deleting old ReplicaSet {name}"),
-                            source,
-                        });
-                    }
-                }
+                delete_if_present(&replica_sets, name, "old ReplicaSet").await?;
             }
             Action::DeleteRun { name } => {
-                match self
-                    .api(&analysis_runs_resource())
-                    .delete(name, &Default::default())
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(status)) if status.code == 404 => {}
-                    Err(source) => {
-                        return Err(PassError::Api {
-                            doing: format!("deleting old AnalysisRun {name}"),
-                            source,
-                        });
-                    }
-                }
+                delete_if_present(
+                    &self.api(&analysis_runs_resource()),
+                    name,
+                    "old AnalysisRun",
+                )
+                .await?;
             }
             Action::TerminateRun { name } => {
                 self.api(&analysis_runs_resource())
@@ -798,13 +587,7 @@ impl Context<'_> {
                     .map_err(api_error(format!("terminating AnalysisRun {name}")))?;
             }
             Action::RouteTraffic { canary, stable } => {
-                let Some(strategy) = self
-                    .rollout
-                    .spec
-                    .strategy
-                    .as_ref()
-                    .and_then(|strategy| strategy.canary.as_deref())
-                else {
+                let Some(strategy) = self.canary_strategy() else {
                     return Ok(Ok(()));
                 };
                 let stable_hash = if self.status.stable_rs.is_empty() {
@@ -830,6 +613,56 @@ impl Context<'_> {
                 .map_err(api_error(format!(
                     "writing the traffic weights of Argo Rollout {}/{}",
                     self.namespace, self.name
+                )));
+            }
+            Action::SetHeaderRoute(route) => {
+                let Some(strategy) = self.canary_strategy() else {
+                    return Ok(Ok(()));
+                };
+                return crate::argo_traffic::set_header_route(
+                    self.client,
+                    self.namespace,
+                    self.name,
+                    strategy,
+                    route,
+                )
+                .await
+                .map_err(api_error(format!(
+                    "writing a header route of {}",
+                    self.name
+                )));
+            }
+            Action::SetMirrorRoute(route) => {
+                let Some(strategy) = self.canary_strategy() else {
+                    return Ok(Ok(()));
+                };
+                return crate::argo_traffic::set_mirror_route(
+                    self.client,
+                    self.namespace,
+                    self.name,
+                    strategy,
+                    route,
+                )
+                .await
+                .map_err(api_error(format!(
+                    "writing a mirror route of {}",
+                    self.name
+                )));
+            }
+            Action::RemoveManagedRoutes => {
+                let Some(strategy) = self.canary_strategy() else {
+                    return Ok(Ok(()));
+                };
+                return crate::argo_traffic::remove_managed_routes(
+                    self.client,
+                    self.namespace,
+                    self.name,
+                    strategy,
+                )
+                .await
+                .map_err(api_error(format!(
+                    "removing the managed routes of {}",
+                    self.name
                 )));
             }
             Action::PointService { service, hash } => {

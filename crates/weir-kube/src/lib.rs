@@ -18,6 +18,7 @@
 pub mod argo_analysis;
 pub mod argo_experiments;
 pub mod argo_rollouts;
+pub mod argo_shell;
 pub mod argo_traffic;
 pub mod basic_canary;
 pub mod controller;

@@ -20,8 +20,9 @@
 //! `abortScaleDownDelaySeconds`). The user's verbs arrive as the fields `kubectl argo rollouts`
 //! patches: `spec.paused`, `status.pauseConditions`, `status.abort`, `status.promoteFull`,
 //! `status.currentStepIndex`. `experiment` steps create an Experiment (run by its own controller)
-//! and wait for its phase. What does not run yet (other routers, experiments' traffic weights,
-//! header and mirror routes, step plugins) is refused by [`unsupported`] with the field named, and the
+//! and wait for its phase; `setHeaderRoute` and `setMirrorRoute` write managed routes (Istio, the
+//! Gateway API plugin), removed again once the Rollout is promoted or aborted. What does not run
+//! yet (other routers, experiments' traffic weights, step plugins) is refused by [`unsupported`] with the field named, and the
 //! Rollout is Degraded with `InvalidSpec`. The annotation `weir.dev/promote-on: health` opts a
 //! Rollout into weir's evidence rule: it is promoted only once an analysis of the new revision has
 //! succeeded (Argo promotes at the end of the steps without one).
@@ -239,6 +240,13 @@ pub enum Action {
         /// To the stable Service.
         stable: i64,
     },
+    /// Write (or, without `match`, remove) a managed header route (`setHeaderRoute`).
+    SetHeaderRoute(super::types::SetHeaderRoute),
+    /// Write (or, without `match`, remove) a managed mirror route (`setMirrorRoute`).
+    SetMirrorRoute(super::types::SetMirrorRoute),
+    /// Remove every managed route: the Rollout is promoted, aborted, promoted fully, or its
+    /// canary has no pods.
+    RemoveManagedRoutes,
     /// Point a Service's selector at the pods of `hash`.
     PointService {
         /// The Service.
@@ -543,9 +551,9 @@ pub fn unsupported(rollout: &Rollout) -> Option<String> {
                 "experiment.templates[].weight"
             } else if step.set_canary_scale.is_some() && canary.traffic_routing.is_none() {
                 "setCanaryScale"
-            } else if step.set_header_route.is_some() {
+            } else if step.set_header_route.is_some() && canary.traffic_routing.is_none() {
                 "setHeaderRoute"
-            } else if step.set_mirror_route.is_some() {
+            } else if step.set_mirror_route.is_some() && canary.traffic_routing.is_none() {
                 "setMirrorRoute"
             } else if step.plugin.is_some() {
                 "plugin"
@@ -555,7 +563,7 @@ pub fn unsupported(rollout: &Rollout) -> Option<String> {
             return Some(format!(
                 "spec.strategy.canary.steps[{index}].{field}: not run by weir's operator yet \
                  (it runs setWeight, pause, analysis, experiment without weights and, with \
-                 trafficRouting, setCanaryScale steps)"
+                 trafficRouting, setCanaryScale, setHeaderRoute and setMirrorRoute steps)"
             ));
         }
     }
@@ -1089,6 +1097,16 @@ fn canary_pass(pass: &mut Pass<'_>, canary: &CanaryStrategy, step_count: usize) 
                     _ => pass.requeue(POLL),
                 }
             }
+        } else if let Some(route) = &step.set_header_route {
+            if analyses_allowed {
+                pass.actions.push(Action::SetHeaderRoute(route.clone()));
+                step_done = true;
+            }
+        } else if let Some(route) = &step.set_mirror_route {
+            if analyses_allowed {
+                pass.actions.push(Action::SetMirrorRoute(route.clone()));
+                step_done = true;
+            }
         } else if let Some(pause) = &step.pause
             && !pass.status.abort
             && !pass.status.promote_full
@@ -1283,6 +1301,16 @@ fn canary_pass(pass: &mut Pass<'_>, canary: &CanaryStrategy, step_count: usize) 
             written.map_or(0, |(canary, _)| canary)
         };
         weight_in_force = routed_weight + weight - wanted;
+        let managed = canary
+            .traffic_routing
+            .as_ref()
+            .and_then(|routing| routing.managed_routes.as_ref())
+            .is_some_and(|routes| !routes.is_empty());
+        if managed
+            && (at_stable || pass.status.abort || pass.status.promote_full || new_rs.available == 0)
+        {
+            pass.actions.push(Action::RemoveManagedRoutes);
+        }
         route(
             pass,
             canary,
@@ -1432,6 +1460,10 @@ fn step_text(step: &super::types::CanaryStep) -> String {
         "analysis".into()
     } else if step.experiment.is_some() {
         "experiment".into()
+    } else if let Some(route) = &step.set_header_route {
+        format!("setHeaderRoute: {}", route.name.as_deref().unwrap_or(""))
+    } else if let Some(route) = &step.set_mirror_route {
+        format!("setMirrorRoute: {}", route.name)
     } else {
         "step".into()
     }
@@ -1918,25 +1950,7 @@ impl Pass<'_> {
                 .conditions
                 .retain(|c| c.reason != "ProgressDeadlineExceeded");
         }
-        let restarting = self
-            .observed
-            .rollout
-            .spec
-            .restart_at
-            .as_ref()
-            .is_some_and(|at| self.status.restarted_at.as_ref() != Some(at));
-        let (phase, message) = phase_of(
-            &self.status,
-            self.observed.rollout.spec.paused == Some(true),
-            restarting,
-            self.replicas,
-            updated_available,
-            blue_green,
-            strategy
-                .blue_green
-                .as_ref()
-                .is_some_and(|bg| bg.post_promotion_analysis.is_some()),
-        );
+        let (phase, message) = self.phase(strategy, updated_available);
         let rs_name = new_rs.as_ref().map_or(String::new(), |rs| rs.name.clone());
         let (phase, message) = self.progress_deadline(phase, message, moved, &rs_name);
         if phase != "Degraded" {
@@ -2133,16 +2147,57 @@ impl Pass<'_> {
     }
 }
 
-/// Argo's `CalculateRolloutPhase`: the first that holds of Degraded, Paused, Progressing, Healthy.
-fn phase_of(
-    status: &Status,
+impl Pass<'_> {
+    /// Argo's `CalculateRolloutPhase` for the status decided: the first that holds of Degraded,
+    /// Paused, Progressing, Healthy, with its message.
+    fn phase(&self, strategy: &super::types::Strategy, updated_available: i64) -> (String, String) {
+        let spec = &self.observed.rollout.spec;
+        phase_of(
+            &self.status,
+            &PhaseInputs {
+                user_paused: spec.paused == Some(true),
+                restarting: spec
+                    .restart_at
+                    .as_ref()
+                    .is_some_and(|at| self.status.restarted_at.as_ref() != Some(at)),
+                replicas: self.replicas,
+                updated_available,
+                blue_green: strategy.blue_green.is_some(),
+                routed: strategy
+                    .canary
+                    .as_ref()
+                    .is_some_and(|canary| canary.traffic_routing.is_some()),
+                post_analysis: strategy
+                    .blue_green
+                    .as_ref()
+                    .is_some_and(|bg| bg.post_promotion_analysis.is_some()),
+            },
+        )
+    }
+}
+
+/// What the phase depends on besides the status.
+struct PhaseInputs {
     user_paused: bool,
     restarting: bool,
     replicas: i64,
     updated_available: i64,
     blue_green: bool,
+    routed: bool,
     post_analysis: bool,
-) -> (String, String) {
+}
+
+/// Argo's `CalculateRolloutPhase`: the first that holds of Degraded, Paused, Progressing, Healthy.
+fn phase_of(status: &Status, inputs: &PhaseInputs) -> (String, String) {
+    let PhaseInputs {
+        user_paused,
+        restarting,
+        replicas,
+        updated_available,
+        blue_green,
+        routed,
+        post_analysis,
+    } = *inputs;
     for condition in &status.conditions {
         if condition.kind == "InvalidSpec" {
             return (
@@ -2187,7 +2242,8 @@ fn phase_of(
             });
         }
     } else {
-        if status.replicas > status.updated_replicas {
+        // With a router, old pods may stay for their scale-down delay without traffic.
+        if !routed && status.replicas > status.updated_replicas {
             return progressing("old replicas are pending termination");
         }
         if status.stable_rs != status.current_pod_hash {

@@ -24,6 +24,8 @@ struct Sim {
     pods_never_ready: bool,
     /// The size last asked of the workloadRef Deployment.
     workload: Option<i64>,
+    /// Managed routes written and not removed.
+    managed: Vec<String>,
 }
 
 impl Sim {
@@ -40,6 +42,7 @@ impl Sim {
             events: Vec::new(),
             pods_never_ready: false,
             workload: None,
+            managed: Vec::new(),
             now: "2026-11-28T10:00:00Z".parse().expect("a time"),
         }
     }
@@ -101,6 +104,11 @@ impl Sim {
                         .expect("a ReplicaSet");
                     rs.scale_down_deadline = *deadline;
                 }
+                Action::SetHeaderRoute(route) => {
+                    self.managed.push(route.name.clone().unwrap_or_default())
+                }
+                Action::SetMirrorRoute(route) => self.managed.push(route.name.clone()),
+                Action::RemoveManagedRoutes => self.managed.clear(),
                 Action::CreateRun { name, .. } => self.runs.push(RunView {
                     name: name.clone(),
                     phase: Some(Phase::Running),
@@ -166,6 +174,7 @@ impl Sim {
                     Action::PointService { .. }
                         | Action::RouteTraffic { .. }
                         | Action::ScaleWorkload { .. }
+                        | Action::RemoveManagedRoutes
                         | Action::DeleteReplicaSet { .. }
                         | Action::DeleteRun { .. }
                 )
@@ -522,7 +531,7 @@ fn what_does_not_run_is_named() {
         Some(
             "spec.strategy.canary.steps[0].setCanaryScale: not run by weir's operator yet (it \
              runs setWeight, pause, analysis, experiment without weights and, with \
-             trafficRouting, setCanaryScale steps)"
+             trafficRouting, setCanaryScale, setHeaderRoute and setMirrorRoute steps)"
         )
     );
     rollout["spec"]["strategy"]["canary"]["trafficRouting"] = json!({"alb": {}});
@@ -597,6 +606,7 @@ fn a_routed_canary_moves_weights_once_its_pods_are_there_and_keeps_the_old_stabl
             .contains(&("web-stable".into(), second.clone()))
     );
     assert_eq!(sim.replicas_of(1), 4, "the old stable waits 5 s");
+    assert_eq!(sim.status.phase, "Healthy", "{}", sim.status.message);
     sim.wait(6);
     sim.settle();
     assert_eq!(sim.counts(), vec![(1, 0), (2, 4)]);
@@ -784,5 +794,40 @@ fn an_experiment_step_waits_for_its_experiment_and_a_failed_one_aborts() {
             .contains("Experiment analysis phase is failed"),
         "{}",
         sim.status.message
+    );
+}
+
+#[test]
+fn header_routes_are_written_by_their_step_and_removed_at_promotion() {
+    let mut rollout = routed(
+        2,
+        json!([
+            {"setWeight": 10},
+            {"setHeaderRoute": {"name": "beta", "match": [{"headerName": "x-beta", "headerValue": {"exact": "yes"}}]}},
+            {"pause": {}}
+        ]),
+    );
+    rollout["spec"]["strategy"]["canary"]["trafficRouting"]["managedRoutes"] =
+        json!([{"name": "beta"}]);
+    let mut sim = Sim::new(rollout);
+    sim.settle();
+    sim.set_image("web:2");
+    sim.settle();
+    assert_eq!(sim.managed, vec!["beta".to_string()]);
+    assert_eq!(sim.status.current_step_index, Some(2));
+    assert!(
+        sim.events
+            .iter()
+            .any(|event| event.contains("completed (setHeaderRoute: beta)")),
+        "{:?}",
+        sim.events
+    );
+    sim.promote();
+    sim.settle();
+    assert_eq!(sim.status.phase, "Healthy");
+    assert!(
+        sim.managed.is_empty(),
+        "removed at promotion: {:?}",
+        sim.managed
     );
 }
