@@ -206,7 +206,8 @@ impl Browser {
         );
     }
 
-    /// The rendered text of `element`.
+    /// The rendered text of `element`. A page that re-renders live may replace it first (a
+    /// stale reference fails the test): read such text with [`Browser::text_of`].
     pub fn text(&self, element: &Element) -> String {
         self.call("GET", &format!("/element/{}/text", element.0), None)
             .as_str()

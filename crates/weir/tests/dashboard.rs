@@ -873,8 +873,10 @@ fn every_link_resolves_the_list_searches_by_name_and_the_indicator_tells_when_th
     // Every page, and every page its links lead to, once: no link with a missing part, and
     // none leads to "Not found" or an error.
     open_dashboard(&browser, &base, "/rollouts", None);
-    let row = browser.wait_for("tr[data-rollout='default/shop-urls']");
-    let name = browser.text(&row);
+    // Read in the page: the live list may re-render the row between finding and reading it.
+    let name = wait_until("the row of default/shop-urls", || {
+        browser.text_of("tr[data-rollout='default/shop-urls']")
+    });
     assert!(name.starts_with("default/shop-urls"), "{name}");
     let namespaces = browser.execute(
         "return [...document.querySelectorAll('#filter-namespace option')].map(o => o.textContent)",
@@ -1301,8 +1303,9 @@ spec:
     browser.resize(1280, 1000);
     // The list shows the promoted run's plan done, and the rolled-back one where it stopped.
     open_dashboard(&browser, &base, "/rollouts", None);
-    let row = browser.wait_for("tr[data-rollout='default/healthy']");
-    let text = browser.text(&row);
+    let text = wait_until("the row of default/healthy", || {
+        browser.text_of("tr[data-rollout='default/healthy']")
+    });
     assert!(text.contains("step 1 of 1, promoted"), "{text}");
     if let Some(dir) = screenshots() {
         open_dashboard(&browser, &base, "/rollouts/default/faulty", None);
