@@ -3,7 +3,7 @@
 //! Rollouts v1.9.1 (`rollout/canary.go`, `rollout/bluegreen.go`, `rollout/sync.go`,
 //! `utils/rollout/rolloututil.go`).
 //!
-//! The strategies are in [`canary`] and [`blue_green`]; [`status`] turns what a pass decided into
+//! The strategies are in `canary` and `blue_green`; `status` turns what a pass decided into
 //! the status it writes (counts, phase, conditions, the progress deadline) and collects old
 //! ReplicaSets and runs.
 //!
