@@ -1295,6 +1295,9 @@ const USED: &[(&str, &str, &[&str])] = &[
     // Argo Rollouts' objects (argo_rollouts.rs, argo_analysis.rs, argo_traffic.rs).
     ("argoproj.io", "rollouts", &["list", "watch", "patch"]),
     ("argoproj.io", "rollouts/status", &["patch"]),
+    ("argoproj.io", "rollouts/finalizers", &["update"]),
+    ("argoproj.io", "analysisruns/finalizers", &["update"]),
+    ("argoproj.io", "experiments/finalizers", &["update"]),
     // Experiments (argo_experiments.rs), created by a Rollout's experiment step and terminated
     // when it leaves the step (argo_rollouts.rs); their ReplicaSets, Services and runs are above.
     (

@@ -52,8 +52,9 @@ const CANARY_READ: [&str; 2] = ["steps", "trafficRouting"];
 /// Keys of `spec.strategy.canary` whose behaviour a weir plan cannot carry.
 const CANARY_REFUSED: [(&str, &str); 1] = [(
     "analysis",
-    "background analysis is an Argo AnalysisRun, which weir does not run yet; a converted \
-     Rollout would promote without it",
+    "background analysis is an Argo AnalysisRun, which a weir Rollout has no place for (a \
+     converted Rollout would promote without it); apply the Argo Rollout itself: weir's operator \
+     runs it with its AnalysisRuns",
 )];
 
 pub(super) fn rollout(
@@ -376,12 +377,14 @@ fn plan_steps(
             (
                 analysis.is_some(),
                 "analysis",
-                "step analysis is an Argo AnalysisRun, which weir does not run yet",
+                "step analysis is an Argo AnalysisRun, which a weir Rollout has no place for; \
+                 apply the Argo Rollout itself: weir's operator runs it with its AnalysisRuns",
             ),
             (
                 experiment.is_some(),
                 "experiment",
-                "experiments run extra ReplicaSets weir does not create",
+                "experiments run extra ReplicaSets a weir Rollout does not create; apply the \
+                 Argo Rollout itself: weir's operator runs its Experiments",
             ),
             (
                 set_canary_scale.is_some(),
