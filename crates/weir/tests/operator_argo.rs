@@ -1,8 +1,8 @@
 //! Argo Rollouts' own objects run by `weir operator`, driven with the real kubectl against the
 //! in-memory API server (whose Deployment controller plays ReplicaSets, and whose Job controller
 //! runs a Job's command): Argo's CRDs applied with `kubectl apply`, Rollouts and
-//! AnalysisTemplates applied as a user keeps them, the plugin's verbs as the patches
-//! `kubectl argo rollouts` sends (section 9 of docs/ARGO.md), and what weir wrote read back:
+//! AnalysisTemplates applied as a user keeps them, the plugin's verbs through `weir argo` (the
+//! patches `kubectl argo rollouts` sends, docs/ARGO.md "Verbs"), and what weir wrote read back:
 //! ReplicaSet sizes per step, Services' selectors, AnalysisRuns, the Rollout's status in Argo's
 //! shape, and `kubectl get rollouts`.
 //!
@@ -111,22 +111,6 @@ fn weir_argo(cluster: &Cluster, args: &[&str]) -> String {
         text(&output.stderr)
     );
     text(&output.stdout)
-}
-
-/// The plugin's status patches (`kubectl argo rollouts promote|abort|retry|promote --full`).
-fn patch_status(cluster: &Cluster, patch: Value) {
-    let patched = cluster.kubectl(&[
-        "patch",
-        "rollout",
-        "web",
-        "-n",
-        NAMESPACE,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        &patch.to_string(),
-    ]);
-    assert!(patched.status.success(), "{}", text(&patched.stderr));
 }
 
 fn selector_of(cluster: &Cluster, service: &str) -> String {
@@ -256,7 +240,7 @@ const PAUSED_AT_40: &str = "    canary:
 ";
 
 #[test]
-fn abort_retry_and_promote_full_do_what_the_plugins_patches_ask() {
+fn weir_argo_abort_retry_and_promote_full_drive_the_rollout_as_the_plugins_patches_do() {
     let (cluster, _runtime) = argo_cluster();
     cluster.apply(&rollout(5, "web:1", PAUSED_AT_40));
     let _operator = cluster.start_operator(&[]);
@@ -266,7 +250,10 @@ fn abort_retry_and_promote_full_do_what_the_plugins_patches_ask() {
     wait_replicas(&cluster, &[(1, 3), (2, 2)]);
     println!("paused at setWeight 40: {:?}", replica_sets(&cluster));
 
-    patch_status(&cluster, json!({"status": {"abort": true}}));
+    assert_eq!(
+        weir_argo(&cluster, &["abort", "web"]).trim(),
+        "rollout 'web' aborted"
+    );
     let aborted = wait_status(&cluster, "aborted", phase_is("Degraded"));
     assert!(
         field(&aborted, "message")
@@ -277,14 +264,17 @@ fn abort_retry_and_promote_full_do_what_the_plugins_patches_ask() {
     wait_replicas(&cluster, &[(1, 5), (2, 0)]);
     println!("aborted: {:?}", replica_sets(&cluster));
 
-    patch_status(&cluster, json!({"status": {"abort": false}}));
+    weir_argo(&cluster, &["retry", "web"]);
     wait_status(&cluster, "paused again after retry", |status| {
         field(status, "phase") == "Paused" && status.get("abortedAt").is_none()
     });
     wait_replicas(&cluster, &[(1, 3), (2, 2)]);
     println!("retried: {:?}", replica_sets(&cluster));
 
-    patch_status(&cluster, json!({"status": {"promoteFull": true}}));
+    assert_eq!(
+        weir_argo(&cluster, &["promote", "web", "--full"]).trim(),
+        "rollout 'web' fully promoted"
+    );
     let promoted = wait_status(&cluster, "fully promoted", phase_is("Healthy"));
     assert!(promoted.get("promoteFull").is_none(), "{promoted}");
     wait_replicas(&cluster, &[(1, 0), (2, 5)]);
@@ -567,7 +557,7 @@ fn a_routed_canary_moves_the_http_routes_weights_and_promotes_full() {
         replica_sets(&cluster)
     );
 
-    patch_status(&cluster, json!({"status": {"promoteFull": true}}));
+    weir_argo(&cluster, &["promote", "web", "--full"]);
     wait_status(&cluster, "promoted", |status| {
         field(status, "phase") == "Healthy" && field(status, "stableRS") == second_hash
     });
