@@ -6,25 +6,29 @@
 //! [`Weights`]), and for Istio subset-level routing `UpdateHash` first with the canary and stable
 //! pod template hashes. weir does the same for the routers its operator
 //! runs: `istio` (VirtualService weights, DestinationRule subset labels), `nginx` (a canary
-//! Ingress beside the stable one), `smi` (a TrafficSplit) and the `argoproj-labs/gatewayAPI`
-//! plugin (backendRef weights in Gateway API routes). Every object is read first and written
-//! only when it changes, as a merge patch of what changed carrying the resourceVersion that was
-//! read (lists are replaced whole by a merge patch, so the version makes sure no other writer's
-//! edit in between is lost; a conflict is an API error and the next reconcile reads again).
+//! Ingress beside the stable one), `smi` (a TrafficSplit), `traefik` (the weighted services of
+//! the user's TraefikService), `apisix` (backend weights in the user's ApisixRoute rules) and the
+//! `argoproj-labs/gatewayAPI` plugin (backendRef weights in Gateway API routes). Every object is
+//! read first and written only when it changes, as a merge patch of what changed carrying the
+//! resourceVersion that was read (lists are replaced whole by a merge patch, so the version makes
+//! sure no other writer's edit in between is lost; a conflict is an API error and the next
+//! reconcile reads again).
 //!
 //! A router whose objects are missing or cannot be split answers `Ok(Err(reason))` with the
 //! reason worded as Argo's `InvalidSpec` condition words it (field path first), so the shell can
 //! set that condition; an API failure is `Err`. Routers are written in the order istio, nginx,
-//! smi, plugins; a failure stops the pass, and the next reconcile writes the rest.
+//! smi, traefik, apisix, plugins; a failure stops the pass, and the next reconcile writes the
+//! rest.
 //!
 //! Managed routes (`trafficRouting.managedRoutes`, in priority order) are what Argo's
 //! `setHeaderRoute` and `setMirrorRoute` steps write: [`set_header_route`] sends requests with
 //! given headers to the canary whatever the weights, [`set_mirror_route`] copies matching
 //! requests to it, and [`remove_managed_routes`] takes them all out again (Argo does so when the
 //! Rollout is fully promoted, aborted, promoted-full, or its canary has no available pod). Of the
-//! routers weir runs, Istio takes both kinds and the Gateway API plugin header routes; nginx and
-//! SMI have none (Argo's reconcilers for them do nothing), so a Rollout routed only by those is
-//! refused as Argo's validation refuses it.
+//! routers weir runs, Istio takes both kinds and the Gateway API plugin header routes; nginx,
+//! SMI and Traefik have none (Argo's reconcilers for them do nothing), so a Rollout routed only
+//! by those is refused as Argo's validation refuses it; APISIX header routes (which Argo writes
+//! as ApisixRoutes of their own) are not written by weir, and refused the same way.
 
 use serde_json::{Map, Value};
 use weir_core::argo::types::{
@@ -35,10 +39,12 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 
+mod apisix;
 mod gatewayapi;
 mod istio;
 mod nginx;
 mod smi;
+mod traefik;
 
 /// The weights to write: canary + stable = maxTrafficWeight (default 100).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +60,8 @@ pub struct Weights {
 pub type Routed = Result<Result<(), String>, kube::Error>;
 
 /// The routers weir's operator runs, for the refusal of the others.
-const RUN: &str = "it routes with istio, nginx, smi and the argoproj-labs/gatewayAPI plugin";
+const RUN: &str =
+    "it routes with istio, nginx, smi, traefik, apisix and the argoproj-labs/gatewayAPI plugin";
 
 /// The Gateway API plugin's name in `trafficRouting.plugins`.
 pub const GATEWAY_API_PLUGIN: &str = "argoproj-labs/gatewayAPI";
@@ -111,6 +118,16 @@ pub async fn route(
     }
     if let Some(smi) = &routing.smi
         && let Err(reason) = smi::route(&ctx, smi).await?
+    {
+        return Ok(Err(reason));
+    }
+    if let Some(traefik) = &routing.traefik
+        && let Err(reason) = traefik::route(&ctx, traefik).await?
+    {
+        return Ok(Err(reason));
+    }
+    if let Some(apisix) = &routing.apisix
+        && let Err(reason) = apisix::route(&ctx, apisix).await?
     {
         return Ok(Err(reason));
     }
@@ -401,9 +418,7 @@ fn unsupported(routing: &TrafficRouting) -> Option<String> {
     let fields = [
         ("alb", routing.alb.is_some()),
         ("ambassador", routing.ambassador.is_some()),
-        ("apisix", routing.apisix.is_some()),
         ("appMesh", routing.app_mesh.is_some()),
-        ("traefik", routing.traefik.is_some()),
     ];
     if let Some((field, _)) = fields.iter().find(|(_, set)| *set) {
         return Some(format!(

@@ -1,7 +1,8 @@
 //! weir's Argo Rollouts traffic routers (`weir_kube::argo_traffic::route`) against the in-memory
 //! API server: Istio VirtualService weights (host- and subset-level, HTTP/TLS/TCP routes), the
 //! Gateway API plugin's backendRef weights and in-progress label, SMI TrafficSplits, nginx canary
-//! Ingresses; a second pass with the same weights writes nothing; missing objects and routers
+//! Ingresses, Traefik's weighted TraefikService entries, APISIX's ApisixRoute rule backends; a
+//! second pass with the same weights writes nothing; missing objects and routers
 //! weir does not run are refused with a reason. Then the Gateway API plugin's own e2e cases
 //! (`compat/argo/gatewayapi-plugin/chainsaw`): weights (HTTP, gRPC, TCP and TLS routes) and
 //! header routes (`setHeaderRoute`, removed at the end), when that corpus is beside the project.
@@ -24,6 +25,9 @@ const VIRTUAL_SERVICES: &str = "virtualservices.networking.istio.io";
 const HTTP_ROUTES: &str = "httproutes.gateway.networking.k8s.io";
 const INGRESSES: &str = "ingresses.networking.k8s.io";
 const SPLITS: &str = "trafficsplits.split.smi-spec.io";
+const TRAEFIK_SERVICES: &str = "traefikservices.traefik.io";
+const OLD_TRAEFIK_SERVICES: &str = "traefikservices.traefik.containo.us";
+const APISIX_ROUTES: &str = "apisixroutes.apisix.apache.org";
 
 /// The server with namespace `shop` and a client of it.
 async fn cluster() -> (KubeServer, kube::Client) {
@@ -889,25 +893,460 @@ async fn nginx_prefix_total_weight_and_refusals() {
     assert_eq!(server.writes(INGRESSES), writes + 1);
 }
 
+// Traefik: the user's TraefikService's weighted services.
+
+/// A TraefikService at `api_version` splitting over `entries` (name, weight).
+fn traefik_service(api_version: &str, name: &str, entries: &[(&str, i64)]) -> Value {
+    json!({
+        "apiVersion": api_version, "kind": "TraefikService",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"weighted": {
+            "services": entries.iter().map(|(name, weight)|
+                json!({"name": name, "port": 80, "weight": weight})).collect::<Vec<_>>(),
+            "sticky": {"cookie": {"name": "lb"}},
+        }},
+    })
+}
+
+/// The weighted services' (name, weight).
+fn traefik_weights(service: &Value) -> Vec<(String, Option<i64>)> {
+    service["spec"]["weighted"]["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap().to_owned(), s["weight"].as_i64()))
+        .collect()
+}
+
+#[tokio::test]
+async fn traefik_weighted_services_get_the_weights_only_when_they_change() {
+    let (server, client) = cluster().await;
+    server
+        .create(crd(
+            "traefik.io",
+            "TraefikService",
+            "traefikservices",
+            &["v1alpha1"],
+        ))
+        .unwrap();
+    server
+        .create(traefik_service(
+            "traefik.io/v1alpha1",
+            "web-wrr",
+            &[("web-stable", 100), ("web-canary", 0), ("web-mirror", 5)],
+        ))
+        .unwrap();
+    let canary = strategy(json!({
+        "stableService": "web-stable", "canaryService": "web-canary",
+        "trafficRouting": {"traefik": {"weightedTraefikServiceName": "web-wrr"}},
+    }));
+    // 0 is what the object already says: nothing to write.
+    for (weight, writes) in [(0, 0), (30, 1), (100, 2), (0, 3)] {
+        route_web(&server, &client, &canary, weights(weight))
+            .await
+            .unwrap();
+        let service = get(&server, "traefik.io/v1alpha1", "TraefikService", "web-wrr");
+        assert_eq!(
+            traefik_weights(&service),
+            [
+                ("web-stable".to_owned(), Some(100 - weight)),
+                ("web-canary".to_owned(), Some(weight)),
+                ("web-mirror".to_owned(), Some(5)),
+            ]
+        );
+        assert_eq!(service["spec"]["weighted"]["services"][0]["port"], 80);
+        assert_eq!(
+            service["spec"]["weighted"]["sticky"]["cookie"]["name"],
+            "lb"
+        );
+        assert_eq!(server.writes(TRAEFIK_SERVICES), writes, "after {weight}");
+        route_web(&server, &client, &canary, weights(weight))
+            .await
+            .unwrap();
+        assert_eq!(
+            server.writes(TRAEFIK_SERVICES),
+            writes,
+            "the same weights again"
+        );
+    }
+}
+
+#[tokio::test]
+async fn traefik_older_group_is_used_where_the_service_is() {
+    let (server, client) = cluster().await;
+    server
+        .create(crd(
+            "traefik.containo.us",
+            "TraefikService",
+            "traefikservices",
+            &["v1alpha1"],
+        ))
+        .unwrap();
+    server
+        .create(traefik_service(
+            "traefik.containo.us/v1alpha1",
+            "web-wrr",
+            &[("web-canary", 0), ("web-stable", 100)],
+        ))
+        .unwrap();
+    let canary = strategy(json!({
+        "stableService": "web-stable", "canaryService": "web-canary",
+        "trafficRouting": {"traefik": {"weightedTraefikServiceName": "web-wrr"}},
+    }));
+    route_web(&server, &client, &canary, weights(30))
+        .await
+        .unwrap();
+    let service = get(
+        &server,
+        "traefik.containo.us/v1alpha1",
+        "TraefikService",
+        "web-wrr",
+    );
+    assert_eq!(
+        traefik_weights(&service),
+        [
+            ("web-canary".to_owned(), Some(30)),
+            ("web-stable".to_owned(), Some(70))
+        ]
+    );
+    assert_eq!(server.writes(OLD_TRAEFIK_SERVICES), 1);
+}
+
+#[tokio::test]
+async fn traefik_refuses_missing_services_and_entries_by_field() {
+    let (server, client) = cluster().await;
+    let field = "spec.strategy.canary.trafficRouting.traefik.weightedTraefikServiceName";
+    let canary = |name: &str| {
+        strategy(json!({
+            "stableService": "web-stable", "canaryService": "web-canary",
+            "trafficRouting": {"traefik": {"weightedTraefikServiceName": name}},
+        }))
+    };
+    let refused = route_web(&server, &client, &canary("web-wrr"), weights(20))
+        .await
+        .unwrap_err();
+    assert!(
+        refused.starts_with(&format!(
+            "{field}: Invalid value: \"web-wrr\": the cluster serves no TraefikService"
+        )),
+        "{refused}"
+    );
+    server
+        .create(crd(
+            "traefik.io",
+            "TraefikService",
+            "traefikservices",
+            &["v1alpha1"],
+        ))
+        .unwrap();
+    server
+        .create(traefik_service(
+            "traefik.io/v1alpha1",
+            "stable-only",
+            &[("web-stable", 100)],
+        ))
+        .unwrap();
+    server
+        .create(traefik_service(
+            "traefik.io/v1alpha1",
+            "canary-only",
+            &[("web-canary", 0)],
+        ))
+        .unwrap();
+    server
+        .create(json!({
+            "apiVersion": "traefik.io/v1alpha1", "kind": "TraefikService",
+            "metadata": {"name": "mirroring", "namespace": NS},
+            "spec": {"mirroring": {"name": "web-stable", "port": 80}},
+        }))
+        .unwrap();
+    let cases = [
+        (
+            "absent",
+            format!(
+                "{field}: Invalid value: \"absent\": traefikservices.traefik.io \"absent\" not found"
+            ),
+        ),
+        (
+            "stable-only",
+            format!(
+                "{field}: Invalid value: \"stable-only\": traefik canary service was not found: no spec.weighted.services[] entry is named \"web-canary\" (the canaryService)"
+            ),
+        ),
+        (
+            "canary-only",
+            format!(
+                "{field}: Invalid value: \"canary-only\": traefik stable service was not found: no spec.weighted.services[] entry is named \"web-stable\" (the stableService)"
+            ),
+        ),
+        (
+            "mirroring",
+            format!(
+                "{field}: Invalid value: \"mirroring\": spec.weighted.services was not found in traefik service manifest"
+            ),
+        ),
+        ("", format!("{field}: Invalid value: \"\"")),
+    ];
+    for (name, expected) in cases {
+        let refused = route_web(&server, &client, &canary(name), weights(20))
+            .await
+            .unwrap_err();
+        assert!(
+            refused.starts_with(&expected),
+            "{refused}\nwanted: {expected}"
+        );
+    }
+    assert_eq!(server.writes(TRAEFIK_SERVICES), 0);
+}
+
+// APISIX: the backends of the user's ApisixRoute's rules.
+
+/// An ApisixRoute with `rules` (name, backend Services with weights).
+fn apisix_route(name: &str, rules: &[(&str, &[(&str, i64)])]) -> Value {
+    json!({
+        "apiVersion": "apisix.apache.org/v2", "kind": "ApisixRoute",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"ingressClassName": "apisix", "http": rules.iter().map(|(rule, backends)| json!({
+            "name": rule,
+            "match": {"hosts": ["web.example.com"], "paths": ["/*"]},
+            "backends": backends.iter().map(|(service, weight)|
+                json!({"serviceName": service, "servicePort": 80, "weight": weight})).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>()},
+    })
+}
+
+/// The backends' (serviceName, weight) of `spec.http[index]`.
+fn apisix_weights(route: &Value, index: usize) -> Vec<(String, Option<i64>)> {
+    route["spec"]["http"][index]["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["serviceName"].as_str().unwrap().to_owned(),
+                b["weight"].as_i64(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn apisix_named_rules_backends_get_the_weights_only_when_they_change() {
+    let (server, client) = cluster().await;
+    server
+        .create(crd(
+            "apisix.apache.org",
+            "ApisixRoute",
+            "apisixroutes",
+            &["v2"],
+        ))
+        .unwrap();
+    let split: &[(&str, i64)] = &[("web-stable", 100), ("web-canary", 0), ("web-extra", 1)];
+    server
+        .create(apisix_route(
+            "web-route",
+            &[
+                ("api", split),
+                ("static", &[("web-stable", 100)]),
+                ("admin", split),
+            ],
+        ))
+        .unwrap();
+    let canary = strategy(json!({
+        "stableService": "web-stable", "canaryService": "web-canary",
+        "trafficRouting": {"apisix": {"route": {"name": "web-route", "rules": ["api", "admin"]}}},
+    }));
+    for (weight, writes) in [(0, 0), (30, 1), (100, 2), (0, 3)] {
+        route_web(&server, &client, &canary, weights(weight))
+            .await
+            .unwrap();
+        let route = get(&server, "apisix.apache.org/v2", "ApisixRoute", "web-route");
+        for index in [0, 2] {
+            assert_eq!(
+                apisix_weights(&route, index),
+                [
+                    ("web-stable".to_owned(), Some(100 - weight)),
+                    ("web-canary".to_owned(), Some(weight)),
+                    ("web-extra".to_owned(), Some(1)),
+                ],
+                "rule {index} after {weight}"
+            );
+        }
+        assert_eq!(
+            apisix_weights(&route, 1),
+            [("web-stable".to_owned(), Some(100))],
+            "a rule not named is left alone"
+        );
+        assert_eq!(route["spec"]["http"][0]["match"]["paths"][0], "/*");
+        assert_eq!(route["spec"]["http"][0]["backends"][0]["servicePort"], 80);
+        assert_eq!(server.writes(APISIX_ROUTES), writes, "after {weight}");
+        route_web(&server, &client, &canary, weights(weight))
+            .await
+            .unwrap();
+        assert_eq!(
+            server.writes(APISIX_ROUTES),
+            writes,
+            "the same weights again"
+        );
+    }
+}
+
+#[tokio::test]
+async fn apisix_without_rules_splits_the_rule_named_like_the_route() {
+    let (server, client) = cluster().await;
+    server
+        .create(crd(
+            "apisix.apache.org",
+            "ApisixRoute",
+            "apisixroutes",
+            &["v2"],
+        ))
+        .unwrap();
+    let split: &[(&str, i64)] = &[("web-canary", 0), ("web-stable", 100)];
+    server
+        .create(apisix_route(
+            "web-route",
+            &[("other", split), ("web-route", split)],
+        ))
+        .unwrap();
+    let canary = strategy(json!({
+        "stableService": "web-stable", "canaryService": "web-canary",
+        "trafficRouting": {"apisix": {"route": {"name": "web-route"}}},
+    }));
+    route_web(&server, &client, &canary, weights(30))
+        .await
+        .unwrap();
+    let route = get(&server, "apisix.apache.org/v2", "ApisixRoute", "web-route");
+    assert_eq!(
+        apisix_weights(&route, 1),
+        [
+            ("web-canary".to_owned(), Some(30)),
+            ("web-stable".to_owned(), Some(70))
+        ]
+    );
+    assert_eq!(
+        apisix_weights(&route, 0),
+        [
+            ("web-canary".to_owned(), Some(0)),
+            ("web-stable".to_owned(), Some(100))
+        ]
+    );
+    assert_eq!(server.writes(APISIX_ROUTES), 1);
+}
+
+#[tokio::test]
+async fn apisix_refuses_missing_routes_rules_and_backends_by_field() {
+    let (server, client) = cluster().await;
+    let field = "spec.strategy.canary.trafficRouting.apisix.route";
+    let canary = |route: Value| {
+        strategy(json!({
+            "stableService": "web-stable", "canaryService": "web-canary",
+            "trafficRouting": {"apisix": {"route": route}},
+        }))
+    };
+    let refused = route_web(
+        &server,
+        &client,
+        &canary(json!({"name": "web-route", "rules": ["api"]})),
+        weights(20),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        refused.starts_with(&format!(
+            "{field}.name: Invalid value: \"web-route\": the cluster serves no ApisixRoute"
+        )),
+        "{refused}"
+    );
+    server
+        .create(crd(
+            "apisix.apache.org",
+            "ApisixRoute",
+            "apisixroutes",
+            &["v2"],
+        ))
+        .unwrap();
+    server
+        .create(apisix_route(
+            "web-route",
+            &[
+                ("api", &[("web-stable", 100), ("web-canary", 0)]),
+                ("stable-only", &[("web-stable", 100)]),
+                ("canary-only", &[("web-canary", 100)]),
+            ],
+        ))
+        .unwrap();
+    let cases = [
+        (
+            json!({"name": "absent", "rules": ["api"]}),
+            format!(
+                "{field}.name: Invalid value: \"absent\": apisixroutes.apisix.apache.org \"absent\" not found"
+            ),
+        ),
+        (
+            json!({"name": "web-route", "rules": ["api", "missing"]}),
+            format!(
+                "{field}.rules[1]: Invalid value: \"missing\": Apisix http route rule missing not found (ApisixRoute `web-route`)"
+            ),
+        ),
+        (
+            json!({"name": "web-route"}),
+            format!(
+                "{field}.name: Invalid value: \"web-route\": Apisix http route rule web-route not found"
+            ),
+        ),
+        (
+            json!({"name": "web-route", "rules": ["api", "stable-only"]}),
+            format!(
+                "{field}.rules[1]: Invalid value: \"stable-only\": apisix route web-canary backend was not found"
+            ),
+        ),
+        (
+            json!({"name": "web-route", "rules": ["canary-only"]}),
+            format!(
+                "{field}.rules[0]: Invalid value: \"canary-only\": apisix route web-stable backend was not found"
+            ),
+        ),
+        (
+            json!({"rules": ["api"]}),
+            format!("{field}.name: Invalid value: \"\""),
+        ),
+    ];
+    for (route, expected) in cases {
+        let refused = route_web(&server, &client, &canary(route), weights(20))
+            .await
+            .unwrap_err();
+        assert!(
+            refused.starts_with(&expected),
+            "{refused}\nwanted: {expected}"
+        );
+    }
+    assert_eq!(
+        server.writes(APISIX_ROUTES),
+        0,
+        "nothing written when a rule is refused"
+    );
+    let route = get(&server, "apisix.apache.org/v2", "ApisixRoute", "web-route");
+    assert_eq!(
+        apisix_weights(&route, 0),
+        [
+            ("web-stable".to_owned(), Some(100)),
+            ("web-canary".to_owned(), Some(0))
+        ]
+    );
+}
+
 #[tokio::test]
 async fn routers_weir_does_not_run_are_refused_by_field() {
     let (server, client) = cluster().await;
     let cases = [
         (
             json!({"alb": {"ingress": "web"}}),
-            "spec.strategy.canary.trafficRouting.alb: not run by weir's operator (it routes with istio, nginx, smi and the argoproj-labs/gatewayAPI plugin)",
-        ),
-        (
-            json!({"traefik": {"weightedTraefikServiceName": "web"}}),
-            "spec.strategy.canary.trafficRouting.traefik: not run",
+            "spec.strategy.canary.trafficRouting.alb: not run by weir's operator (it routes with istio, nginx, smi, traefik, apisix and the argoproj-labs/gatewayAPI plugin)",
         ),
         (
             json!({"ambassador": {"mappings": ["web"]}}),
             "spec.strategy.canary.trafficRouting.ambassador: not run",
-        ),
-        (
-            json!({"apisix": {"route": {"name": "web"}}}),
-            "spec.strategy.canary.trafficRouting.apisix: not run",
         ),
         (
             json!({"appMesh": {"virtualService": {"name": "web"}}}),
