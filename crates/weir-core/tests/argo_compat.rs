@@ -20,12 +20,12 @@ use weir_core::document::{self, Document};
 
 /// Whole manifests: documents of the argoproj.io group.
 const DOCUMENTS: usize = 317;
-const ACCEPTED: usize = 236;
+const ACCEPTED: usize = 237;
 /// Files that do not parse as YAML at all (upstream's own mistakes).
 const UNPARSED_FILES: usize = 3;
 /// Accepted canary Rollouts that convert into weir Rollouts.
 const CONVERTED: usize = 68;
-const NOT_CONVERTED: usize = 64;
+const NOT_CONVERTED: usize = 65;
 /// Fragments (docs snippets with elisions, no template or selector): documents read, how
 /// many are accepted, and files that do not parse at all (`...` lines).
 const FRAGMENT_DOCUMENTS: usize = 38;

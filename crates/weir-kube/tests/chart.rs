@@ -1323,6 +1323,7 @@ const USED: &[(&str, &str, &[&str])] = &[
     ("gateway.networking.k8s.io", "grpcroutes", &["get", "patch"]),
     ("gateway.networking.k8s.io", "tcproutes", &["get", "patch"]),
     ("gateway.networking.k8s.io", "tlsroutes", &["get", "patch"]),
+    ("traefik.containo.us", "traefikservices", &["get", "patch"]),
     // `restart`: old pods evicted.
     ("", "pods", &["list"]),
     ("", "pods/eviction", &["create"]),

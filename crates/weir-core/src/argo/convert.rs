@@ -126,6 +126,26 @@ pub(super) fn rollout(
         }
     }
 
+    // Traefik and APISIX: weir's providers of those names route with objects of their own
+    // (Flagger's way), not the TraefikService or ApisixRoute this Rollout names.
+    if let Some(routing) = &canary.traffic_routing {
+        for (used, key, object) in [
+            (routing.traefik.is_some(), "traefik", "TraefikService"),
+            (routing.apisix.is_some(), "apisix", "ApisixRoute"),
+        ] {
+            if used {
+                errors.push(FieldError::new(
+                    format!("spec.strategy.canary.trafficRouting.{key}"),
+                    format!(
+                        "not converted: a weir Rollout routes {key} with objects of its own, \
+                         not the {object} named here; apply the Argo Rollout itself: weir's \
+                         operator writes its weights"
+                    ),
+                ));
+            }
+        }
+    }
+
     // --- the target ---
     let provider = match &canary.traffic_routing {
         None => "kubernetes",

@@ -16,7 +16,7 @@
 //! `analysis` steps, background analysis, the canary and stable Services pointed at their
 //! ReplicaSets), without traffic routing (ReplicaSets sized by weight with
 //! [`super::replicas::basic_canary`]) or with it ([`Action::RouteTraffic`] for istio, nginx,
-//! smi and the Gateway API plugin, ReplicaSets sized by
+//! smi, traefik, apisix and the Gateway API plugin, ReplicaSets sized by
 //! [`super::replicas::traffic_routed_canary`], `setCanaryScale`, the old stable kept for
 //! `scaleDownDelaySeconds` and an aborted canary for `abortScaleDownDelaySeconds`); and
 //! blue-green (preview and active Services, `previewReplicaCount`, `autoPromotionEnabled`,
@@ -515,14 +515,13 @@ pub fn unsupported(rollout: &Rollout) -> Option<String> {
             let others = [
                 ("alb", routing.alb.is_some()),
                 ("ambassador", routing.ambassador.is_some()),
-                ("apisix", routing.apisix.is_some()),
                 ("appMesh", routing.app_mesh.is_some()),
-                ("traefik", routing.traefik.is_some()),
             ];
             if let Some((field, _)) = others.iter().find(|(_, used)| *used) {
                 return Some(format!(
                     "spec.strategy.canary.trafficRouting.{field}: not run by weir's operator \
-                     (it routes with istio, nginx, smi and the argoproj-labs/gatewayAPI plugin)"
+                     (it routes with istio, nginx, smi, traefik, apisix and the \
+                     argoproj-labs/gatewayAPI plugin)"
                 ));
             }
             if let Some(name) = routing

@@ -17,7 +17,7 @@ use crate::units::GoDuration;
 use crate::validate::is_dns_subdomain;
 
 /// The routers weir drives for an Argo Rollout, for messages.
-pub(super) const ROUTERS: &str = "istio, nginx, smi and the Gateway API plugin \
+pub(super) const ROUTERS: &str = "istio, nginx, smi, traefik, apisix and the Gateway API plugin \
      (plugins: argoproj-labs/gatewayAPI); without trafficRouting, the basic canary";
 
 /// The metric providers weir queries, for messages.
@@ -394,6 +394,12 @@ fn traffic_routing(routing: &TrafficRouting, base: &str, errors: &mut Vec<FieldE
     if routing.smi.is_some() {
         routers.push("smi".to_string());
     }
+    if routing.traefik.is_some() {
+        routers.push("traefik".to_string());
+    }
+    if routing.apisix.is_some() {
+        routers.push("apisix".to_string());
+    }
     let refused = [
         (
             &routing.alb,
@@ -409,18 +415,6 @@ fn traffic_routing(routing: &TrafficRouting, base: &str, errors: &mut Vec<FieldE
             &routing.app_mesh,
             "appMesh",
             "AWS shut App Mesh down on 2026-09-30; weir does not drive it",
-        ),
-        (
-            &routing.apisix,
-            "apisix",
-            "weir drives APISIX routes it generates for Flagger Canaries, not Argo's \
-             referenced ApisixRoute yet",
-        ),
-        (
-            &routing.traefik,
-            "traefik",
-            "weir drives Traefik services it generates for Flagger Canaries, not Argo's \
-             referenced TraefikService yet",
         ),
     ];
     for (value, name, reason) in refused {
