@@ -19,9 +19,16 @@
 //!   never reaches the status, a log or a message: the state machine strikes it out as `*****`.
 //! - **Status.** Written as a merge patch of the `status` subresource holding only what changed,
 //!   and only when something did.
-//! - **Providers**: [`web`], [`prometheus`], [`job`]. Any other is a measurement Error naming it,
-//!   never a silent skip.
+//! - **Providers**: [`web`], [`prometheus`], [`job`], [`graphite`], [`datadog`]. Any other is a
+//!   measurement Error naming it, never a silent skip.
+//! - **Provider Secrets** (datadog's `datadog`, ...): Argo reads them from the controller's own
+//!   namespace. weir reads them from the namespace in the environment variable `POD_NAMESPACE`
+//!   when it is set (the operator's Deployment sets it from the downward API), else from the
+//!   AnalysisRun's namespace; datadog's `secretRef.namespaced: true` always means the run's
+//!   namespace. Their values are struck out (`*****`) of every message and value recorded.
 
+mod datadog;
+mod graphite;
 mod job;
 mod prometheus;
 mod web;
@@ -49,7 +56,7 @@ use weir_core::argo::types::{AnalysisArg, SecretKeyRef};
 const TICK: Duration = Duration::from_secs(1);
 
 /// What weir's Argo analysis measures with; any other provider is refused by name.
-pub const SUPPORTED_PROVIDERS: &str = "web, prometheus and job";
+pub const SUPPORTED_PROVIDERS: &str = "web, prometheus, job, graphite and datadog";
 
 /// `analysisruns.argoproj.io`, version `v1alpha1`.
 pub fn analysis_runs_resource() -> ApiResource {
@@ -499,6 +506,10 @@ async fn measure(
         prometheus::measure(&context.http, prometheus).await
     } else if let Some(job) = provider.get("job") {
         return job::start(context, &metric, job, taken).await;
+    } else if let Some(graphite) = provider.get("graphite") {
+        graphite::measure(&context.http, graphite).await
+    } else if let Some(datadog) = provider.get("datadog") {
+        datadog::measure(context, datadog).await
     } else {
         unsupported(&provider)
     };
@@ -673,6 +684,60 @@ pub(crate) fn seconds(value: Option<&Value>, default: u64) -> Duration {
     Duration::from_secs(seconds.filter(|seconds| *seconds > 0).unwrap_or(default))
 }
 
+/// The string values of the provider Secret `name`, read from `POD_NAMESPACE` (if set and not
+/// `in_run_namespace`) or the run's namespace. A Secret that does not exist is an error naming
+/// it and the namespace looked in.
+pub(crate) async fn provider_secret(
+    context: &RunContext,
+    name: &str,
+    in_run_namespace: bool,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let namespace = std::env::var("POD_NAMESPACE")
+        .ok()
+        .filter(|namespace| !namespace.is_empty() && !in_run_namespace)
+        .unwrap_or_else(|| context.namespace.clone());
+    let secrets: Api<Secret> = Api::namespaced(context.client.clone(), &namespace);
+    match secrets.get_opt(name).await {
+        Ok(Some(secret)) => Ok(secret
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(key, bytes)| (key, String::from_utf8_lossy(&bytes.0).into_owned()))
+            .collect()),
+        Ok(None) => Err(format!(
+            "Secret {name:?} not found in namespace {namespace:?}"
+        )),
+        Err(error) => Err(format!(
+            "reading Secret {name:?} of namespace {namespace:?}: {error}"
+        )),
+    }
+}
+
+/// `text` with every value of a provider Secret struck out (`*****`); values shorter than 4
+/// characters (a one-digit account id) would strike out ordinary text and are left.
+pub(crate) fn scrub(text: &str, secret: &std::collections::BTreeMap<String, String>) -> String {
+    let mut text = text.to_string();
+    for value in secret.values().filter(|value| value.len() >= 4) {
+        text = text.replace(value.as_str(), "*****");
+    }
+    text
+}
+
+/// An outcome with a provider Secret's values struck out of its message or shown value.
+pub(crate) fn scrub_outcome(
+    outcome: Outcome,
+    secret: &std::collections::BTreeMap<String, String>,
+) -> Outcome {
+    match outcome {
+        Outcome::Error(message) => Outcome::Error(scrub(&message, secret)),
+        Outcome::Value { result, shown } => Outcome::Value {
+            result,
+            shown: scrub(&shown, secret),
+        },
+        other => other,
+    }
+}
+
 /// `headers: [{key, value}]`.
 pub(crate) fn headers(provider: &Value) -> Vec<(String, String)> {
     provider
@@ -724,13 +789,13 @@ mod tests {
 
     #[test]
     fn an_unsupported_provider_is_named() {
-        let provider = json!({"datadog": {"query": "q"}});
+        let provider = json!({"wavefront": {"query": "q"}});
         let Outcome::Error(message) = unsupported(provider.as_object().unwrap()) else {
             panic!("not an error");
         };
         assert_eq!(
             message,
-            "metric provider datadog is not supported: weir's Argo analysis runs web, prometheus and job metrics"
+            "metric provider wavefront is not supported: weir's Argo analysis runs web, prometheus, job, graphite and datadog metrics"
         );
         let provider = json!({"plugin": {"argoproj-labs/sample": {}}});
         let Outcome::Error(message) = unsupported(provider.as_object().unwrap()) else {

@@ -487,14 +487,14 @@ async fn a_metric_of_another_provider_is_an_error_naming_it() {
     no_hang(async {
         let cluster = Cluster::up().await;
         cluster.create_run(
-            "datadog",
+            "wavefront",
             json!({"metrics": [{"name": "dd", "consecutiveErrorLimit": 0,
-                "provider": {"datadog": {"query": "avg:errors{*}"}}}]}),
+                "provider": {"wavefront": {"query": "avg:errors{*}"}}}]}),
         );
-        let status = cluster.status_when("datadog", "Error").await;
+        let status = cluster.status_when("wavefront", "Error").await;
         assert_eq!(
             status["message"],
-            json!("Metric \"dd\" assessed Error due to consecutiveErrors (1) > consecutiveErrorLimit (0): \"Error Message: metric provider datadog is not supported: weir's Argo analysis runs web, prometheus and job metrics\"")
+            json!("Metric \"dd\" assessed Error due to consecutiveErrors (1) > consecutiveErrorLimit (0): \"Error Message: metric provider wavefront is not supported: weir's Argo analysis runs web, prometheus, job, graphite and datadog metrics\"")
         );
     })
     .await;
@@ -619,4 +619,131 @@ async fn a_real_prometheus_answers_vectors_and_scalars() {
         assert_eq!(status["runSummary"], json!({"count": 3, "successful": 3}));
     })
     .await;
+}
+
+/// A graphite metric against the testkit's graphite-web double: `result` is the array of the
+/// first series' values, shown with six decimals; a passing value ends the run Successful, a
+/// failing one Failed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_graphite_metric_is_an_array_of_values_judged_by_its_conditions() {
+    no_hang(async {
+        let cluster = Cluster::up().await;
+        let graphite = weir_testkit::metric_doubles::MetricDouble::graphite(None);
+        graphite.serve_for("good.rate", Some(97.5));
+        graphite.serve_for("bad.rate", Some(50.0));
+        let metric = |target: &str| {
+            json!({"metrics": [{"name": "success-rate", "successCondition": "result[0] >= 90",
+                "provider": {"graphite": {"address": graphite.url(),
+                    "query": format!("target=summarize(\n  {target},\n  '5min', 'avg')&from=-5min")}}}]})
+        };
+        cluster.create_run("graphite-good", metric("good.rate"));
+        let status = cluster.status_when("graphite-good", "Successful").await;
+        assert_eq!(
+            status["metricResults"][0]["measurements"][0]["value"],
+            json!("[97.500000,97.500000,97.500000,97.500000]")
+        );
+        cluster.create_run("graphite-bad", metric("bad.rate"));
+        let status = cluster.status_when("graphite-bad", "Failed").await;
+        assert_eq!(
+            status["metricResults"][0]["measurements"][0]["value"],
+            json!("[50.000000,50.000000,50.000000,50.000000]")
+        );
+        let seen = graphite.seen();
+        assert!(
+            seen.iter().all(|request| request.query.get("format").map(String::as_str) == Some("json")),
+            "{seen:?}"
+        );
+    })
+    .await;
+}
+
+/// A datadog (v1) metric with the Secret `datadog` of the run's namespace (no `POD_NAMESPACE`
+/// in tests): the last point of the first series is `result`; the keys never reach the status;
+/// a Secret that does not exist is an Error naming it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_datadog_metric_reads_its_secret_and_judges_the_last_point() {
+    no_hang(async {
+        let cluster = Cluster::up().await;
+        let datadog =
+            weir_testkit::metric_doubles::MetricDouble::datadog("dd-api-key-1", "dd-app-key-1");
+        // The double's newest bucket is still filling: it holds half the value.
+        datadog.serve_for("errors.good", Some(0.01));
+        datadog.serve_for("errors.bad", Some(1.0));
+        cluster
+            .server
+            .create(json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "datadog", "namespace": NAMESPACE},
+                "data": {
+                    "api-key": b64("dd-api-key-1"), "app-key": b64("dd-app-key-1"),
+                    "address": b64(&datadog.url())}}))
+            .unwrap();
+        let metric = |query: &str, secret: Option<&str>| {
+            let mut provider = json!({"interval": "10m", "query": query});
+            if let Some(secret) = secret {
+                provider["secretRef"] = json!({"name": secret});
+            }
+            json!({"metrics": [{"name": "error-rate", "consecutiveErrorLimit": 0,
+                "successCondition": "default(result, 1) <= 0.01",
+                "provider": {"datadog": provider}}]})
+        };
+        cluster.create_run("dd-good", metric("sum:errors.good{*}", None));
+        let status = cluster.status_when("dd-good", "Successful").await;
+        assert_eq!(
+            status["metricResults"][0]["measurements"][0]["value"],
+            json!("0.005")
+        );
+        cluster.create_run("dd-bad", metric("sum:errors.bad{*}", None));
+        let status = cluster.status_when("dd-bad", "Failed").await;
+        assert_eq!(
+            status["metricResults"][0]["measurements"][0]["value"],
+            json!("0.5")
+        );
+        let seen = datadog.seen();
+        let window: Vec<i64> = ["to", "from"]
+            .iter()
+            .map(|name| seen[0].query[*name].parse().unwrap())
+            .collect();
+        assert_eq!(window[0] - window[1], 600, "{seen:?}");
+
+        cluster.create_run(
+            "dd-nosecret",
+            metric("sum:errors.good{*}", Some("dd-missing")),
+        );
+        let status = cluster.status_when("dd-nosecret", "Error").await;
+        let message = status["metricResults"][0]["measurements"][0]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            message.contains("Secret \"dd-missing\" not found"),
+            "{message}"
+        );
+        let text = status.to_string();
+        assert!(
+            !text.contains("dd-api-key-1") && !text.contains("dd-app-key-1"),
+            "{text}"
+        );
+    })
+    .await;
+}
+
+/// A Secret's `data` value.
+fn b64(text: &str) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let bytes = text.as_bytes();
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, byte)| n | u32::from(*byte) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
