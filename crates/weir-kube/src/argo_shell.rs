@@ -138,7 +138,10 @@ pub(crate) async fn owned(
     let list = api
         .list(&ListParams::default())
         .await
-        .map_err(api_error(format!("listing {} in {namespace}", resource.plural)))?;
+        .map_err(api_error(format!(
+            "listing {} in {namespace}",
+            resource.plural
+        )))?;
     Ok(list
         .items
         .into_iter()
