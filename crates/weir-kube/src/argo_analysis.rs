@@ -19,9 +19,10 @@
 //!   never reaches the status, a log or a message: the state machine strikes it out as `*****`.
 //! - **Status.** Written as a merge patch of the `status` subresource holding only what changed,
 //!   and only when something did.
-//! - **Providers**: [`web`], [`prometheus`], [`job`], [`graphite`], [`datadog`]. Any other is a
-//!   measurement Error naming it, never a silent skip.
-//! - **Provider Secrets** (datadog's `datadog`, ...): Argo reads them from the controller's own
+//! - **Providers**: [`web`], [`prometheus`], [`job`], [`graphite`], [`datadog`], [`newrelic`]
+//!   (`newRelic`), [`influxdb`]. Any other is a measurement Error naming it, never a silent skip.
+//! - **Provider Secrets** (datadog's `datadog`, newRelic's `newrelic`, influxdb's `influxdb`, or
+//!   the names the metric gives): Argo reads them from the controller's own
 //!   namespace. weir reads them from the namespace in the environment variable `POD_NAMESPACE`
 //!   when it is set (the operator's Deployment sets it from the downward API), else from the
 //!   AnalysisRun's namespace; datadog's `secretRef.namespaced: true` always means the run's
@@ -29,7 +30,9 @@
 
 mod datadog;
 mod graphite;
+mod influxdb;
 mod job;
+mod newrelic;
 mod prometheus;
 mod web;
 
@@ -56,7 +59,8 @@ use weir_core::argo::types::{AnalysisArg, SecretKeyRef};
 const TICK: Duration = Duration::from_secs(1);
 
 /// What weir's Argo analysis measures with; any other provider is refused by name.
-pub const SUPPORTED_PROVIDERS: &str = "web, prometheus, job, graphite and datadog";
+pub const SUPPORTED_PROVIDERS: &str =
+    "web, prometheus, job, graphite, datadog, newRelic and influxdb";
 
 /// `analysisruns.argoproj.io`, version `v1alpha1`.
 pub fn analysis_runs_resource() -> ApiResource {
@@ -510,6 +514,10 @@ async fn measure(
         graphite::measure(&context.http, graphite).await
     } else if let Some(datadog) = provider.get("datadog") {
         datadog::measure(context, datadog).await
+    } else if let Some(newrelic) = provider.get("newRelic") {
+        newrelic::measure(context, newrelic).await
+    } else if let Some(influxdb) = provider.get("influxdb") {
+        influxdb::measure(context, influxdb).await
     } else {
         unsupported(&provider)
     };
@@ -795,7 +803,7 @@ mod tests {
         };
         assert_eq!(
             message,
-            "metric provider wavefront is not supported: weir's Argo analysis runs web, prometheus, job, graphite and datadog metrics"
+            "metric provider wavefront is not supported: weir's Argo analysis runs web, prometheus, job, graphite, datadog, newRelic and influxdb metrics"
         );
         let provider = json!({"plugin": {"argoproj-labs/sample": {}}});
         let Outcome::Error(message) = unsupported(provider.as_object().unwrap()) else {

@@ -494,7 +494,7 @@ async fn a_metric_of_another_provider_is_an_error_naming_it() {
         let status = cluster.status_when("wavefront", "Error").await;
         assert_eq!(
             status["message"],
-            json!("Metric \"dd\" assessed Error due to consecutiveErrors (1) > consecutiveErrorLimit (0): \"Error Message: metric provider wavefront is not supported: weir's Argo analysis runs web, prometheus, job, graphite and datadog metrics\"")
+            json!("Metric \"dd\" assessed Error due to consecutiveErrors (1) > consecutiveErrorLimit (0): \"Error Message: metric provider wavefront is not supported: weir's Argo analysis runs web, prometheus, job, graphite, datadog, newRelic and influxdb metrics\"")
         );
     })
     .await;
@@ -723,6 +723,102 @@ async fn a_datadog_metric_reads_its_secret_and_judges_the_last_point() {
             !text.contains("dd-api-key-1") && !text.contains("dd-app-key-1"),
             "{text}"
         );
+    })
+    .await;
+}
+
+/// A newRelic metric: the NRQL goes to NerdGraph (played by a web double answering NerdGraph's
+/// shape) with the Secret `newrelic` (or `profile`); one result row is `result`; a missing
+/// Secret is an Error naming it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_newrelic_metric_judges_its_result_row() {
+    no_hang(async {
+        let cluster = Cluster::up().await;
+        let answer = |rate: f64| {
+            json!({"data": {"actor": {"account": {"nrql": {"results": [{"successRate": rate}]}}}}})
+        };
+        let good = WebDouble::start(answer(0.99)).await;
+        let bad = WebDouble::start(answer(0.5)).await;
+        for (name, double) in [("newrelic", &good), ("nr-bad", &bad)] {
+            cluster
+                .server
+                .create(json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": name, "namespace": NAMESPACE},
+                    "data": {"personal-api-key": b64("NRAK-secret-1"), "account-id": b64("12345"),
+                        "base-url-nerdgraph": b64(&double.url("/graphql"))}}))
+                .unwrap();
+        }
+        let metric = |profile: Option<&str>| {
+            let mut provider = json!({"query": "FROM Transaction SELECT percentage(count(*), WHERE httpResponseCode != 500) as successRate"});
+            if let Some(profile) = profile {
+                provider["profile"] = json!(profile);
+            }
+            json!({"metrics": [{"name": "success-rate", "consecutiveErrorLimit": 0,
+                "successCondition": "result.successRate >= 0.95",
+                "provider": {"newRelic": provider}}]})
+        };
+        cluster.create_run("nr-good", metric(None));
+        let status = cluster.status_when("nr-good", "Successful").await;
+        assert_eq!(
+            status["metricResults"][0]["measurements"][0]["value"],
+            json!("{\"successRate\":0.99}")
+        );
+        assert_eq!(*good.paths.lock().unwrap(), vec!["/graphql"]);
+        cluster.create_run("nr-bad", metric(Some("nr-bad")));
+        cluster.status_when("nr-bad", "Failed").await;
+        cluster.create_run("nr-nosecret", metric(Some("nr-missing")));
+        let status = cluster.status_when("nr-nosecret", "Error").await;
+        let message = status["metricResults"][0]["measurements"][0]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(message.contains("Secret \"nr-missing\" not found"), "{message}");
+    })
+    .await;
+}
+
+/// An influxdb metric against the testkit's InfluxDB v2 double, with the Secret `influxdb`
+/// (or `profile`): every record's `_value` is in `result`; a missing Secret is an Error naming
+/// it; the token never reaches the status.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_influxdb_metric_is_an_array_of_values() {
+    no_hang(async {
+        let cluster = Cluster::up().await;
+        let good = weir_testkit::metric_doubles_cloud::CloudDouble::influxdb("acme", "influx-token-1");
+        good.serve(Some(0.002));
+        let bad = weir_testkit::metric_doubles_cloud::CloudDouble::influxdb("acme", "influx-token-1");
+        bad.serve(Some(0.5));
+        for (name, double) in [("influxdb", &good), ("influx-bad", &bad)] {
+            cluster
+                .server
+                .create(json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": name, "namespace": NAMESPACE},
+                    "data": {"address": b64(&double.url()), "authToken": b64("influx-token-1"),
+                        "org": b64("acme")}}))
+                .unwrap();
+        }
+        let metric = |profile: Option<&str>| {
+            let mut provider = json!({"query": "from(bucket: \"app\")\n  |> range(start: -15m)\n  |> filter(fn: (r) => r[\"_measurement\"] == \"errors\")"});
+            if let Some(profile) = profile {
+                provider["profile"] = json!(profile);
+            }
+            json!({"metrics": [{"name": "error-rate", "consecutiveErrorLimit": 0,
+                "successCondition": "result[0] <= 0.01",
+                "provider": {"influxdb": provider}}]})
+        };
+        cluster.create_run("influx-good", metric(None));
+        let status = cluster.status_when("influx-good", "Successful").await;
+        assert_eq!(
+            status["metricResults"][0]["measurements"][0]["value"],
+            json!("[0.002 0.006]")
+        );
+        cluster.create_run("influx-bad", metric(Some("influx-bad")));
+        cluster.status_when("influx-bad", "Failed").await;
+        cluster.create_run("influx-nosecret", metric(Some("influx-missing")));
+        let status = cluster.status_when("influx-nosecret", "Error").await;
+        let text = status.to_string();
+        assert!(text.contains("Secret \\\"influx-missing\\\" not found"), "{text}");
+        assert!(!text.contains("influx-token-1"), "{text}");
     })
     .await;
 }

@@ -212,7 +212,7 @@ pub(super) fn go_duration(text: &str) -> Option<Duration> {
 }
 
 /// A query parameter's value, percent-encoded (everything but RFC 3986's unreserved bytes).
-fn encode(text: &str) -> String {
+pub(super) fn encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len() * 3);
     for byte in text.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
