@@ -727,6 +727,47 @@ async fn a_datadog_metric_reads_its_secret_and_judges_the_last_point() {
     .await;
 }
 
+/// A datadog `apiVersion: v2` metric: the scalar query API (played by a web double answering
+/// its shape) gives the first value of the first column as `result`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_datadog_v2_metric_judges_the_scalar() {
+    no_hang(async {
+        let cluster = Cluster::up().await;
+        let answer = |value: f64| {
+            json!({"data": {"type": "scalar_response", "attributes": {"columns": [
+                {"name": "a", "type": "number", "values": [value]}]}}})
+        };
+        let good = WebDouble::start(answer(0.005)).await;
+        let bad = WebDouble::start(answer(0.5)).await;
+        for (name, double) in [("dd-v2-good", &good), ("dd-v2-bad", &bad)] {
+            cluster
+                .server
+                .create(json!({"apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": name, "namespace": NAMESPACE},
+                    "data": {"api-key": b64("dd-api-key-2"), "app-key": b64("dd-app-key-2"),
+                        "address": b64(&double.url(""))}}))
+                .unwrap();
+        }
+        let metric = |secret: &str| {
+            json!({"metrics": [{"name": "error-rate",
+                "successCondition": "default(result, 1) <= 0.01",
+                "provider": {"datadog": {"apiVersion": "v2", "interval": "5m",
+                    "queries": {"a": "sum:errors{*}.as_count()", "b": "sum:requests{*}.as_count()"},
+                    "formula": "a / b", "secretRef": {"name": secret}}}}]})
+        };
+        cluster.create_run("dd-v2-good", metric("dd-v2-good"));
+        let status = cluster.status_when("dd-v2-good", "Successful").await;
+        assert_eq!(
+            status["metricResults"][0]["measurements"][0]["value"],
+            json!("0.005")
+        );
+        assert_eq!(*good.paths.lock().unwrap(), vec!["/api/v2/query/scalar"]);
+        cluster.create_run("dd-v2-bad", metric("dd-v2-bad"));
+        cluster.status_when("dd-v2-bad", "Failed").await;
+    })
+    .await;
+}
+
 /// A newRelic metric: the NRQL goes to NerdGraph (played by a web double answering NerdGraph's
 /// shape) with the Secret `newrelic` (or `profile`); one result row is `result`; a missing
 /// Secret is an Error naming it.

@@ -1,7 +1,13 @@
-//! Argo's `datadog` metric provider (`metricproviders/datadog`), API version `v1` (the default):
-//! `GET {address}/api/v1/query?query=...&from=...&to=...` (seconds), `from` being `interval`
-//! (a Go duration, `5m` unless set) before now, with the headers `DD-API-KEY` and
-//! `DD-APPLICATION-KEY`.
+//! Argo's `datadog` metric provider (`metricproviders/datadog`), with the headers `DD-API-KEY`
+//! and `DD-APPLICATION-KEY`, over the window from `interval` (a Go duration, `5m` unless set)
+//! before now to now:
+//!
+//! - `apiVersion: v1` (the default): `GET {address}/api/v1/query?query=...&from=...&to=...`
+//!   (seconds), with `query`.
+//! - `apiVersion: v2`: `POST {address}/api/v2/query/scalar` (times in milliseconds), a
+//!   `scalar_request` of the `queries` (name to query; `query` alone is the query named
+//!   `query`), each with the `aggregator` (`last` unless set), and the `formula` (the single
+//!   query's name when not set).
 //!
 //! **Credentials**, as in Argo: the Secret `datadog` (or `secretRef.name`) with the keys
 //! `api-key`, `app-key` and, optionally, `address` (the site, `https://api.datadoghq.com` unless
@@ -10,19 +16,16 @@
 //! set, else from the run's namespace (see [`super::provider_secret`]). A missing Secret or key
 //! is a measurement Error naming it; the keys' values never reach a message.
 //!
-//! **Result**, as in Argo's v1: the value of the *last* point of the *first* series, a number;
-//! `nil` when there is no series, no point or a null value (so conditions guard with
-//! `default(result, 0)`), shown as `null`. A 401/403 is an Error "received authentication error
+//! **Result**, as in Argo: in v1 the value of the *last* point of the *first* series, in v2
+//! the first value of the first column; a number, or `nil` when there is no series, no point or
+//! a null value (so conditions guard with `default(result, 0)`), shown as `null`. A 401/403 is an Error "received authentication error
 //! response code", another non-2xx one "received non 2xx response code", each with Datadog's
 //! answer; no answer within `requestTimeout` (10s) is an Error too.
-//!
-//! `apiVersion: v2` (`queries` and `formula`, the scalar query API) is not run by weir: such a
-//! metric is an Error saying so.
 
 use std::time::Duration;
 
 use jiff::Timestamp;
-use serde_json::Value;
+use serde_json::{Value, json};
 use weir_core::argo::analysis::Outcome;
 use weir_core::argo::expr::Val;
 
@@ -47,18 +50,29 @@ pub(super) async fn measure(context: &RunContext, datadog: &Value) -> Outcome {
         .and_then(Value::as_str)
         .filter(|version| !version.is_empty())
         .unwrap_or("v1");
-    if version != "v1" {
-        return Outcome::Error(format!(
-            "datadog: apiVersion {version} is not supported by weir's Argo analysis (v1 is)"
-        ));
+    if version != "v1" && version != "v2" {
+        return Outcome::Error(format!("datadog: apiVersion {version} is not v1 or v2"));
     }
-    let Some(query) = datadog
+    let query = datadog
         .get("query")
         .and_then(Value::as_str)
-        .filter(|query| !query.trim().is_empty())
-    else {
+        .filter(|query| !query.trim().is_empty());
+    let queries: Vec<(String, String)> = datadog
+        .get("queries")
+        .and_then(Value::as_object)
+        .map(|queries| {
+            queries
+                .iter()
+                .filter_map(|(name, query)| Some((name.clone(), query.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    if version == "v1" && query.is_none() {
         return Outcome::Error("datadog: query is missing (apiVersion v1 needs one)".into());
-    };
+    }
+    if query.is_none() && queries.is_empty() {
+        return Outcome::Error("datadog: query or queries is missing".into());
+    }
     let interval = match datadog.get("interval").and_then(Value::as_str) {
         None | Some("") => DEFAULT_INTERVAL,
         Some(text) => match go_duration(text) {
@@ -103,25 +117,56 @@ pub(super) async fn measure(context: &RunContext, datadog: &Value) -> Outcome {
         .filter(|address| !address.is_empty())
         .unwrap_or(DEFAULT_ADDRESS)
         .trim_end_matches('/');
-    let to = Timestamp::now().as_second();
-    let from = to.saturating_sub(i64::try_from(interval.as_secs()).unwrap_or(i64::MAX));
-    let url = format!(
-        "{address}/api/v1/query?query={}&from={from}&to={to}",
-        encode(query)
-    );
-    let headers = vec![
+    let mut headers = vec![
         ("DD-API-KEY", keys[0].clone()),
         ("DD-APPLICATION-KEY", keys[1].clone()),
     ];
+    let now = Timestamp::now();
+    let (method, url, body) = match query {
+        Some(query) if version == "v1" => {
+            let to = now.as_second();
+            let from = to.saturating_sub(i64::try_from(interval.as_secs()).unwrap_or(i64::MAX));
+            let url = format!(
+                "{address}/api/v1/query?query={}&from={from}&to={to}",
+                encode(query)
+            );
+            (http::Method::GET, url, bytes::Bytes::new())
+        }
+        _ => {
+            let queries = match query {
+                Some(query) => vec![("query".to_string(), query.to_string())],
+                None => queries,
+            };
+            let aggregator = datadog
+                .get("aggregator")
+                .and_then(Value::as_str)
+                .filter(|aggregator| !aggregator.is_empty())
+                .unwrap_or("last");
+            let formula = match datadog
+                .get("formula")
+                .and_then(Value::as_str)
+                .filter(|formula| !formula.is_empty())
+            {
+                Some(formula) => formula.to_string(),
+                None if queries.len() == 1 => queries[0].0.clone(),
+                None => {
+                    return Outcome::Error(
+                        "datadog: formula is missing (several queries need one)".into(),
+                    );
+                }
+            };
+            headers.push(("Content-Type", "application/json".to_string()));
+            let body = v2_body(&queries, &formula, aggregator, interval, now);
+            (
+                http::Method::POST,
+                format!("{address}/api/v2/query/scalar"),
+                bytes::Bytes::from(body.to_string()),
+            )
+        }
+    };
     let outcome = match context
         .http
-        .request(
-            http::Method::GET,
-            &url,
-            headers,
-            bytes::Bytes::new(),
-            timeout,
-        )
+        .request(method.clone(), &url, headers, body, timeout)
         .await
     {
         Err(error) => Outcome::Error(format!("datadog: {error}")),
@@ -135,6 +180,7 @@ pub(super) async fn measure(context: &RunContext, datadog: &Value) -> Outcome {
             answer.status.as_u16(),
             String::from_utf8_lossy(&answer.body).trim()
         )),
+        Ok(answer) if method == http::Method::POST => parse_v2(&answer.body),
         Ok(answer) => parse(&answer.body),
     };
     scrub_outcome(outcome, &secret)
@@ -164,6 +210,56 @@ pub(super) fn parse(body: &[u8]) -> Outcome {
         .and_then(|points| points.last())
         .and_then(|point| point.get(1))
         .and_then(Value::as_f64);
+    number_or_nil(value)
+}
+
+/// The `scalar_request` of v2.
+fn v2_body(
+    queries: &[(String, String)],
+    formula: &str,
+    aggregator: &str,
+    interval: Duration,
+    now: Timestamp,
+) -> Value {
+    let to = now.as_millisecond();
+    let from = to.saturating_sub(i64::try_from(interval.as_millis()).unwrap_or(i64::MAX));
+    let queries: Vec<Value> = queries
+        .iter()
+        .map(|(name, query)| {
+            json!({"data_source": "metrics", "name": name, "query": query,
+                "aggregator": aggregator})
+        })
+        .collect();
+    json!({"data": {"type": "scalar_request", "attributes": {
+        "formulas": [{"formula": formula}],
+        "queries": queries,
+        "from": from,
+        "to": to,
+    }}})
+}
+
+/// The first value of the first column, as Argo's v2 hands it to the conditions.
+pub(super) fn parse_v2(body: &[u8]) -> Outcome {
+    let document: Value = match serde_json::from_slice(body) {
+        Ok(document) => document,
+        Err(error) => {
+            return Outcome::Error(format!("datadog: the answer is not JSON: {error}"));
+        }
+    };
+    if let Some(errors) = document
+        .get("errors")
+        .and_then(Value::as_str)
+        .filter(|errors| !errors.is_empty())
+    {
+        return Outcome::Error(format!("datadog: the query failed: {errors}"));
+    }
+    let value = document
+        .pointer("/data/attributes/columns/0/values/0")
+        .and_then(Value::as_f64);
+    number_or_nil(value)
+}
+
+fn number_or_nil(value: Option<f64>) -> Outcome {
     match value {
         Some(number) => Outcome::Value {
             result: Val::Num(number),
@@ -246,6 +342,29 @@ mod tests {
                 result: Val::Nil,
                 shown: "null".into()
             }
+        );
+        let v2 = br#"{"data":{"type":"scalar_response","attributes":{"columns":[{"name":"query","type":"number","values":[0.25]}]}}}"#;
+        assert_eq!(
+            parse_v2(v2),
+            Outcome::Value {
+                result: Val::Num(0.25),
+                shown: "0.25".into()
+            }
+        );
+        let body = v2_body(
+            &[("a".into(), "sum:x{*}".into())],
+            "a",
+            "avg",
+            Duration::from_secs(300),
+            Timestamp::from_second(1_700_000_000).unwrap(),
+        );
+        assert_eq!(
+            body["data"]["attributes"]["from"],
+            json!(1_699_999_700_000_i64)
+        );
+        assert_eq!(
+            body["data"]["attributes"]["queries"][0]["aggregator"],
+            json!("avg")
         );
         assert_eq!(go_duration("5m"), Some(Duration::from_secs(300)));
         assert_eq!(go_duration("1h30m"), Some(Duration::from_secs(5400)));
