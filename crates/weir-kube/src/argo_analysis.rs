@@ -26,7 +26,8 @@
 //!   namespace. weir reads them from the namespace in the environment variable `POD_NAMESPACE`
 //!   when it is set (the operator's Deployment sets it from the downward API), else from the
 //!   AnalysisRun's namespace; datadog's `secretRef.namespaced: true` always means the run's
-//!   namespace. Their values are struck out (`*****`) of every message and value recorded.
+//!   namespace. Their credentials (API keys, tokens) are struck out (`*****`) of every message
+//!   and value recorded.
 
 mod datadog;
 mod graphite;
@@ -721,26 +722,37 @@ pub(crate) async fn provider_secret(
     }
 }
 
-/// `text` with every value of a provider Secret struck out (`*****`); values shorter than 4
-/// characters (a one-digit account id) would strike out ordinary text and are left.
-pub(crate) fn scrub(text: &str, secret: &std::collections::BTreeMap<String, String>) -> String {
+/// `text` with the values of a provider Secret's `keys` (its credentials, not its address or
+/// organization) struck out (`*****`); values shorter than 4 characters would strike out
+/// ordinary text and are left.
+pub(crate) fn scrub(
+    text: &str,
+    secret: &std::collections::BTreeMap<String, String>,
+    keys: &[&str],
+) -> String {
     let mut text = text.to_string();
-    for value in secret.values().filter(|value| value.len() >= 4) {
+    for value in keys
+        .iter()
+        .filter_map(|key| secret.get(*key))
+        .filter(|value| value.len() >= 4)
+    {
         text = text.replace(value.as_str(), "*****");
     }
     text
 }
 
-/// An outcome with a provider Secret's values struck out of its message or shown value.
+/// An outcome with a provider Secret's credentials ([`scrub`]) struck out of its message or
+/// shown value.
 pub(crate) fn scrub_outcome(
     outcome: Outcome,
     secret: &std::collections::BTreeMap<String, String>,
+    keys: &[&str],
 ) -> Outcome {
     match outcome {
-        Outcome::Error(message) => Outcome::Error(scrub(&message, secret)),
+        Outcome::Error(message) => Outcome::Error(scrub(&message, secret, keys)),
         Outcome::Value { result, shown } => Outcome::Value {
             result,
-            shown: scrub(&shown, secret),
+            shown: scrub(&shown, secret, keys),
         },
         other => other,
     }

@@ -183,7 +183,7 @@ pub(super) async fn measure(context: &RunContext, datadog: &Value) -> Outcome {
         Ok(answer) if method == http::Method::POST => parse_v2(&answer.body),
         Ok(answer) => parse(&answer.body),
     };
-    scrub_outcome(outcome, &secret)
+    scrub_outcome(outcome, &secret, &["api-key", "app-key"])
 }
 
 /// The last point of the first series, as Argo's v1 hands it to the conditions.

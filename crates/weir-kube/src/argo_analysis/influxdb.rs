@@ -51,7 +51,7 @@ pub(super) async fn measure(context: &RunContext, influxdb: &Value) -> Outcome {
         Err(error) => return Outcome::Error(format!("influxdb: {error}")),
     };
     let outcome = query_once(context, &secret, name, query).await;
-    scrub_outcome(outcome, &secret)
+    scrub_outcome(outcome, &secret, &["authToken"])
 }
 
 async fn query_once(

@@ -66,7 +66,7 @@ pub(super) async fn measure(context: &RunContext, newrelic: &Value) -> Outcome {
         Err(error) => return Outcome::Error(format!("newRelic: {error}")),
     };
     let outcome = query_once(context, &secret, name, query, timeout).await;
-    scrub_outcome(outcome, &secret)
+    scrub_outcome(outcome, &secret, &["personal-api-key"])
 }
 
 async fn query_once(
