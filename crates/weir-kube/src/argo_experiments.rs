@@ -29,7 +29,7 @@ use weir_core::argo::types::Experiment;
 use crate::argo_analysis::{analysis_runs_resource, merge_diff};
 use crate::argo_shell::{
     PassError, api_error, create_unless_present, delete_if_present, owned, reconcile_each,
-    resource, run_view,
+    replica_counts, resource, run_view,
 };
 
 /// `experiments.argoproj.io`, version `v1alpha1`.
@@ -160,31 +160,21 @@ fn errored(status: &ExperimentStatus, reason: String) -> ExperimentStatus {
 }
 
 fn replica_set_view(object: &DynamicObject) -> TemplateReplicaSet {
-    let annotations = object.metadata.annotations.clone().unwrap_or_default();
-    let int = |pointer: &str| {
-        object
-            .data
-            .pointer(pointer)
-            .and_then(Value::as_i64)
-            .unwrap_or(0)
-    };
+    let counts = replica_counts(object);
     TemplateReplicaSet {
         name: object.metadata.name.clone().unwrap_or_default(),
-        template: annotations
-            .get(TEMPLATE_NAME_ANNOTATION)
+        template: object
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.get(TEMPLATE_NAME_ANNOTATION))
             .cloned()
             .unwrap_or_default(),
-        replicas: object
-            .data
-            .pointer("/spec/replicas")
-            .and_then(Value::as_i64)
-            .unwrap_or(1),
-        status_replicas: int("/status/replicas"),
-        ready: int("/status/readyReplicas"),
-        available: int("/status/availableReplicas"),
-        scale_down_deadline: annotations
-            .get(SCALE_DOWN_DEADLINE_ANNOTATION)
-            .and_then(|deadline| deadline.parse().ok()),
+        replicas: counts.replicas,
+        status_replicas: counts.status_replicas,
+        ready: counts.ready,
+        available: counts.available,
+        scale_down_deadline: counts.scale_down_deadline,
     }
 }
 

@@ -30,7 +30,7 @@ use crate::argo_analysis::{analysis_runs_resource, merge_diff};
 use crate::argo_experiments::experiments_resource;
 use crate::argo_shell::{
     PassError, api_error, apis, create_unless_present, delete_if_present, owned, reconcile_each,
-    resource, run_view,
+    replica_counts, resource, run_view,
 };
 use crate::argo_traffic::Weights;
 
@@ -343,32 +343,22 @@ fn rs_view(object: &DynamicObject) -> Option<ReplicaSetView> {
         .as_ref()?
         .get(POD_TEMPLATE_HASH_LABEL)?
         .clone();
-    let annotations = object.metadata.annotations.clone().unwrap_or_default();
-    let int = |pointer: &str| {
-        object
-            .data
-            .pointer(pointer)
-            .and_then(Value::as_i64)
-            .unwrap_or(0)
-    };
+    let counts = replica_counts(object);
     Some(ReplicaSetView {
         name: object.metadata.name.clone().unwrap_or_default(),
         hash,
-        revision: annotations
-            .get(REVISION_ANNOTATION)
+        revision: object
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.get(REVISION_ANNOTATION))
             .and_then(|revision| revision.parse().ok())
             .unwrap_or(0),
-        replicas: object
-            .data
-            .pointer("/spec/replicas")
-            .and_then(Value::as_i64)
-            .unwrap_or(1),
-        status_replicas: int("/status/replicas"),
-        ready: int("/status/readyReplicas"),
-        available: int("/status/availableReplicas"),
-        scale_down_deadline: annotations
-            .get(SCALE_DOWN_DEADLINE_ANNOTATION)
-            .and_then(|deadline| deadline.parse().ok()),
+        replicas: counts.replicas,
+        status_replicas: counts.status_replicas,
+        ready: counts.ready,
+        available: counts.available,
+        scale_down_deadline: counts.scale_down_deadline,
     })
 }
 

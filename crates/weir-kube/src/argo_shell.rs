@@ -15,7 +15,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use weir_core::argo::analysis::Phase;
-use weir_core::argo::sync::RunView;
+use weir_core::argo::sync::{RunView, SCALE_DOWN_DEADLINE_ANNOTATION};
 
 /// The longest an object waits before it is looked at again while something may change by
 /// itself (pods becoming available, a run's phase, a pause's or a delay's end): a deadline for
@@ -219,5 +219,46 @@ pub(crate) async fn delete_if_present(
             doing: format!("deleting {what} {name}"),
             source,
         }),
+    }
+}
+
+/// A ReplicaSet's sizes as a reconcile reads them.
+pub(crate) struct ReplicaCounts {
+    /// `spec.replicas` (1 when absent, as Kubernetes defaults it).
+    pub(crate) replicas: i64,
+    /// `status.replicas`.
+    pub(crate) status_replicas: i64,
+    /// `status.readyReplicas`.
+    pub(crate) ready: i64,
+    /// `status.availableReplicas`.
+    pub(crate) available: i64,
+    /// Its scale-down deadline annotation, if set.
+    pub(crate) scale_down_deadline: Option<Timestamp>,
+}
+
+/// The sizes of ReplicaSet `object` (absent counts are 0, as the API server omits them).
+pub(crate) fn replica_counts(object: &DynamicObject) -> ReplicaCounts {
+    let int = |pointer: &str| {
+        object
+            .data
+            .pointer(pointer)
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+    };
+    ReplicaCounts {
+        replicas: object
+            .data
+            .pointer("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1),
+        status_replicas: int("/status/replicas"),
+        ready: int("/status/readyReplicas"),
+        available: int("/status/availableReplicas"),
+        scale_down_deadline: object
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|annotations| annotations.get(SCALE_DOWN_DEADLINE_ANNOTATION))
+            .and_then(|deadline| deadline.parse().ok()),
     }
 }

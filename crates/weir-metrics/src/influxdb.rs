@@ -66,7 +66,7 @@ pub fn request(plan: &Plan) -> Request {
 }
 
 /// One CSV line's fields (RFC 4180 quoting: `"a,b"`, `""` for a quote).
-fn fields(line: &str) -> Vec<String> {
+pub fn fields(line: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut field = String::new();
     let mut quoted = false;

@@ -118,7 +118,7 @@ pub(super) fn parse(body: &[u8]) -> Outcome {
             header = None;
             continue;
         }
-        let row = fields(line);
+        let row = weir_metrics::influxdb::fields(line);
         if row.first().is_some_and(|first| first.starts_with('#')) {
             if row.first().map(String::as_str) == Some("#datatype") {
                 datatypes = row;
@@ -163,27 +163,6 @@ pub(super) fn parse(body: &[u8]) -> Outcome {
         result: Val::List(values),
         shown: format!("[{}]", shown.join(" ")),
     }
-}
-
-/// One CSV line's fields (RFC 4180 quoting: `"a,b"`, `""` for a quote).
-fn fields(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut field = String::new();
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' if quoted && chars.peek() == Some(&'"') => {
-                field.push('"');
-                chars.next();
-            }
-            '"' => quoted = !quoted,
-            ',' if !quoted => out.push(std::mem::take(&mut field)),
-            other => field.push(other),
-        }
-    }
-    out.push(field);
-    out
 }
 
 #[cfg(test)]
